@@ -1,0 +1,52 @@
+# The front door. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+CARGO ?= cargo
+TESTBED := e2e/testbed
+RUN_DIR ?= $(CURDIR)/target/testbed
+export TESTBED_RUN_DIR := $(RUN_DIR)
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build every crate (debug)
+	$(CARGO) build --workspace --all-targets
+
+.PHONY: crds
+crds: ## regenerate the CRD and admission-policy YAML for the Helm chart and the OLM bundle
+	mkdir -p helm/infinispan-operator/crds helm/infinispan-operator/files olm/bundle/manifests
+	$(CARGO) run -q -p cluster-operator -- crd > helm/infinispan-operator/crds/infinispan.org.yaml
+	$(CARGO) run -q -p cluster-operator -- admission-policy > helm/infinispan-operator/files/label-policy.yaml
+	$(CARGO) run -q -p cluster-operator -- crd --split olm/bundle/manifests
+
+.PHONY: testbed-build
+testbed-build: ## build (once, cached in ~/.cache/infinispan-operators) Kubernetes, etcd and Infinispan
+	$(TESTBED)/build.sh all
+
+.PHONY: testbed-up
+testbed-up: ## start etcd, kube-apiserver, kube-controller-manager, Infinispan; writes target/testbed/env
+	$(TESTBED)/up.sh
+
+.PHONY: testbed-down
+testbed-down: ## stop exactly the testbed processes started by testbed-up
+	$(TESTBED)/down.sh
+
+.PHONY: testbed-wipe
+testbed-wipe: ## stop the testbed and delete its state (target/testbed)
+	$(TESTBED)/down.sh --wipe
+
+.PHONY: lint
+lint: ## rustfmt and clippy, warnings are errors
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+.PHONY: test
+test: lint testbed-up ## everything: lint, unit tests, integration tests on the real testbed
+	source $(RUN_DIR)/env && $(CARGO) test --workspace --no-fail-fast
+
+.PHONY: demo
+demo: testbed-up ## bring up the testbed, install the CRDs and show what is there
+	e2e/demo.sh

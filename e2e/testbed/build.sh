@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Builds (once, cached by version under $PROJECT_CACHE) everything the testbed runs:
+#   k8s-<v>/bin/{kube-apiserver,kube-controller-manager,kubectl}   from the Go module proxy
+#   etcd-<v>/bin/etcd                                               from the Go module proxy
+#   infinispan-<v>/                                                 a server assembled from Maven Central
+# Usage: build.sh [k8s|etcd|infinispan|all]
+# A failed pin falls back to the next version of its list in versions.env, and says so.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+mkdir -p "$PROJECT_CACHE"
+
+# Try each version of LIST with FUNCTION until one succeeds.
+build_with_fallback() {
+  local name=$1 prefix=$2 list=$3 fn=$4 v first=1
+  if v=$(installed_version "$prefix" "$list"); then
+    log "$name $v: cached in $PROJECT_CACHE/$prefix-$v"
+    return 0
+  fi
+  for v in $list; do
+    if (( ! first )); then
+      log "WARNING: falling back to $name $v"
+    fi
+    first=0
+    local out="$PROJECT_CACHE/$prefix-$v" started=$SECONDS
+    rm -rf "$out"
+    mkdir -p "$out"
+    log "building $name $v into $out (log: $out/build.log)"
+    # Not `if fn`: errexit is ignored inside a function called as a condition.
+    local rc=0
+    set +e
+    (set -e; "$fn" "$v" "$out") >"$out/build.log" 2>&1
+    rc=$?
+    set -e
+    if (( rc == 0 )); then
+      touch "$out/.complete"
+      log "$name $v built in $((SECONDS - started))s"
+      return 0
+    fi
+    log "building $name $v FAILED after $((SECONDS - started))s"
+    tail_log "$out/build.log"
+  done
+  die "no version of $name could be built (tried: $list)"
+}
+
+# Kubernetes cannot be `go install`ed: its go.mod replaces the staging modules with ./staging/...
+# A throwaway wrapper module requires k8s.io/kubernetes and maps each staging module to its
+# published v0.X.Y twin, then builds the commands in one invocation (they share compile work).
+build_k8s_version() {
+  local v=$1 out=$2 minor staging_v gomod
+  minor=$(cut -d. -f2 <<<"$v")
+  staging_v="v0.${v#*.}"
+  local src="$out/src"
+  mkdir -p "$src" "$out/bin"
+  cd "$src"
+  gomod=$(go mod download -json "k8s.io/kubernetes@v$v" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [[ -f $gomod ]] || { echo "no go.mod for k8s.io/kubernetes@v$v"; return 1; }
+  cat >go.mod <<GOMOD
+module testbed/k8s
+
+go $(sed -n 's/^go //p' "$gomod")
+GOMOD
+  sed -n 's#^[[:space:]]*\(k8s.io/[^ ]*\) => ./staging/.*#\1#p' "$gomod" | while read -r m; do
+    echo "replace $m => $m $staging_v" >>go.mod
+  done
+  cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+  go get "k8s.io/kubernetes@v$v"
+  go mod tidy -e
+  local ld="" pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=v$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+    ld+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  CGO_ENABLED=0 go build -tags tools -trimpath -ldflags "-s -w $ld" -o "$out/bin/" \
+    k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kubectl
+  "$out/bin/kubectl" version --client
+}
+
+# etcd's server module also carries monorepo replaces: same wrapper pattern.
+build_etcd_version() {
+  local v=$1 out=$2 gomod
+  local src="$out/src"
+  mkdir -p "$src" "$out/bin"
+  cd "$src"
+  gomod=$(go mod download -json "go.etcd.io/etcd/server/v3@v$v" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [[ -f $gomod ]] || { echo "no go.mod for etcd server v$v"; return 1; }
+  cat >go.mod <<GOMOD
+module testbed/etcd
+
+go $(sed -n 's/^go //p' "$gomod")
+GOMOD
+  sed -n 's#^[[:space:]]*\(go.etcd.io/etcd/[^ ]*\) => \.\./.*#\1#p' "$gomod" | sort -u | while read -r m; do
+    echo "replace $m => $m v$v" >>go.mod
+  done
+  cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
+GO
+  go get "go.etcd.io/etcd/server/v3@v$v"
+  go mod tidy -e
+  CGO_ENABLED=0 go build -tags tools -trimpath -ldflags "-s -w" -o "$out/bin/etcd" go.etcd.io/etcd/server/v3
+  "$out/bin/etcd" --version
+}
+
+# copy_maven_deps JAVA_HOME DIR GROUP:ARTIFACT:VERSION: resolve one artifact with its runtime
+# dependencies from Maven Central and copy the jars into DIR.
+copy_maven_deps() {
+  local java_home=$1 dir=$2 gav=$3 g a v
+  IFS=: read -r g a v <<<"$gav"
+  local pom_dir
+  pom_dir=$(mktemp -d)
+  cat >"$pom_dir/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>testbed</groupId><artifactId>assembly-$a</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>$g</groupId><artifactId>$a</artifactId><version>$v</version></dependency>
+  </dependencies>
+</project>
+POM
+  JAVA_HOME="$java_home" mvn -B -q -f "$pom_dir/pom.xml" dependency:copy-dependencies \
+    -DoutputDirectory="$dir" -DincludeScope=runtime
+  rm -rf "$pom_dir"
+}
+
+# No server zip is published on Maven Central: assemble one from infinispan-server-runtime and
+# its dependencies (lib/, on the executable jar's Class-Path), plus nashorn-core in server-lib/
+# (given to the server as infinispan.server.lib.path) so server tasks (JavaScript) can run.
+# Two separate resolutions: nashorn's old asm must not replace the server's newer one.
+build_infinispan_version() {
+  local v=$1 out=$2 java_home
+  java_home=$(java_home_for "$v")
+  [[ -x $java_home/bin/java ]] || { echo "Infinispan $v needs the JDK at $java_home, which is missing"; return 1; }
+  mkdir -p "$out/lib" "$out/server-lib"
+  copy_maven_deps "$java_home" "$out/lib" "org.infinispan:infinispan-server-runtime:$v"
+  copy_maven_deps "$java_home" "$out/server-lib" "org.openjdk.nashorn:nashorn-core:$NASHORN_VERSION"
+  # The official distribution leaves this one out.
+  rm -f "$out"/lib/jcip-annotations*.jar
+  ls "$out/lib/infinispan-server-runtime-$v.jar"
+  echo "$v" >"$out/VERSION"
+  echo "$java_home" >"$out/JAVA_HOME"
+}
+
+what=${1:-all}
+case $what in
+  k8s) build_with_fallback Kubernetes k8s "$K8S_VERSIONS" build_k8s_version ;;
+  etcd) build_with_fallback etcd etcd "$ETCD_VERSIONS" build_etcd_version ;;
+  infinispan) build_with_fallback Infinispan infinispan "$INFINISPAN_VERSIONS" build_infinispan_version ;;
+  all)
+    build_with_fallback etcd etcd "$ETCD_VERSIONS" build_etcd_version
+    build_with_fallback Infinispan infinispan "$INFINISPAN_VERSIONS" build_infinispan_version
+    build_with_fallback Kubernetes k8s "$K8S_VERSIONS" build_k8s_version
+    ;;
+  *) die "usage: build.sh [k8s|etcd|infinispan|all]" ;;
+esac

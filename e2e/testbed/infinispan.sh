@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Runs Infinispan server nodes of the testbed as local processes on 127.0.0.1.
+#
+#   infinispan.sh start NAME [--offset N] [--cluster NAME] [--jgroups-port P] [--peers "h[p],h[p]"] [--heap 512m]
+#   infinispan.sh stop NAME [--wipe]      stop a node (SIGTERM, then SIGKILL after 20 s); --wipe deletes its state
+#   infinispan.sh kill NAME               SIGKILL a node (state kept)
+#   infinispan.sh status NAME             exit 0 when the node answers HEALTHY
+#
+# Each node has its own server root under $RUN_DIR/infinispan/NAME (conf/, data/, log/) and its
+# REST + Hot Rod port at 11222 + offset. Nodes given the same --cluster and each other as --peers
+# form one cluster over TCPPING. Credentials: $RUN_DIR/infinispan/credentials (one user, admin role,
+# shared by every node of this testbed).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+node_root() { echo "$RUN_DIR/infinispan/$1"; }
+
+credentials_file() { echo "$RUN_DIR/infinispan/credentials"; }
+
+ensure_credentials() {
+  local file
+  file=$(credentials_file)
+  mkdir -p "$(dirname "$file")"
+  if [[ ! -f $file ]]; then
+    local pw
+    pw=$(openssl rand -hex 16)
+    umask 077
+    printf 'INFINISPAN_USER=%s\nINFINISPAN_PASSWORD=%s\n' "$INFINISPAN_USER" "$pw" >"$file"
+  fi
+}
+
+node_port() { echo $((11222 + $1)); }
+
+health() {
+  local port=$1
+  [[ $(curl -s -m 2 "http://127.0.0.1:$port/rest/v2/container/health/status") == HEALTHY* ]]
+}
+
+start_node() {
+  local name=$1; shift
+  local offset=$INFINISPAN_PORT_OFFSET cluster=testbed jport=$INFINISPAN_JGROUPS_PORT peers="" heap=512m
+  while (($#)); do
+    case $1 in
+      --offset) offset=$2; shift 2 ;;
+      --cluster) cluster=$2; shift 2 ;;
+      --jgroups-port) jport=$2; shift 2 ;;
+      --peers) peers=$2; shift 2 ;;
+      --heap) heap=$2; shift 2 ;;
+      *) die "unknown option $1" ;;
+    esac
+  done
+  [[ -n $peers ]] || peers="127.0.0.1[$jport]"
+  local home version java_home root port
+  home=$(infinispan_home) || die "Infinispan is not built: run 'make testbed-build' (or e2e/testbed/build.sh infinispan)"
+  version=$(cat "$home/VERSION")
+  java_home=$(cat "$home/JAVA_HOME")
+  root=$(node_root "$name")
+  port=$(node_port "$offset")
+  local pidfile=$root/pid logfile=$root/log/server.log
+  if pid_alive "$pidfile"; then
+    if health "$port"; then
+      log "Infinispan node $name already running (pid $(cat "$pidfile"), port $port)"
+      return 0
+    fi
+  else
+    if port_in_use "$port"; then
+      die "port $port (Infinispan node $name) is already in use by another process; set INFINISPAN_PORT_OFFSET"
+    fi
+    ensure_credentials
+    # shellcheck disable=SC1090
+    source "$(credentials_file)"
+    mkdir -p "$root/conf" "$root/data" "$root/log"
+    cp "$TESTBED_DIR/infinispan/infinispan.xml" "$TESTBED_DIR/infinispan/log4j2.xml" "$root/conf/"
+    printf '#$REALM_NAME=default$\n#$ALGORITHM=clear$\n%s=%s\n' "$INFINISPAN_USER" "$INFINISPAN_PASSWORD" >"$root/conf/users.properties"
+    printf '%s=admin\n' "$INFINISPAN_USER" >"$root/conf/groups.properties"
+    chmod 600 "$root/conf/users.properties"
+    log "starting Infinispan $version node $name on 127.0.0.1:$port (cluster $cluster, JGroups port $jport, Java $java_home)"
+    (
+      cd "$root"
+      exec setsid "$java_home/bin/java" -Xmx"$heap" -XX:+UseSerialGC -Djava.net.preferIPv4Stack=true \
+        -Dinfinispan.server.home.path="$home" -Dinfinispan.server.lib.path="$home/server-lib" \
+        -Dtestbed.jgroups.port="$jport" -Dtestbed.jgroups.initial-hosts="$peers" \
+        -Dinfinispan.cluster.name="$cluster" \
+        -cp "$home/lib/*" org.infinispan.server.Bootstrap \
+        -s "$root" -c infinispan.xml -b 127.0.0.1 -k 127.0.0.1 -n "$name" -o "$offset"
+    ) >>"$logfile" 2>&1 </dev/null &
+    echo $! >"$pidfile"
+  fi
+  wait_for "Infinispan node $name (port $port)" "${INFINISPAN_START_TIMEOUT:-120}" "$logfile" "$pidfile" health "$port"
+  log "Infinispan node $name is HEALTHY at http://127.0.0.1:$port"
+}
+
+stop_node() {
+  local name=$1 signal=${2:-TERM} wipe=${3:-}
+  local root pidfile
+  root=$(node_root "$name")
+  pidfile=$root/pid
+  if pid_alive "$pidfile"; then
+    local pid
+    pid=$(cat "$pidfile")
+    kill "-$signal" "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + 20))
+    while kill -0 "$pid" 2>/dev/null; do
+      if ((SECONDS >= deadline)); then kill -KILL "$pid" 2>/dev/null || true; fi
+      sleep 0.2
+    done
+    log "Infinispan node $name stopped ($signal)"
+  fi
+  rm -f "$pidfile"
+  if [[ $wipe == wipe ]]; then
+    rm -rf "$root/data"
+    log "Infinispan node $name: state wiped"
+  fi
+}
+
+cmd=${1:-}; name=${2:-}
+[[ -n $cmd && -n $name ]] || die "usage: infinispan.sh start|stop|kill|status NAME [options]"
+shift 2
+case $cmd in
+  start) start_node "$name" "$@" ;;
+  stop) stop_node "$name" TERM "$([[ ${1:-} == --wipe ]] && echo wipe)" ;;
+  kill) stop_node "$name" KILL ;;
+  status)
+    offset=$INFINISPAN_PORT_OFFSET
+    [[ ${1:-} == --offset ]] && offset=$2
+    health "$(node_port "$offset")"
+    ;;
+  *) die "unknown command $cmd" ;;
+esac

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Shared helpers for the testbed scripts: paths, logging, version lists.
+# Sourced, never run directly.
+
+TESTBED_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$TESTBED_DIR/../.." && pwd)"
+# shellcheck source=versions.env
+source "$TESTBED_DIR/versions.env"
+
+PROJECT_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/infinispan-operators"
+# Runtime state (PKI, etcd data, logs, pids, kubeconfig) of one testbed.
+RUN_DIR="${TESTBED_RUN_DIR:-$REPO_ROOT/target/testbed}"
+
+# Ports, overridable so two testbeds (or parallel tests) never clash.
+ETCD_CLIENT_PORT="${ETCD_CLIENT_PORT:-23790}"
+ETCD_PEER_PORT="${ETCD_PEER_PORT:-23800}"
+APISERVER_PORT="${APISERVER_PORT:-26443}"
+KCM_PORT="${KCM_PORT:-26257}"
+# Infinispan's single port (REST + Hot Rod) is 11222 + offset.
+INFINISPAN_PORT_OFFSET="${INFINISPAN_PORT_OFFSET:-1000}"
+INFINISPAN_JGROUPS_PORT="${INFINISPAN_JGROUPS_PORT:-17800}"
+INFINISPAN_USER="${INFINISPAN_USER:-admin}"
+SERVICE_CIDR="${SERVICE_CIDR:-10.96.0.0/16}"
+
+log() { printf '[testbed %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf '[testbed] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# Print the last lines of a log file, indented, to stderr.
+tail_log() {
+  local file=$1
+  if [[ -f $file ]]; then
+    printf '  --- last lines of %s ---\n' "$file" >&2
+    tail -n 25 "$file" | sed 's/^/  | /' >&2
+  fi
+}
+
+# The version actually built: the first of the list with a completed build marker.
+installed_version() {
+  local prefix=$1 list=$2 v
+  for v in $list; do
+    if [[ -f $PROJECT_CACHE/$prefix-$v/.complete ]]; then
+      echo "$v"
+      return 0
+    fi
+  done
+  return 1
+}
+
+k8s_bin_dir() { local v; v=$(installed_version k8s "$K8S_VERSIONS") || return 1; echo "$PROJECT_CACHE/k8s-$v/bin"; }
+etcd_bin_dir() { local v; v=$(installed_version etcd "$ETCD_VERSIONS") || return 1; echo "$PROJECT_CACHE/etcd-$v/bin"; }
+infinispan_home() { local v; v=$(installed_version infinispan "$INFINISPAN_VERSIONS") || return 1; echo "$PROJECT_CACHE/infinispan-$v"; }
+
+# Java home for an Infinispan version: 16.1+ needs Java 25.
+java_home_for() {
+  local v=$1 major minor
+  major=${v%%.*}; minor=${v#*.}; minor=${minor%%.*}
+  if (( major > 16 || (major == 16 && minor >= 1) )); then
+    echo "${JAVA25_HOME:-$JAVA25_HOME_DEFAULT}"
+  else
+    echo "${JAVA17_HOME:-$JAVA17_HOME_DEFAULT}"
+  fi
+}
+
+# wait_for DESCRIPTION TIMEOUT_SECONDS LOGFILE PIDFILE COMMAND...: polls COMMAND every 0.5 s;
+# fails at once, with the log's last lines, when the process of PIDFILE exits.
+wait_for() {
+  local what=$1 timeout=$2 logfile=$3 pidfile=$4; shift 4
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    if ! pid_alive "$pidfile"; then
+      printf '[testbed] ERROR: %s exited before it was ready\n' "$what" >&2
+      tail_log "$logfile"
+      return 1
+    fi
+    if (( SECONDS >= deadline )); then
+      printf '[testbed] ERROR: %s not ready after %ss\n' "$what" "$timeout" >&2
+      tail_log "$logfile"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# Is the process recorded in pid file $1 alive?
+pid_alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
