@@ -1,0 +1,101 @@
+//! The committed copies of the generated manifests (Helm chart, OLM bundle) must be what the
+//! binary generates now: a change to the API types without `make crds` fails here.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const HINT: &str = "run `make crds` and commit the result";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(".."))
+}
+
+/// Standard output of `cluster-operator <args>`, which must succeed.
+fn run(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_cluster-operator"))
+        .args(args)
+        .output()
+        .expect("cluster-operator runs");
+    assert!(
+        output.status.success(),
+        "cluster-operator {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+fn committed(relative: &str) -> String {
+    let path = repo_root().join(relative);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("reading {}: {error}; {HINT}", path.display()))
+}
+
+fn assert_same(relative: &str, generated: &str) {
+    let committed = committed(relative);
+    if committed != generated {
+        let line = committed
+            .lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| committed.lines().count().min(generated.lines().count()))
+            + 1;
+        panic!(
+            "{relative} differs from the generated manifest (first difference at line {line}): {HINT}"
+        );
+    }
+}
+
+#[test]
+fn helm_chart_crds_are_up_to_date() {
+    assert_same(
+        "helm/infinispan-operator/crds/infinispan.org.yaml",
+        &run(&["crd"]),
+    );
+}
+
+#[test]
+fn helm_chart_label_policy_is_up_to_date() {
+    assert_same(
+        "helm/infinispan-operator/files/label-policy.yaml",
+        &run(&["admission-policy"]),
+    );
+}
+
+#[test]
+fn olm_bundle_crds_are_up_to_date() {
+    let dir = std::env::temp_dir().join(format!("cluster-operator-crds-{}", std::process::id()));
+    let dir_arg = dir.to_str().expect("UTF-8 temporary directory");
+    assert_eq!(
+        run(&["crd", "--split", dir_arg]),
+        "",
+        "--split prints nothing"
+    );
+    let mut generated: Vec<String> = std::fs::read_dir(&dir)
+        .expect("split directory")
+        .filter_map(|entry| entry.ok().and_then(|e| e.file_name().into_string().ok()))
+        .collect();
+    generated.sort();
+    assert_eq!(generated.len(), 8, "one file per CRD: {generated:?}");
+
+    for name in &generated {
+        let content = std::fs::read_to_string(dir.join(name)).expect("generated file");
+        assert_same(&format!("olm/bundle/manifests/{name}"), &content);
+    }
+    // No CRD file left over from a kind that no longer exists.
+    let manifests = repo_root().join("olm/bundle/manifests");
+    let mut committed_crds: Vec<String> = std::fs::read_dir(&manifests)
+        .unwrap_or_else(|error| panic!("reading {}: {error}; {HINT}", manifests.display()))
+        .filter_map(|entry| entry.ok().and_then(|e| e.file_name().into_string().ok()))
+        .filter(|name| name.starts_with("infinispan.org_"))
+        .collect();
+    committed_crds.sort();
+    assert_eq!(
+        committed_crds, generated,
+        "CRD files of olm/bundle/manifests: {HINT}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,353 @@
+//! Status conditions: their types, the reasons of resource kinds (design "Conditions on resource
+//! kinds"), and [`set_condition`], which moves `lastTransitionTime` only on a real change so that
+//! an idle operator writes nothing (design L1).
+
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// The condition types of every kind of the project.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConditionType {
+    /// Infinispan: the cluster serves; resource kinds: the CR and the server agree.
+    Ready,
+    /// Infinispan: a rollout or scaling is under way.
+    Progressing,
+    /// Infinispan: the cluster runs with fewer ready pods than asked for, or a part failed.
+    Degraded,
+    /// Infinispan: the cluster's resources operator is deployed and ready.
+    ResourcesOperatorReady,
+    /// Resource kinds: the `infinispan.org/pause-reconciliation` annotation is set (design E2).
+    ReconciliationPaused,
+    /// Backup and Restore: finished successfully.
+    Complete,
+    /// Backup and Restore: finished unsuccessfully.
+    Failed,
+}
+
+impl ConditionType {
+    /// Every condition type.
+    pub const ALL: [ConditionType; 7] = [
+        Self::Ready,
+        Self::Progressing,
+        Self::Degraded,
+        Self::ResourcesOperatorReady,
+        Self::ReconciliationPaused,
+        Self::Complete,
+        Self::Failed,
+    ];
+
+    /// The `type` of the condition.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "Ready",
+            Self::Progressing => "Progressing",
+            Self::Degraded => "Degraded",
+            Self::ResourcesOperatorReady => "ResourcesOperatorReady",
+            Self::ReconciliationPaused => "ReconciliationPaused",
+            Self::Complete => "Complete",
+            Self::Failed => "Failed",
+        }
+    }
+}
+
+impl fmt::Display for ConditionType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `status` of a condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// `"True"`, `"False"` or `"Unknown"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "True",
+            Self::False => "False",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+impl From<bool> for ConditionStatus {
+    fn from(value: bool) -> Self {
+        if value { Self::True } else { Self::False }
+    }
+}
+
+impl fmt::Display for ConditionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why the `Ready` condition of a resource CR (Cache, Template, Counter, Schema, Task) is what it
+/// is: exactly one of these, always.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// The CR and the server object agree (`Ready=True`).
+    Synced,
+    /// Not synced yet: first sync or a retry is under way.
+    Pending,
+    /// The server refused the change; the message is the server's own.
+    Rejected,
+    /// The change needs a recreation the server cannot do in place and `updates.strategy` is
+    /// `retain`.
+    Immutable,
+    /// A Template or Schema this object needs is missing or not ready (design D1).
+    DependencyMissing,
+    /// Another CR claims the same server object and wins (design N2).
+    Conflict,
+    /// No `Infinispan` CR of the name in the `infinispan.org/cluster` label in this namespace.
+    ClusterNotFound,
+    /// The server cannot be reached; pending work waits for it.
+    ServerUnavailable,
+    /// The server cannot do what the CR asks for (e.g. this kind or operation on this version).
+    Unsupported,
+    /// A schema the server holds has errors.
+    SchemaError,
+    /// The cluster syncs `FromServer`: CR changes are not pushed (design E3).
+    ReadOnlyMode,
+    /// The CR has `infinispan.org/managed: "false"` (design E1).
+    Unmanaged,
+}
+
+impl Reason {
+    /// Every reason.
+    pub const ALL: [Reason; 12] = [
+        Self::Synced,
+        Self::Pending,
+        Self::Rejected,
+        Self::Immutable,
+        Self::DependencyMissing,
+        Self::Conflict,
+        Self::ClusterNotFound,
+        Self::ServerUnavailable,
+        Self::Unsupported,
+        Self::SchemaError,
+        Self::ReadOnlyMode,
+        Self::Unmanaged,
+    ];
+
+    /// The `reason` of the condition.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Synced => "Synced",
+            Self::Pending => "Pending",
+            Self::Rejected => "Rejected",
+            Self::Immutable => "Immutable",
+            Self::DependencyMissing => "DependencyMissing",
+            Self::Conflict => "Conflict",
+            Self::ClusterNotFound => "ClusterNotFound",
+            Self::ServerUnavailable => "ServerUnavailable",
+            Self::Unsupported => "Unsupported",
+            Self::SchemaError => "SchemaError",
+            Self::ReadOnlyMode => "ReadOnlyMode",
+            Self::Unmanaged => "Unmanaged",
+        }
+    }
+
+    /// The reason of that name, if it is one.
+    pub fn parse(reason: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == reason)
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A condition, stamped with `now` as its `lastTransitionTime` (which [`set_condition`] keeps
+/// from the existing condition when the status did not change).
+pub fn new_condition(
+    type_: ConditionType,
+    status: ConditionStatus,
+    reason: &str,
+    message: impl Into<String>,
+    observed_generation: Option<i64>,
+    now: Time,
+) -> Condition {
+    Condition {
+        type_: type_.as_str().to_string(),
+        status: status.as_str().to_string(),
+        reason: reason.to_string(),
+        message: message.into(),
+        observed_generation,
+        last_transition_time: now,
+    }
+}
+
+/// Puts `new` into `conditions`, replacing the condition of the same type. `lastTransitionTime`
+/// moves only when the status changes: when it stays, the existing time is kept and only reason,
+/// message and observedGeneration are updated. Returns whether anything changed, so that callers
+/// write status only on a real change.
+pub fn set_condition(conditions: &mut Vec<Condition>, new: Condition) -> bool {
+    let Some(existing) = conditions.iter_mut().find(|c| c.type_ == new.type_) else {
+        conditions.push(new);
+        return true;
+    };
+    if existing.status != new.status {
+        *existing = new;
+        return true;
+    }
+    let Condition {
+        type_: _,
+        status: _,
+        last_transition_time: _,
+        reason,
+        message,
+        observed_generation,
+    } = new;
+    let changed = existing.reason != reason
+        || existing.message != message
+        || existing.observed_generation != observed_generation;
+    if changed {
+        existing.reason = reason;
+        existing.message = message;
+        existing.observed_generation = observed_generation;
+    }
+    changed
+}
+
+/// Removes the condition of that type; returns whether there was one.
+pub fn remove_condition(conditions: &mut Vec<Condition>, type_: ConditionType) -> bool {
+    let before = conditions.len();
+    conditions.retain(|c| c.type_ != type_.as_str());
+    conditions.len() != before
+}
+
+/// The condition of that type, if present.
+pub fn find_condition(conditions: &[Condition], type_: ConditionType) -> Option<&Condition> {
+    conditions.iter().find(|c| c.type_ == type_.as_str())
+}
+
+/// Whether the condition of that type is present with status `True`.
+pub fn is_condition_true(conditions: &[Condition], type_: ConditionType) -> bool {
+    find_condition(conditions, type_).is_some_and(|c| c.status == ConditionStatus::True.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(second: i64) -> Time {
+        Time(Timestamp::from_second(second).expect("valid timestamp"))
+    }
+
+    fn ready(status: bool, reason: Reason, message: &str, generation: i64, time: i64) -> Condition {
+        new_condition(
+            ConditionType::Ready,
+            status.into(),
+            reason.as_str(),
+            message,
+            Some(generation),
+            at(time),
+        )
+    }
+
+    #[test]
+    fn adds_a_missing_condition() {
+        let mut conditions = Vec::new();
+        assert!(set_condition(
+            &mut conditions,
+            ready(true, Reason::Synced, "", 1, 10)
+        ));
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, at(10));
+    }
+
+    #[test]
+    fn same_condition_again_changes_nothing() {
+        let mut conditions = vec![ready(true, Reason::Synced, "ok", 1, 10)];
+        assert!(!set_condition(
+            &mut conditions,
+            ready(true, Reason::Synced, "ok", 1, 20)
+        ));
+        assert_eq!(conditions, vec![ready(true, Reason::Synced, "ok", 1, 10)]);
+    }
+
+    #[test]
+    fn status_change_moves_the_transition_time() {
+        let mut conditions = vec![ready(true, Reason::Synced, "", 1, 10)];
+        assert!(set_condition(
+            &mut conditions,
+            ready(false, Reason::Rejected, "no", 2, 20)
+        ));
+        assert_eq!(
+            conditions,
+            vec![ready(false, Reason::Rejected, "no", 2, 20)]
+        );
+    }
+
+    #[test]
+    fn reason_message_or_generation_change_keeps_the_transition_time() {
+        let mut conditions = vec![ready(false, Reason::Pending, "", 1, 10)];
+        assert!(set_condition(
+            &mut conditions,
+            ready(false, Reason::DependencyMissing, "t", 1, 20)
+        ));
+        assert_eq!(
+            conditions,
+            vec![ready(false, Reason::DependencyMissing, "t", 1, 10)]
+        );
+        assert!(set_condition(
+            &mut conditions,
+            ready(false, Reason::DependencyMissing, "t", 2, 30)
+        ));
+        assert_eq!(
+            conditions,
+            vec![ready(false, Reason::DependencyMissing, "t", 2, 10)]
+        );
+    }
+
+    #[test]
+    fn other_types_are_left_alone() {
+        let paused = new_condition(
+            ConditionType::ReconciliationPaused,
+            ConditionStatus::True,
+            "Paused",
+            "",
+            Some(1),
+            at(5),
+        );
+        let mut conditions = vec![paused.clone(), ready(true, Reason::Synced, "", 1, 10)];
+        assert!(set_condition(
+            &mut conditions,
+            ready(false, Reason::Conflict, "", 1, 20)
+        ));
+        assert_eq!(conditions[0], paused);
+        assert!(!is_condition_true(&conditions, ConditionType::Ready));
+        assert!(is_condition_true(
+            &conditions,
+            ConditionType::ReconciliationPaused
+        ));
+        assert!(remove_condition(
+            &mut conditions,
+            ConditionType::ReconciliationPaused
+        ));
+        assert!(!remove_condition(
+            &mut conditions,
+            ConditionType::ReconciliationPaused
+        ));
+        assert_eq!(conditions.len(), 1);
+    }
+
+    #[test]
+    fn reasons_round_trip() {
+        for reason in Reason::ALL {
+            assert_eq!(Reason::parse(reason.as_str()), Some(reason));
+        }
+        assert_eq!(Reason::parse("Paused"), None);
+        assert_eq!(ConditionType::ALL.len(), 7);
+    }
+}

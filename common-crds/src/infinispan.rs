@@ -1,0 +1,442 @@
+//! `Infinispan` (v1): one Infinispan cluster, deployed and run by the cluster operator, with its
+//! resources operator.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvVar, ResourceRequirements, Toleration, TopologySpreadConstraint,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Desired state of an Infinispan cluster.
+// Clippy reads the repeated `type_ = "..."` of kube's `printcolumn(...)` as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "infinispan.org",
+    version = "v1",
+    kind = "Infinispan",
+    namespaced,
+    shortname = "ispn",
+    category = "infinispan",
+    status = "InfinispanStatus",
+    derive = "PartialEq",
+    doc = "An Infinispan cluster, deployed and run by the cluster operator. Resources on the server (caches, templates, counters, schemas, tasks) are CRs of their own, labelled infinispan.org/cluster=<this name>, kept in sync by the cluster's resources operator.",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(
+        name = "Replicas",
+        type_ = "integer",
+        json_path = ".spec.replicas",
+        description = "Desired number of server pods"
+    ),
+    printcolumn(
+        name = "Ready-Replicas",
+        type_ = "integer",
+        json_path = ".status.readyReplicas",
+        description = "Server pods ready"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".status.version",
+        description = "Infinispan server version running"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status",
+        description = "Whether the cluster serves"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason",
+        description = "Why the cluster is (not) ready"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct InfinispanSpec {
+    /// Number of server pods. 0 stops the cluster and keeps its data volumes.
+    #[serde(default = "default_replicas")]
+    #[schemars(range(min = 0))]
+    pub replicas: i32,
+
+    /// Infinispan server version to run (e.g. "16.0.7"); defaults to the operator's default
+    /// version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+
+    /// Server image to run instead of the one of `version` (for mirrors and patched builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+
+    /// The server container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerSpec>,
+
+    /// The server's storage.
+    #[serde(default)]
+    pub service: ServiceSpec,
+
+    /// Authentication and encryption of the server endpoint.
+    #[serde(default)]
+    pub security: SecuritySpec,
+
+    /// Exposes the server endpoint outside the Kubernetes cluster; absent means reachable only
+    /// inside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expose: Option<ExposeSpec>,
+
+    /// Server log levels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logging: Option<LoggingSpec>,
+
+    /// Where the server pods run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<SchedulingSpec>,
+
+    /// Name of a ConfigMap (same namespace) with a server configuration overlay (key
+    /// infinispan-config.xml, .yaml or .json) merged over the operator's configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_name: Option<String>,
+
+    /// The cluster's resources operator, which keeps Cache, Template, Counter, Schema and Task
+    /// CRs and the server in sync.
+    #[serde(default)]
+    pub resources_operator: ResourcesOperatorSpec,
+}
+
+fn default_replicas() -> i32 {
+    1
+}
+
+/// The server container.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct ContainerSpec {
+    /// CPU and memory requests and limits of the server container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// Extra JVM options, appended to the operator's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_jvm_opts: Option<String>,
+
+    /// Extra environment variables of the server container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+}
+
+/// The server's storage.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct ServiceSpec {
+    /// Storage of each server pod.
+    #[serde(default)]
+    pub container: ServiceContainerSpec,
+}
+
+/// Storage of each server pod.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct ServiceContainerSpec {
+    /// Size of each pod's data volume (default 1Gi).
+    #[serde(default = "default_storage")]
+    // Not nullable: kube marks every int-or-string property outside `required` nullable, but
+    // a null here must be defaulted like an absent value, not kept.
+    #[schemars(extend("nullable" = false))]
+    pub storage: Quantity,
+
+    /// StorageClass of the data volumes; absent means the cluster's default class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+
+    /// true: no persistent volume, data lives in an emptyDir and is lost when a pod goes.
+    #[serde(default)]
+    pub ephemeral_storage: bool,
+}
+
+impl Default for ServiceContainerSpec {
+    fn default() -> Self {
+        Self {
+            storage: default_storage(),
+            storage_class_name: None,
+            ephemeral_storage: false,
+        }
+    }
+}
+
+fn default_storage() -> Quantity {
+    Quantity("1Gi".to_string())
+}
+
+/// Authentication and encryption of the server endpoint.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct SecuritySpec {
+    /// Require clients to authenticate (default true).
+    #[serde(default = "default_true")]
+    pub endpoint_authentication: bool,
+
+    /// Name of a Secret (same namespace) with the user identities (key identities.yaml); absent
+    /// means the operator generates one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_secret_name: Option<String>,
+
+    /// TLS of the server endpoint.
+    #[serde(default)]
+    pub endpoint_encryption: EndpointEncryption,
+}
+
+impl Default for SecuritySpec {
+    fn default() -> Self {
+        Self {
+            endpoint_authentication: true,
+            endpoint_secret_name: None,
+            endpoint_encryption: EndpointEncryption::default(),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// TLS of the server endpoint.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+#[x_kube(validation = Rule::new("self.type != 'Secret' || has(self.certSecretName)")
+    .message("spec.security.endpointEncryption.certSecretName is required when type is Secret"))]
+pub struct EndpointEncryption {
+    /// None (default): plain text; Secret: TLS with the certificate of certSecretName.
+    #[serde(default, rename = "type")]
+    pub type_: EncryptionType,
+
+    /// Name of a kubernetes.io/tls Secret (same namespace) with the server certificate and key;
+    /// required when type is Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_secret_name: Option<String>,
+}
+
+/// Whether the server endpoint uses TLS.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EncryptionType {
+    /// Plain text.
+    #[default]
+    None,
+    /// TLS with the certificate of certSecretName.
+    Secret,
+}
+
+/// How the server endpoint is exposed outside the Kubernetes cluster.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+#[x_kube(
+    validation = Rule::new("self.type == 'NodePort' || !has(self.nodePort)")
+        .message("spec.expose.nodePort is only allowed when type is NodePort"),
+    validation = Rule::new("self.type == 'Ingress' || !has(self.host)")
+        .message("spec.expose.host is only allowed when type is Ingress")
+)]
+pub struct ExposeSpec {
+    /// NodePort, LoadBalancer or Ingress.
+    #[serde(rename = "type")]
+    pub type_: ExposeType,
+
+    /// Node port to use with type NodePort (30000-32767); absent means one is allocated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 30000, max = 32767))]
+    pub node_port: Option<i32>,
+
+    /// Host name of the Ingress (type Ingress only); absent means every host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+
+    /// Annotations for the Service or Ingress that exposes the endpoint (load-balancer or
+    /// ingress-controller settings).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Kind of object that exposes the endpoint.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExposeType {
+    /// A Service of type NodePort.
+    NodePort,
+    /// A Service of type LoadBalancer.
+    LoadBalancer,
+    /// An Ingress.
+    Ingress,
+}
+
+/// Server log levels.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct LoggingSpec {
+    /// Level per log category (a logger name such as org.infinispan or org.jgroups).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub categories: BTreeMap<String, LogLevel>,
+}
+
+/// A log level.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    #[default]
+    Info,
+    Warn,
+    Error,
+}
+
+/// Where the server pods run.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct SchedulingSpec {
+    /// Affinity of the server pods; absent means the operator prefers spreading them over nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+
+    /// Tolerations of the server pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+
+    /// Node labels the server pods' nodes must have.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+
+    /// PriorityClass of the server pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+
+    /// Topology spread constraints of the server pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+}
+
+/// The cluster's resources operator.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct ResourcesOperatorSpec {
+    /// Deploy the resources operator (default true). Turning it off drains it: its finalizers
+    /// are removed and CRs are no longer synced.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+
+    /// Direction of sync: Bidirectional (default), ToServer (CRs are the truth; server objects
+    /// without CR are ignored, server edits reverted) or FromServer (the server is the truth;
+    /// CRs mirror it and user edits are not pushed).
+    #[serde(default)]
+    pub sync_mode: SyncMode,
+
+    /// Which side wins when both changed the same object since the last sync: Kubernetes
+    /// (default) or Server.
+    #[serde(default)]
+    pub conflict_winner: ConflictWinner,
+
+    /// CPU and memory requests and limits of the resources operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// Log level of the resources operator (default info).
+    #[serde(default)]
+    pub log_level: LogLevel,
+
+    /// Image of the resources operator instead of the cluster operator's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+impl Default for ResourcesOperatorSpec {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            sync_mode: SyncMode::default(),
+            conflict_winner: ConflictWinner::default(),
+            resources: None,
+            log_level: LogLevel::default(),
+            image: None,
+        }
+    }
+}
+
+/// Direction of sync between CRs and the server (design E3).
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// Both directions.
+    #[default]
+    Bidirectional,
+    /// CRs to server only (GitOps).
+    ToServer,
+    /// Server to CRs only (mirror).
+    FromServer,
+}
+
+/// Which side wins a conflict (design C1).
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ConflictWinner {
+    /// The CR wins; the server object is overwritten.
+    #[default]
+    Kubernetes,
+    /// The server wins; the CR spec is overwritten.
+    Server,
+}
+
+/// Observed state of an Infinispan cluster, written by the cluster operator.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct InfinispanStatus {
+    /// Ready, Progressing, Degraded and ResourcesOperatorReady.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+
+    /// The metadata.generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// Number of server pods (for the scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+
+    /// Number of server pods ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+
+    /// Label selector of the server pods, as a string (for the scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+
+    /// Infinispan server version running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+
+    /// Name of the Secret (same namespace) with the operators' admin credentials for this
+    /// cluster (keys username and password).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_credentials_secret: Option<String>,
+}

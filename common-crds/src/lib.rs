@@ -1,0 +1,35 @@
+//! The Infinispan operators' API (group `infinispan.org`): every CRD type, the label, annotation,
+//! finalizer and field-manager names, the mapping of server names to CR names, condition
+//! helpers, and the generation of the CRD and admission-policy YAML.
+//!
+//! A library: it enables no k8s-openapi version feature (the binaries choose one).
+//!
+//! - [`infinispan`]: `Infinispan` v1, a cluster (cluster operator).
+//! - [`backup`], [`restore`]: `Backup` and `Restore` v2alpha1 (cluster operator).
+//! - [`cache`], [`template`], [`counter`], [`schema`], [`task`]: the five resource kinds v2alpha1,
+//!   kept in sync with the server by each cluster's resources operator; [`common`] holds what they
+//!   share.
+
+pub mod backup;
+pub mod cache;
+pub mod common;
+pub mod conditions;
+pub mod counter;
+pub mod generate;
+pub mod infinispan;
+pub mod labels;
+pub mod naming;
+pub mod restore;
+pub mod schema;
+pub mod task;
+pub mod template;
+
+pub use backup::{Backup, BackupSpec, BackupStatus};
+pub use cache::{Cache, CacheSpec};
+pub use common::{ResourceKind, ResourceSpecCommon, ResourceStatus, ServerResource};
+pub use counter::{Counter, CounterSpec};
+pub use infinispan::{Infinispan, InfinispanSpec, InfinispanStatus};
+pub use restore::{Restore, RestoreSpec, RestoreStatus};
+pub use schema::{Schema, SchemaSpec};
+pub use task::{Task, TaskSpec};
+pub use template::{Template, TemplateSpec};
