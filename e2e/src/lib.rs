@@ -1,0 +1,233 @@
+//! Test harness for the integration and end-to-end suites: finds the running testbed
+//! (`make testbed-up`), gives clients for its API server and Infinispan node, and small helpers
+//! (namespaces per test, waiting, CRD installation).
+//!
+//! A test that needs the testbed fails, with a message saying how to start it, when it is not
+//! running: it never passes silently.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// Field manager the test harness applies with.
+pub const TEST_FIELD_MANAGER: &str = "infinispan-operators-e2e";
+
+/// The repository root (this crate lives in `<root>/e2e`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(".."))
+}
+
+/// The testbed's run directory: `$TESTBED_RUN_DIR`, else `<root>/target/testbed`.
+pub fn run_dir() -> PathBuf {
+    std::env::var_os("TESTBED_RUN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/testbed"))
+}
+
+/// What `e2e/testbed/up.sh` wrote into `<run dir>/env`.
+#[derive(Clone, Debug)]
+pub struct Testbed {
+    pub run_dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub kubernetes_version: String,
+    pub infinispan_url: String,
+    pub infinispan_user: String,
+    pub infinispan_password: String,
+    pub infinispan_version: String,
+}
+
+impl Testbed {
+    /// Reads the env file of the running testbed, or fails saying how to start one.
+    pub fn get() -> anyhow::Result<Self> {
+        Self::from_run_dir(&run_dir())
+    }
+
+    pub fn from_run_dir(run_dir: &Path) -> anyhow::Result<Self> {
+        let env_file = run_dir.join("env");
+        let text = std::fs::read_to_string(&env_file).with_context(|| {
+            format!(
+                "the testbed is not running ({} is missing): start it with `make testbed-up` \
+                 (or run everything with `make test`)",
+                env_file.display()
+            )
+        })?;
+        let vars = parse_env_file(&text);
+        let var = |name: &str| -> anyhow::Result<String> {
+            vars.get(name).cloned().with_context(|| {
+                format!(
+                    "{} has no {name}: re-run `make testbed-up`",
+                    env_file.display()
+                )
+            })
+        };
+        Ok(Self {
+            run_dir: run_dir.to_path_buf(),
+            kubeconfig: PathBuf::from(var("KUBECONFIG")?),
+            kubernetes_version: var("KUBERNETES_VERSION")?,
+            infinispan_url: var("INFINISPAN_URL")?,
+            infinispan_user: var("INFINISPAN_USER")?,
+            infinispan_password: var("INFINISPAN_PASSWORD")?,
+            infinispan_version: var("INFINISPAN_VERSION")?,
+        })
+    }
+
+    /// A client for the API server as the testbed's admin (system:masters).
+    pub async fn admin_client(&self) -> anyhow::Result<Client> {
+        client_from_kubeconfig(&self.kubeconfig).await
+    }
+
+    /// The testbed's own kubectl (version-matched with the API server).
+    pub fn kubectl(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(self.run_dir.join("bin/kubectl"));
+        cmd.env("KUBECONFIG", &self.kubeconfig);
+        cmd
+    }
+}
+
+/// Parses `export NAME="value"` lines.
+pub fn parse_env_file(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix("export "))
+        .filter_map(|assignment| assignment.split_once('='))
+        .map(|(name, value)| (name.to_string(), value.trim_matches('"').to_string()))
+        .collect()
+}
+
+pub async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<Client> {
+    let kubeconfig =
+        Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// Polls `check` every 200 ms until it returns `Some`, or fails after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut last_error = None;
+    loop {
+        match check().await {
+            Ok(Some(value)) => return Ok(value),
+            Ok(None) => {}
+            Err(error) => last_error = Some(error),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            match last_error {
+                Some(error) => {
+                    bail!("{what}: not reached after {timeout:?}; last error: {error:#}")
+                }
+                None => bail!("{what}: not reached after {timeout:?}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A namespace of one test. Tests delete it at their end; one left behind by a failed test
+/// stays for inspection and goes with the testbed.
+pub struct TestNamespace {
+    pub name: String,
+    client: Client,
+}
+
+impl std::fmt::Debug for TestNamespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestNamespace")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestNamespace {
+    /// Creates `<prefix>-<random>` labelled for the restricted Pod Security profile.
+    pub async fn create(client: &Client, prefix: &str) -> anyhow::Result<Self> {
+        let suffix: u32 = rand_u32();
+        let name = format!("{prefix}-{suffix:08x}");
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "infinispan-operators-e2e": "true",
+                }
+            }
+        }))?;
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .with_context(|| format!("creating namespace {name}"))?;
+        Ok(Self {
+            name,
+            client: client.clone(),
+        })
+    }
+}
+
+impl TestNamespace {
+    /// Deletes the namespace (the controller-manager finishes the deletion in the background).
+    pub async fn delete(self) -> anyhow::Result<()> {
+        Api::<Namespace>::all(self.client.clone())
+            .delete(&self.name, &DeleteParams::background())
+            .await?;
+        Ok(())
+    }
+}
+
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    hasher.finish() as u32
+}
+
+/// Applies every CRD of the project (server-side apply) and waits until each is Established.
+pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let params = PatchParams::apply(TEST_FIELD_MANAGER).force();
+    for crd in common_crds::generate::all_crds() {
+        let name = crd.metadata.name.clone().context("CRD without a name")?;
+        api.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .with_context(|| format!("applying CRD {name}"))?;
+        eventually(
+            &format!("CRD {name} Established"),
+            Duration::from_secs(30),
+            || {
+                let api = api.clone();
+                let name = name.clone();
+                async move {
+                    let crd = api.get(&name).await?;
+                    let established = crd
+                        .status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True");
+                    Ok(established.then_some(()))
+                }
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}

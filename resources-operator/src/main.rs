@@ -1,0 +1,12 @@
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = resources_operator::Cli::parse();
+    match resources_operator::execute(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
