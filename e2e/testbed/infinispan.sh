@@ -2,6 +2,8 @@
 # Runs Infinispan server nodes of the testbed as local processes on 127.0.0.1.
 #
 #   infinispan.sh start NAME [--offset N] [--cluster NAME] [--jgroups-port P] [--peers "h[p],h[p]"] [--heap 512m]
+#                      [--config FILE]   server XML to use instead of infinispan/infinispan.xml
+#                                        (e.g. infinispan/infinispan-digest-only.xml)
 #   infinispan.sh stop NAME [--wipe]      stop a node (SIGTERM, then SIGKILL after 20 s); --wipe deletes its state
 #   infinispan.sh kill NAME               SIGKILL a node (state kept)
 #   infinispan.sh status NAME             exit 0 when the node answers HEALTHY
@@ -39,6 +41,7 @@ health() {
 start_node() {
   local name=$1; shift
   local offset=$INFINISPAN_PORT_OFFSET cluster=testbed jport=$INFINISPAN_JGROUPS_PORT peers="" heap=512m
+  local config=$TESTBED_DIR/infinispan/infinispan.xml
   while (($#)); do
     case $1 in
       --offset) offset=$2; shift 2 ;;
@@ -46,10 +49,12 @@ start_node() {
       --jgroups-port) jport=$2; shift 2 ;;
       --peers) peers=$2; shift 2 ;;
       --heap) heap=$2; shift 2 ;;
+      --config) config=$2; shift 2 ;;
       *) die "unknown option $1" ;;
     esac
   done
   [[ -n $peers ]] || peers="127.0.0.1[$jport]"
+  [[ -f $config ]] || die "server configuration $config not found"
   local home version java_home root port
   home=$(infinispan_home) || die "Infinispan is not built: run 'make testbed-build' (or e2e/testbed/build.sh infinispan)"
   version=$(cat "$home/VERSION")
@@ -70,7 +75,8 @@ start_node() {
     # shellcheck disable=SC1090
     source "$(credentials_file)"
     mkdir -p "$root/conf" "$root/data" "$root/log"
-    cp "$TESTBED_DIR/infinispan/infinispan.xml" "$TESTBED_DIR/infinispan/log4j2.xml" "$root/conf/"
+    cp "$config" "$root/conf/infinispan.xml"
+    cp "$TESTBED_DIR/infinispan/log4j2.xml" "$root/conf/"
     printf '#$REALM_NAME=default$\n#$ALGORITHM=clear$\n%s=%s\n' "$INFINISPAN_USER" "$INFINISPAN_PASSWORD" >"$root/conf/users.properties"
     printf '%s=admin\n' "$INFINISPAN_USER" >"$root/conf/groups.properties"
     chmod 600 "$root/conf/users.properties"

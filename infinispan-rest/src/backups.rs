@@ -1,0 +1,223 @@
+//! Backups and restores: start, poll, download the archive, restore from an uploaded archive
+//! (multipart, so an archive moves between servers that share no filesystem), delete.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Method;
+use serde::Serialize;
+
+use crate::client::{Client, Req};
+use crate::error::{Error, from_response};
+use crate::names::encode;
+
+/// Which resources to include; `None` fields mean "none of this kind" once any field is set.
+/// `vec!["*".into()]` means all of a kind. [`Client::start_backup`] with `None` resources
+/// backs up everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BackupResources {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caches: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub templates: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters: Option<Vec<String>>,
+    #[serde(rename = "proto-schemas", skip_serializing_if = "Option::is_none")]
+    pub proto_schemas: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<Vec<String>>,
+}
+
+/// State of a backup or restore job on the node that handled it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStatus {
+    Running,
+    Done,
+    Failed,
+}
+
+fn backup_path(name: &str) -> String {
+    format!("/rest/v2/container/backups/{}", encode(name))
+}
+
+fn restore_path(name: &str) -> String {
+    format!("/rest/v2/container/restores/{}", encode(name))
+}
+
+impl Client {
+    /// Starts a backup named `name` (in the server's default backup directory unless
+    /// `directory` is given). [`Error::AlreadyExists`] if one of that name exists.
+    pub async fn start_backup(
+        &self,
+        name: &str,
+        directory: Option<&str>,
+        resources: Option<&BackupResources>,
+    ) -> Result<(), Error> {
+        let what = format!("start backup '{name}'");
+        let mut body = serde_json::Map::new();
+        if let Some(d) = directory {
+            body.insert("directory".into(), d.into());
+        }
+        if let Some(r) = resources {
+            body.insert(
+                "resources".into(),
+                serde_json::to_value(r).map_err(|e| Error::decode(&what, e))?,
+            );
+        }
+        self.expect(
+            Req::new(Method::POST, backup_path(name)).body(
+                "application/json",
+                serde_json::Value::Object(body).to_string(),
+            ),
+            &what,
+            &[200, 201, 202],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn backup_status(&self, name: &str) -> Result<JobStatus, Error> {
+        let what = format!("read backup '{name}'");
+        let r = self
+            .call(Req::new(Method::HEAD, backup_path(name)), &what)
+            .await?;
+        match r.status.as_u16() {
+            202 => Ok(JobStatus::Running),
+            200 | 201 => Ok(JobStatus::Done),
+            500 => Ok(JobStatus::Failed),
+            _ => Err(from_response(&what, r.status, &r.text())),
+        }
+    }
+
+    /// Polls a job until it is no longer running, at most `timeout`.
+    async fn wait_job(
+        &self,
+        what: &str,
+        timeout: Duration,
+        status: impl AsyncFn() -> Result<JobStatus, Error>,
+    ) -> Result<JobStatus, Error> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let s = status().await?;
+            if s != JobStatus::Running {
+                return Ok(s);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    what: what.to_owned(),
+                    after: timeout,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits for a backup to finish; returns its final status.
+    pub async fn wait_backup(&self, name: &str, timeout: Duration) -> Result<JobStatus, Error> {
+        self.wait_job(&format!("backup '{name}'"), timeout, async || {
+            self.backup_status(name).await
+        })
+        .await
+    }
+
+    /// Downloads a finished backup's zip archive (held in memory).
+    pub async fn download_backup(&self, name: &str) -> Result<Bytes, Error> {
+        let what = format!("download backup '{name}'");
+        let r = self
+            .call(Req::get(backup_path(name)).accept("application/zip"), &what)
+            .await?;
+        match r.status.as_u16() {
+            200 => Ok(r.body),
+            202 => Err(Error::Server {
+                what,
+                status: 202,
+                message: "the backup is still running".into(),
+            }),
+            _ => Err(from_response(&what, r.status, &r.text())),
+        }
+    }
+
+    pub async fn delete_backup(&self, name: &str) -> Result<(), Error> {
+        let what = format!("delete backup '{name}'");
+        self.expect(
+            Req::new(Method::DELETE, backup_path(name)),
+            &what,
+            &[200, 202, 204],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Starts a restore from an uploaded archive.
+    pub async fn start_restore_upload(
+        &self,
+        name: &str,
+        archive: Bytes,
+        resources: Option<&BackupResources>,
+    ) -> Result<(), Error> {
+        let what = format!("start restore '{name}'");
+        let boundary = format!("----infinispan-rest-{:016x}", fastrand::u64(..));
+        let mut body = Vec::with_capacity(archive.len() + 512);
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"backup\"; filename=\"{}.zip\"\r\nContent-Type: application/zip\r\n\r\n",
+                encode(name)
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(&archive);
+        body.extend_from_slice(b"\r\n");
+        if let Some(r) = resources {
+            let json = serde_json::to_string(r).map_err(|e| Error::decode(&what, e))?;
+            body.extend_from_slice(
+                format!(
+                    "--{boundary}\r\nContent-Disposition: form-data; name=\"resources\"\r\nContent-Type: application/json\r\n\r\n{json}\r\n"
+                )
+                .as_bytes(),
+            );
+        }
+        body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+        self.expect(
+            Req::new(Method::POST, restore_path(name)).body(
+                &format!("multipart/form-data; boundary={boundary}"),
+                Bytes::from(body),
+            ),
+            &what,
+            &[200, 201, 202],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn restore_status(&self, name: &str) -> Result<JobStatus, Error> {
+        let what = format!("read restore '{name}'");
+        let r = self
+            .call(Req::new(Method::HEAD, restore_path(name)), &what)
+            .await?;
+        match r.status.as_u16() {
+            202 => Ok(JobStatus::Running),
+            200 | 201 | 204 => Ok(JobStatus::Done),
+            500 => Ok(JobStatus::Failed),
+            _ => Err(from_response(&what, r.status, &r.text())),
+        }
+    }
+
+    /// Waits for a restore to finish; returns its final status.
+    pub async fn wait_restore(&self, name: &str, timeout: Duration) -> Result<JobStatus, Error> {
+        self.wait_job(&format!("restore '{name}'"), timeout, async || {
+            self.restore_status(name).await
+        })
+        .await
+    }
+
+    pub async fn delete_restore(&self, name: &str) -> Result<(), Error> {
+        let what = format!("delete restore '{name}'");
+        self.expect(
+            Req::new(Method::DELETE, restore_path(name)),
+            &what,
+            &[200, 202, 204],
+        )
+        .await
+        .map(|_| ())
+    }
+}

@@ -1,0 +1,286 @@
+//! Caches: list, exists, configuration (JSON/YAML/XML), create (document or template), update,
+//! delete, and the server's semantic compare and format conversion.
+
+use bytes::Bytes;
+use http::{HeaderName, Method};
+
+use crate::client::{Client, Req};
+use crate::error::{Error, from_response};
+use crate::names::encode;
+
+/// The three configuration formats the server reads and writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConfigFormat {
+    Json,
+    Yaml,
+    Xml,
+}
+
+impl ConfigFormat {
+    pub fn media_type(self) -> &'static str {
+        match self {
+            ConfigFormat::Json => "application/json",
+            ConfigFormat::Yaml => "application/yaml",
+            ConfigFormat::Xml => "application/xml",
+        }
+    }
+
+    /// Guesses the format of a document by its first significant character.
+    pub fn detect(text: &str) -> ConfigFormat {
+        match text.trim_start().chars().next() {
+            Some('{') => ConfigFormat::Json,
+            Some('<') => ConfigFormat::Xml,
+            _ => ConfigFormat::Yaml,
+        }
+    }
+}
+
+/// A configuration document in one format, as the user wrote it or the server returned it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigDocument {
+    pub format: ConfigFormat,
+    pub text: String,
+}
+
+impl ConfigDocument {
+    pub fn new(format: ConfigFormat, text: impl Into<String>) -> Self {
+        ConfigDocument {
+            format,
+            text: text.into(),
+        }
+    }
+    pub fn json(text: impl Into<String>) -> Self {
+        Self::new(ConfigFormat::Json, text)
+    }
+    pub fn yaml(text: impl Into<String>) -> Self {
+        Self::new(ConfigFormat::Yaml, text)
+    }
+    pub fn xml(text: impl Into<String>) -> Self {
+        Self::new(ConfigFormat::Xml, text)
+    }
+    /// A document whose format is detected from its text.
+    pub fn detect(text: impl Into<String>) -> Self {
+        let text = text.into();
+        Self::new(ConfigFormat::detect(&text), text)
+    }
+}
+
+/// Options of cache creation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CreateCacheOptions {
+    /// `Flags: VOLATILE`: not persisted in the server's global state (gone after a restart).
+    pub volatile: bool,
+}
+
+/// Result of the server's semantic comparison of two configurations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Comparison {
+    Equal,
+    /// Different; the server's reason lines when it gave any (it does for incompatible
+    /// attributes, not for plain value differences).
+    Different {
+        reason: Vec<String>,
+    },
+}
+
+pub(crate) fn cache_path(name: &str) -> String {
+    format!("/rest/v2/caches/{}", encode(name))
+}
+
+/// A `multipart/form-data` body of plain fields (no file names: the server's compare
+/// handler only accepts attributes).
+pub(crate) fn multipart(parts: &[(&str, &str, &[u8])]) -> (String, Bytes) {
+    let boundary = format!("----infinispan-rest-{:016x}", fastrand::u64(..));
+    let mut body = Vec::new();
+    for (name, content_type, data) in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        body.extend_from_slice(
+            format!("Content-Disposition: form-data; name=\"{name}\"\r\n").as_bytes(),
+        );
+        body.extend_from_slice(format!("Content-Type: {content_type}\r\n\r\n").as_bytes());
+        body.extend_from_slice(data);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (
+        format!("multipart/form-data; boundary={boundary}"),
+        Bytes::from(body),
+    )
+}
+
+impl Client {
+    /// Names of every cache, internal ones (`___protobuf_metadata`...) included.
+    pub async fn list_caches(&self) -> Result<Vec<String>, Error> {
+        let what = "list caches";
+        self.expect(Req::get("/rest/v2/caches"), what, &[200])
+            .await?
+            .json(what)
+    }
+
+    pub async fn cache_exists(&self, name: &str) -> Result<bool, Error> {
+        let what = format!("check cache '{name}'");
+        let r = self
+            .call(Req::new(Method::HEAD, cache_path(name)), &what)
+            .await?;
+        match r.status.as_u16() {
+            200 | 204 => Ok(true),
+            404 => Ok(false),
+            _ => Err(from_response(&what, r.status, &r.text())),
+        }
+    }
+
+    /// The configuration of a cache or template, in `format`. JSON is `{"<name>":{...}}`.
+    pub async fn cache_config(
+        &self,
+        name: &str,
+        format: ConfigFormat,
+    ) -> Result<ConfigDocument, Error> {
+        let what = format!("read the configuration of '{name}'");
+        let r = self
+            .expect(
+                Req::get(format!("{}?action=config", cache_path(name))).accept(format.media_type()),
+                &what,
+                &[200],
+            )
+            .await?;
+        Ok(ConfigDocument::new(format, r.text()))
+    }
+
+    /// Creates a cache from a configuration document (JSON, YAML or XML).
+    pub async fn create_cache(
+        &self,
+        name: &str,
+        config: &ConfigDocument,
+        options: CreateCacheOptions,
+    ) -> Result<(), Error> {
+        let what = format!("create cache '{name}'");
+        let mut req = Req::new(Method::POST, cache_path(name))
+            .body(config.format.media_type(), config.text.clone());
+        if options.volatile {
+            req = req.header(HeaderName::from_static("flags"), "VOLATILE");
+        }
+        self.expect(req, &what, &[200, 204]).await.map(|_| ())
+    }
+
+    /// Creates a cache from a template name.
+    pub async fn create_cache_from_template(
+        &self,
+        name: &str,
+        template: &str,
+        options: CreateCacheOptions,
+    ) -> Result<(), Error> {
+        let what = format!("create cache '{name}' from template '{template}'");
+        let mut req = Req::new(
+            Method::POST,
+            format!("{}?template={}", cache_path(name), encode(template)),
+        );
+        if options.volatile {
+            req = req.header(HeaderName::from_static("flags"), "VOLATILE");
+        }
+        self.expect(req, &what, &[200, 204]).await.map(|_| ())
+    }
+
+    /// Replaces the configuration of an existing cache. Changed immutable attributes are
+    /// [`Error::Rejected`] with one server line per attribute. The server's PUT is an upsert;
+    /// this call refuses to create (`NotFound`), so a vanished cache is not silently revived.
+    /// Note: every PUT fires `update-cache`, even an identical one.
+    pub async fn update_cache(&self, name: &str, config: &ConfigDocument) -> Result<(), Error> {
+        if !self.cache_exists(name).await? {
+            return Err(Error::NotFound {
+                what: format!("cache '{name}'"),
+            });
+        }
+        let what = format!("update cache '{name}'");
+        let req = Req::new(Method::PUT, cache_path(name))
+            .body(config.format.media_type(), config.text.clone());
+        self.expect(req, &what, &[200, 204]).await.map(|_| ())
+    }
+
+    pub async fn delete_cache(&self, name: &str) -> Result<(), Error> {
+        let what = format!("delete cache '{name}'");
+        self.expect(
+            Req::new(Method::DELETE, cache_path(name)),
+            &what,
+            &[200, 204],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// The server's semantic comparison (formats may differ). With `ignore_mutable`, only
+    /// differences in immutable attributes count.
+    pub async fn compare_configs(
+        &self,
+        a: &ConfigDocument,
+        b: &ConfigDocument,
+        ignore_mutable: bool,
+    ) -> Result<Comparison, Error> {
+        let what = "compare configurations";
+        let (ct, body) = multipart(&[
+            ("one", a.format.media_type(), a.text.as_bytes()),
+            ("two", b.format.media_type(), b.text.as_bytes()),
+        ]);
+        let path = if ignore_mutable {
+            "/rest/v2/caches?action=compare&ignoreMutable=true"
+        } else {
+            "/rest/v2/caches?action=compare"
+        };
+        let r = self
+            .call(Req::new(Method::POST, path).body(&ct, body), what)
+            .await?;
+        match r.status.as_u16() {
+            204 | 200 => Ok(Comparison::Equal),
+            409 => Ok(Comparison::Different {
+                reason: crate::error::message_lines(&r.text()),
+            }),
+            _ => Err(from_response(what, r.status, &r.text())),
+        }
+    }
+
+    /// Converts a configuration document to another format (the server's own converter).
+    pub async fn convert_config(
+        &self,
+        doc: &ConfigDocument,
+        to: ConfigFormat,
+    ) -> Result<ConfigDocument, Error> {
+        let what = "convert a configuration";
+        let r = self
+            .expect(
+                Req::new(Method::POST, "/rest/v2/caches?action=convert")
+                    .body(doc.format.media_type(), doc.text.clone())
+                    .accept(to.media_type()),
+                what,
+                &[200],
+            )
+            .await?;
+        Ok(ConfigDocument::new(to, r.text()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_formats() {
+        assert_eq!(ConfigFormat::detect("  {\"a\":1}"), ConfigFormat::Json);
+        assert_eq!(ConfigFormat::detect("<local-cache/>"), ConfigFormat::Xml);
+        assert_eq!(ConfigFormat::detect("localCache:\n"), ConfigFormat::Yaml);
+    }
+
+    #[test]
+    fn cache_paths_are_encoded() {
+        assert_eq!(cache_path("a/b+c d"), "/rest/v2/caches/a%2Fb%2Bc%20d");
+    }
+
+    #[test]
+    fn multipart_shape() {
+        let (ct, body) = multipart(&[("one", "application/json", b"{}")]);
+        let boundary = ct.split("boundary=").nth(1).unwrap_or_default().to_owned();
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.starts_with(&format!("--{boundary}\r\n")));
+        assert!(text.contains("name=\"one\"\r\nContent-Type: application/json\r\n\r\n{}\r\n"));
+        assert!(text.ends_with(&format!("--{boundary}--\r\n")));
+        assert!(!text.contains("filename"));
+    }
+}

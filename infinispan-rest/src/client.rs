@@ -1,0 +1,379 @@
+//! The HTTP core: one hyper connection pool (rustls with the `ring` provider), authentication
+//! (BASIC, DIGEST, or learnt from the server's challenge), timeouts, and the mapping of
+//! responses to [`Error`].
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use crate::auth::{
+    AuthMethod, DigestChallenge, basic_authorization, digest_authorization, parse_challenges,
+};
+use crate::config::ClientConfig;
+use crate::error::{Error, from_response};
+
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// The Infinispan REST client. Cheap to clone (one shared connection pool).
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base_url", &self.inner.base)
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: ClientConfig,
+    /// Base URL without a trailing slash.
+    pub(crate) base: String,
+    /// The path prefix of the base URL (usually empty), needed for DIGEST's `uri`.
+    base_path: String,
+    http: HyperClient<Connector, Full<Bytes>>,
+    auth: Mutex<AuthState>,
+}
+
+#[derive(Debug, Default)]
+struct AuthState {
+    /// The mechanism in use once known (always known for explicit Basic/Digest).
+    resolved: Option<AuthMethod>,
+    challenge: Option<DigestChallenge>,
+    nc: u32,
+}
+
+/// One request to the server, relative to the base URL.
+#[derive(Debug, Clone)]
+pub(crate) struct Req {
+    pub method: Method,
+    /// Already encoded path and query, starting with `/`.
+    pub path: String,
+    pub content_type: Option<String>,
+    pub accept: Option<String>,
+    pub headers: Vec<(HeaderName, String)>,
+    pub body: Bytes,
+}
+
+impl Req {
+    pub fn new(method: Method, path: impl Into<String>) -> Self {
+        Req {
+            method,
+            path: path.into(),
+            content_type: None,
+            accept: None,
+            headers: Vec::new(),
+            body: Bytes::new(),
+        }
+    }
+    pub fn get(path: impl Into<String>) -> Self {
+        Self::new(Method::GET, path)
+    }
+    pub fn accept(mut self, a: &str) -> Self {
+        self.accept = Some(a.to_owned());
+        self
+    }
+    pub fn body(mut self, content_type: &str, body: impl Into<Bytes>) -> Self {
+        self.content_type = Some(content_type.to_owned());
+        self.body = body.into();
+        self
+    }
+    pub fn header(mut self, name: HeaderName, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+}
+
+/// A complete response.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub status: StatusCode,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    pub fn json<T: serde::de::DeserializeOwned>(&self, what: &str) -> Result<T, Error> {
+        serde_json::from_slice(&self.body).map_err(|e| Error::decode(what, e))
+    }
+}
+
+fn build_connector(config: &ClientConfig) -> Result<Connector, Error> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(config.connect_timeout));
+    if let Some(k) = config.tcp_keepalive {
+        http.set_keepalive(Some(k.time));
+        http.set_keepalive_interval(Some(k.interval));
+        http.set_keepalive_retries(Some(k.retries));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    let builder = match &config.ca_bundle_pem {
+        Some(pem) => {
+            use rustls_pki_types::CertificateDer;
+            use rustls_pki_types::pem::PemObject;
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| Error::Config(format!("CA bundle: {e}")))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| Error::Config(format!("CA bundle: {e}")))?;
+            }
+            if roots.is_empty() {
+                return Err(Error::Config("CA bundle holds no certificate".into()));
+            }
+            let tls = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| Error::Config(format!("TLS: {e}")))?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            builder.with_tls_config(tls)
+        }
+        None => builder
+            .with_provider_and_native_roots(provider)
+            .map_err(|e| Error::Config(format!("system CA roots: {e}")))?,
+    };
+    Ok(builder.https_or_http().enable_http1().wrap_connector(http))
+}
+
+impl Client {
+    /// Builds a client; no network access happens here.
+    pub fn new(config: ClientConfig) -> Result<Self, Error> {
+        let base = config.base_url.trim_end_matches('/').to_owned();
+        let uri: http::Uri = base
+            .parse()
+            .map_err(|e| Error::Config(format!("base URL '{base}': {e}")))?;
+        match uri.scheme_str() {
+            Some("http") | Some("https") => {}
+            _ => {
+                return Err(Error::Config(format!(
+                    "base URL '{base}' must start with http:// or https://"
+                )));
+            }
+        }
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(Error::Config(
+                "credentials belong in ClientConfig::credentials, never in the URL".into(),
+            ));
+        }
+        let base_path = uri.path().trim_end_matches('/').to_owned();
+        let connector = build_connector(&config)?;
+        let http = HyperClient::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        let resolved = match config.auth {
+            AuthMethod::Auto => None,
+            m => Some(m),
+        };
+        Ok(Client {
+            inner: Arc::new(Inner {
+                base,
+                base_path,
+                http,
+                auth: Mutex::new(AuthState {
+                    resolved,
+                    ..AuthState::default()
+                }),
+                config,
+            }),
+        })
+    }
+
+    pub(crate) fn base_path_len(&self) -> usize {
+        self.inner.base_path.len()
+    }
+
+    /// The configuration this client was built with.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// A client for another node of the same cluster (same credentials and settings), e.g. to
+    /// open the event stream on one specific node.
+    pub fn for_node(&self, base_url: impl Into<String>) -> Result<Client, Error> {
+        let mut c = self.inner.config.clone();
+        c.base_url = base_url.into();
+        Client::new(c)
+    }
+
+    fn authorization(&self, method: &Method, path: &str) -> Option<String> {
+        let creds = self.inner.config.credentials.as_ref()?;
+        let mut st = self.inner.auth.lock().unwrap_or_else(|p| p.into_inner());
+        match st.resolved {
+            Some(AuthMethod::Basic) => Some(basic_authorization(creds)),
+            Some(AuthMethod::Digest) => {
+                let ch = st.challenge.clone()?;
+                st.nc = st.nc.wrapping_add(1);
+                let nc = st.nc;
+                let cnonce = format!("{:016x}", fastrand::u64(..));
+                let uri = format!("{}{path}", self.inner.base_path);
+                Some(digest_authorization(
+                    creds,
+                    &ch,
+                    method.as_str(),
+                    &uri,
+                    nc,
+                    &cnonce,
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// Learns from a 401; true when a retry with new credentials makes sense.
+    fn learn(&self, headers: &HeaderMap) -> bool {
+        if self.inner.config.credentials.is_none() {
+            return false;
+        }
+        let ch = parse_challenges(
+            headers
+                .get_all(WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok()),
+        );
+        let mut st = self.inner.auth.lock().unwrap_or_else(|p| p.into_inner());
+        let want = match self.inner.config.auth {
+            AuthMethod::Basic => return false,
+            AuthMethod::Digest => AuthMethod::Digest,
+            AuthMethod::Auto if !ch.digest.is_empty() => AuthMethod::Digest,
+            AuthMethod::Auto if ch.basic => AuthMethod::Basic,
+            AuthMethod::Auto => return false,
+        };
+        st.resolved = Some(want);
+        if want == AuthMethod::Digest {
+            let Some(c) = ch.digest.into_iter().next() else {
+                return false;
+            };
+            st.challenge = Some(c);
+            st.nc = 0;
+        }
+        true
+    }
+
+    /// Sends a request and returns once the response headers arrived (body unread). Answers
+    /// one authentication challenge. No timeout: callers bound it.
+    pub(crate) async fn send(&self, req: &Req, what: &str) -> Result<Response<Incoming>, Error> {
+        let url = format!("{}{}", self.inner.base, req.path);
+        for attempt in 0..2 {
+            let mut b = Request::builder().method(req.method.clone()).uri(&url);
+            if let Some(a) = self.authorization(&req.method, &req.path) {
+                let mut v = HeaderValue::from_str(&a)
+                    .map_err(|_| Error::Config("credentials contain invalid characters".into()))?;
+                v.set_sensitive(true);
+                b = b.header(AUTHORIZATION, v);
+            }
+            if let Some(ct) = &req.content_type {
+                b = b.header(CONTENT_TYPE, ct);
+            }
+            if let Some(a) = &req.accept {
+                b = b.header(ACCEPT, a);
+            }
+            for (n, v) in &req.headers {
+                b = b.header(n, v);
+            }
+            let request = b
+                .body(Full::new(req.body.clone()))
+                .map_err(|e| Error::Config(format!("request for {what}: {e}")))?;
+            let resp = self
+                .inner
+                .http
+                .request(request)
+                .await
+                .map_err(|e| Error::transport(what, error_chain(&e)))?;
+            if resp.status() == StatusCode::UNAUTHORIZED
+                && attempt == 0
+                && self.learn(resp.headers())
+            {
+                continue;
+            }
+            return Ok(resp);
+        }
+        Err(Error::Unauthorized {
+            what: what.to_owned(),
+        })
+    }
+
+    /// Sends a request and reads the whole response, within the request timeout.
+    pub(crate) async fn call(&self, req: Req, what: &str) -> Result<Reply, Error> {
+        let after = self.inner.config.request_timeout;
+        let fut = async {
+            let resp = self.send(&req, what).await?;
+            let (parts, body) = resp.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map_err(|e| Error::transport(what, error_chain(&e)))?
+                .to_bytes();
+            Ok(Reply {
+                status: parts.status,
+                body,
+            })
+        };
+        match tokio::time::timeout(after, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout {
+                what: what.to_owned(),
+                after,
+            }),
+        }
+    }
+
+    /// Like [`Client::call`], mapping every status not in `ok` to an [`Error`].
+    pub(crate) async fn expect(&self, req: Req, what: &str, ok: &[u16]) -> Result<Reply, Error> {
+        let r = self.call(req, what).await?;
+        if ok.contains(&r.status.as_u16()) {
+            Ok(r)
+        } else {
+            Err(from_response(what, r.status, &r.text()))
+        }
+    }
+}
+
+/// An error with its sources, for transport messages.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_credentials_in_url_and_bad_schemes() {
+        assert!(matches!(
+            Client::new(ClientConfig::new("http://u:p@127.0.0.1:1")),
+            Err(Error::Config(_))
+        ));
+        assert!(matches!(
+            Client::new(ClientConfig::new("ftp://127.0.0.1:1")),
+            Err(Error::Config(_))
+        ));
+        assert!(matches!(
+            Client::new(ClientConfig::new("https://127.0.0.1:1").with_ca_bundle_pem("nope")),
+            Err(Error::Config(_))
+        ));
+    }
+}

@@ -1,0 +1,120 @@
+//! How to reach the server: base URL, credentials, TLS, timeouts, TCP keepalive.
+
+use std::time::Duration;
+
+use crate::auth::{AuthMethod, Credentials};
+use crate::server::CapabilityOverride;
+
+/// TCP keepalive of every connection (detects a peer host that vanished without closing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpKeepalive {
+    /// Idle time before the first probe.
+    pub time: Duration,
+    /// Time between probes.
+    pub interval: Duration,
+    /// Unanswered probes before the kernel drops the connection.
+    pub retries: u32,
+}
+
+impl Default for TcpKeepalive {
+    fn default() -> Self {
+        TcpKeepalive {
+            time: Duration::from_secs(15),
+            interval: Duration::from_secs(5),
+            retries: 3,
+        }
+    }
+}
+
+/// Configuration of a [`crate::Client`].
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// `http://host:port` or `https://host:port`, optionally with a path prefix before `/rest`.
+    pub base_url: String,
+    /// `None` for a server without endpoint authentication.
+    pub credentials: Option<Credentials>,
+    pub auth: AuthMethod,
+    /// PEM bundle of the CAs to trust for https; `None` uses the system's roots.
+    pub ca_bundle_pem: Option<Vec<u8>>,
+    /// Bound on one whole ordinary request (headers and body). Not applied to the event stream.
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub tcp_keepalive: Option<TcpKeepalive>,
+    /// Forces fallbacks, so they can be tested on a server that would not need them.
+    pub capabilities: CapabilityOverride,
+}
+
+impl ClientConfig {
+    pub fn new(base_url: impl Into<String>) -> Self {
+        ClientConfig {
+            base_url: base_url.into(),
+            credentials: None,
+            auth: AuthMethod::Auto,
+            ca_bundle_pem: None,
+            request_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            tcp_keepalive: Some(TcpKeepalive::default()),
+            capabilities: CapabilityOverride::None,
+        }
+    }
+
+    /// The URL of a cluster's Service from inside Kubernetes:
+    /// `<scheme>://<service>.<namespace>.svc.<cluster_domain>:<port>`.
+    pub fn in_cluster(
+        service: &str,
+        namespace: &str,
+        cluster_domain: &str,
+        port: u16,
+        https: bool,
+    ) -> Self {
+        let scheme = if https { "https" } else { "http" };
+        let domain = cluster_domain.trim_end_matches('.');
+        Self::new(format!(
+            "{scheme}://{service}.{namespace}.svc.{domain}:{port}"
+        ))
+    }
+
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    pub fn with_auth(mut self, auth: AuthMethod) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    pub fn with_ca_bundle_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.ca_bundle_pem = Some(pem.into());
+        self
+    }
+
+    pub fn with_capabilities(mut self, o: CapabilityOverride) -> Self {
+        self.capabilities = o;
+        self
+    }
+
+    pub fn with_request_timeout(mut self, t: Duration) -> Self {
+        self.request_timeout = t;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_cluster_url() {
+        let c = ClientConfig::in_cluster("infinispan", "ns", "cluster.local.", 11222, false);
+        assert_eq!(c.base_url, "http://infinispan.ns.svc.cluster.local:11222");
+        let c = ClientConfig::in_cluster("i", "ns", "corp.example", 443, true);
+        assert_eq!(c.base_url, "https://i.ns.svc.corp.example:443");
+    }
+
+    #[test]
+    fn debug_has_no_password() {
+        let c = ClientConfig::new("http://x").with_credentials(Credentials::new("u", "pw-123"));
+        assert!(!format!("{c:?}").contains("pw-123"));
+    }
+}

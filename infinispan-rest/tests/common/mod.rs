@@ -1,0 +1,231 @@
+//! Shared helpers of the integration tests: the testbed's env file, unique names, a plain-HTTP
+//! "other client" (curl), and private server nodes started and stopped by the tests.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use futures::StreamExt;
+use infinispan_rest::{
+    AuthMethod, Client, ClientConfig, ConfigEventStream, Credentials, StreamItem,
+};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("crate has a parent")
+        .to_path_buf()
+}
+
+/// The testbed's variables. Fails (never skips) when the testbed is not up.
+#[derive(Debug, Clone)]
+pub struct Testbed {
+    pub url: String,
+    pub user: String,
+    pub password: String,
+    pub version: String,
+    pub run_dir: PathBuf,
+}
+
+pub fn testbed() -> Testbed {
+    let run_dir = std::env::var("TESTBED_RUN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join("target/testbed"));
+    let file = run_dir.join("env");
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| {
+        panic!(
+            "the testbed is not up ({}: {e}): run `make testbed-up` first",
+            file.display()
+        )
+    });
+    let mut vars = HashMap::new();
+    for line in text.lines() {
+        let line = line.trim().trim_start_matches("export ").trim();
+        if let Some((k, v)) = line.split_once('=') {
+            vars.insert(k.to_owned(), v.trim_matches('"').to_owned());
+        }
+    }
+    let get = |k: &str| {
+        vars.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("{k} missing in {}: run `make testbed-up`", file.display()))
+    };
+    Testbed {
+        url: get("INFINISPAN_URL"),
+        user: get("INFINISPAN_USER"),
+        password: get("INFINISPAN_PASSWORD"),
+        version: get("INFINISPAN_VERSION"),
+        run_dir,
+    }
+}
+
+impl Testbed {
+    pub fn credentials(&self) -> Credentials {
+        Credentials::new(&self.user, &self.password)
+    }
+    pub fn config(&self) -> ClientConfig {
+        ClientConfig::new(&self.url).with_credentials(self.credentials())
+    }
+    pub fn client(&self) -> Client {
+        Client::new(self.config()).expect("client")
+    }
+    pub fn client_with(&self, auth: AuthMethod) -> Client {
+        Client::new(self.config().with_auth(auth)).expect("client")
+    }
+
+    /// A plain HTTP call by another client (curl, BASIC), for changes the stream must see.
+    /// Returns (status, body).
+    pub fn curl(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<&str>,
+    ) -> (u16, String) {
+        curl_at(
+            &self.url,
+            &self.user,
+            &self.password,
+            method,
+            path,
+            content_type,
+            body,
+        )
+    }
+}
+
+pub fn curl_at(
+    base: &str,
+    user: &str,
+    password: &str,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "-m", "30", "-X", method, "-w", "\n%{http_code}"]);
+    // credentials through a config on stdin would be nicer; the testbed password is throwaway
+    cmd.arg("-u").arg(format!("{user}:{password}"));
+    if let Some(ct) = content_type {
+        cmd.arg("-H").arg(format!("Content-Type: {ct}"));
+    }
+    if let Some(b) = body {
+        cmd.arg("--data-binary").arg(b);
+    }
+    cmd.arg(format!("{base}{path}"));
+    let out = cmd.output().expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+/// A unique object name: `<prefix>-<random>`.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{:08x}", fastrand::u32(..))
+}
+
+/// A private server node of the testbed, stopped and wiped on drop.
+#[derive(Debug)]
+pub struct Node {
+    pub name: String,
+    pub offset: u16,
+    pub url: String,
+}
+
+fn script() -> PathBuf {
+    repo_root().join("e2e/testbed/infinispan.sh")
+}
+
+impl Node {
+    /// Starts a node of its own cluster. `config`: a server XML file under e2e/testbed/infinispan.
+    pub fn start(name: &str, offset: u16, jgroups_port: u16, config: Option<&str>) -> Node {
+        let tb = testbed();
+        let mut cmd = Command::new(script());
+        cmd.env("TESTBED_RUN_DIR", &tb.run_dir)
+            .args(["start", name, "--offset"])
+            .arg(offset.to_string())
+            .arg("--cluster")
+            .arg(format!("{name}-cluster"))
+            .arg("--jgroups-port")
+            .arg(jgroups_port.to_string());
+        if let Some(c) = config {
+            cmd.arg("--config")
+                .arg(repo_root().join("e2e/testbed/infinispan").join(c));
+        }
+        let node = Node {
+            name: name.to_owned(),
+            offset,
+            url: format!("http://127.0.0.1:{}", 11222 + offset),
+        };
+        let out = cmd.output().expect("infinispan.sh runs");
+        assert!(
+            out.status.success(),
+            "starting node {name} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        node
+    }
+
+    /// Stops the node (state kept) and starts it again with the same settings.
+    pub fn restart(&self, jgroups_port: u16, config: Option<&str>) {
+        self.stop(false);
+        let again = Node::start(&self.name, self.offset, jgroups_port, config);
+        std::mem::forget(again);
+    }
+
+    pub fn stop(&self, wipe: bool) {
+        let tb = testbed();
+        let mut cmd = Command::new(script());
+        cmd.env("TESTBED_RUN_DIR", &tb.run_dir)
+            .args(["stop", &self.name]);
+        if wipe {
+            cmd.arg("--wipe");
+        }
+        let _ = cmd.output();
+    }
+
+    pub fn client(&self) -> Client {
+        let tb = testbed();
+        Client::new(ClientConfig::new(&self.url).with_credentials(tb.credentials()))
+            .expect("client")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop(true);
+    }
+}
+
+/// The next stream item within `timeout`.
+pub async fn next_item(stream: &mut ConfigEventStream, timeout: Duration) -> StreamItem {
+    tokio::time::timeout(timeout, stream.next())
+        .await
+        .expect("a stream item in time")
+        .expect("the stream never ends")
+}
+
+/// Skips items until `pred` matches (returns it), failing after `timeout`.
+pub async fn wait_for<F: FnMut(&StreamItem) -> bool>(
+    stream: &mut ConfigEventStream,
+    timeout: Duration,
+    mut pred: F,
+    what: &str,
+) -> StreamItem {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, stream.next()).await {
+            Ok(Some(item)) => {
+                if pred(&item) {
+                    return item;
+                }
+            }
+            Ok(None) => panic!("stream ended while waiting for {what}"),
+            Err(_) => panic!("timed out after {timeout:?} waiting for {what}"),
+        }
+    }
+}
