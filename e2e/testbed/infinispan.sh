@@ -4,9 +4,13 @@
 #   infinispan.sh start NAME [--offset N] [--cluster NAME] [--jgroups-port P] [--peers "h[p],h[p]"] [--heap 512m]
 #                      [--config FILE]   server XML to use instead of infinispan/infinispan.xml
 #                                        (e.g. infinispan/infinispan-digest-only.xml)
+#                      [--conf-file FILE]  copy FILE into the node's conf dir before starting (repeatable;
+#                                        e.g. the PEM keystore that infinispan/infinispan-tls.xml reads)
+#                      [--ca FILE]       the node serves TLS: probe its health over https, trusting the
+#                                        CA certificate(s) in FILE (PEM)
 #   infinispan.sh stop NAME [--wipe]      stop a node (SIGTERM, then SIGKILL after 20 s); --wipe deletes its state
 #   infinispan.sh kill NAME               SIGKILL a node (state kept)
-#   infinispan.sh status NAME             exit 0 when the node answers HEALTHY
+#   infinispan.sh status NAME [--offset N] [--ca FILE]   exit 0 when the node answers HEALTHY
 #
 # Each node has its own server root under $RUN_DIR/infinispan/NAME (conf/, data/, log/) and its
 # REST + Hot Rod port at 11222 + offset. Nodes given the same --cluster and each other as --peers
@@ -33,15 +37,20 @@ ensure_credentials() {
 
 node_port() { echo $((11222 + $1)); }
 
+# health PORT [CA_FILE]: with a CA file the node is probed over https (TLS-only endpoint).
 health() {
-  local port=$1
-  [[ $(curl -s -m 2 "http://127.0.0.1:$port/rest/v2/container/health/status") == HEALTHY* ]]
+  local port=$1 ca=${2:-}
+  if [[ -n $ca ]]; then
+    [[ $(curl -s -m 2 --cacert "$ca" "https://127.0.0.1:$port/rest/v2/container/health/status") == HEALTHY* ]]
+  else
+    [[ $(curl -s -m 2 "http://127.0.0.1:$port/rest/v2/container/health/status") == HEALTHY* ]]
+  fi
 }
 
 start_node() {
   local name=$1; shift
   local offset=$INFINISPAN_PORT_OFFSET cluster=testbed jport=$INFINISPAN_JGROUPS_PORT peers="" heap=512m
-  local config=$TESTBED_DIR/infinispan/infinispan.xml
+  local config=$TESTBED_DIR/infinispan/infinispan.xml ca="" conf_files=()
   while (($#)); do
     case $1 in
       --offset) offset=$2; shift 2 ;;
@@ -50,11 +59,16 @@ start_node() {
       --peers) peers=$2; shift 2 ;;
       --heap) heap=$2; shift 2 ;;
       --config) config=$2; shift 2 ;;
+      --conf-file) conf_files+=("$2"); shift 2 ;;
+      --ca) ca=$2; shift 2 ;;
       *) die "unknown option $1" ;;
     esac
   done
   [[ -n $peers ]] || peers="127.0.0.1[$jport]"
   [[ -f $config ]] || die "server configuration $config not found"
+  local f
+  for f in ${conf_files[@]+"${conf_files[@]}"}; do [[ -f $f ]] || die "file $f (--conf-file) not found"; done
+  [[ -z $ca || -f $ca ]] || die "CA file $ca (--ca) not found"
   local home version java_home root port
   home=$(infinispan_home) || die "Infinispan is not built: run 'make testbed-build' (or e2e/testbed/build.sh infinispan)"
   version=$(cat "$home/VERSION")
@@ -63,7 +77,7 @@ start_node() {
   port=$(node_port "$offset")
   local pidfile=$root/pid logfile=$root/log/server.log
   if pid_alive "$pidfile"; then
-    if health "$port"; then
+    if health "$port" "$ca"; then
       log "Infinispan node $name already running (pid $(cat "$pidfile"), port $port)"
       return 0
     fi
@@ -77,6 +91,7 @@ start_node() {
     mkdir -p "$root/conf" "$root/data" "$root/log"
     cp "$config" "$root/conf/infinispan.xml"
     cp "$TESTBED_DIR/infinispan/log4j2.xml" "$root/conf/"
+    for f in ${conf_files[@]+"${conf_files[@]}"}; do cp "$f" "$root/conf/"; chmod 600 "$root/conf/$(basename "$f")"; done
     printf '#$REALM_NAME=default$\n#$ALGORITHM=clear$\n%s=%s\n' "$INFINISPAN_USER" "$INFINISPAN_PASSWORD" >"$root/conf/users.properties"
     printf '%s=admin\n' "$INFINISPAN_USER" >"$root/conf/groups.properties"
     chmod 600 "$root/conf/users.properties"
@@ -92,8 +107,8 @@ start_node() {
     ) >>"$logfile" 2>&1 </dev/null &
     echo $! >"$pidfile"
   fi
-  wait_for "Infinispan node $name (port $port)" "${INFINISPAN_START_TIMEOUT:-120}" "$logfile" "$pidfile" health "$port"
-  log "Infinispan node $name is HEALTHY at http://127.0.0.1:$port"
+  wait_for "Infinispan node $name (port $port)" "${INFINISPAN_START_TIMEOUT:-120}" "$logfile" "$pidfile" health "$port" "$ca"
+  log "Infinispan node $name is HEALTHY at $([[ -n $ca ]] && echo https || echo http)://127.0.0.1:$port"
 }
 
 stop_node() {
@@ -127,9 +142,15 @@ case $cmd in
   stop) stop_node "$name" TERM "$([[ ${1:-} == --wipe ]] && echo wipe)" ;;
   kill) stop_node "$name" KILL ;;
   status)
-    offset=$INFINISPAN_PORT_OFFSET
-    [[ ${1:-} == --offset ]] && offset=$2
-    health "$(node_port "$offset")"
+    offset=$INFINISPAN_PORT_OFFSET ca=""
+    while (($#)); do
+      case $1 in
+        --offset) offset=$2; shift 2 ;;
+        --ca) ca=$2; shift 2 ;;
+        *) shift ;;
+      esac
+    done
+    health "$(node_port "$offset")" "$ca"
     ;;
   *) die "unknown command $cmd" ;;
 esac

@@ -1,5 +1,6 @@
-//! Backups and restores: start, poll, download the archive, restore from an uploaded archive
-//! (multipart, so an archive moves between servers that share no filesystem), delete.
+//! Backups and restores: list, start, poll, download the archive, restore from an uploaded
+//! archive (multipart, so an archive moves between servers that share no filesystem) or from a
+//! path on the server's filesystem, delete.
 
 use std::time::Duration;
 
@@ -44,7 +45,31 @@ fn restore_path(name: &str) -> String {
     format!("/rest/v2/container/restores/{}", encode(name))
 }
 
+/// Where a backup started with `directory` is written on the server's filesystem (measured on
+/// 16.0.7: `<directory>/<name>/<name>.zip`; deleting the backup deletes the file). The path to
+/// give [`Client::start_restore_from_path`] on a node that can read that filesystem.
+pub fn backup_archive_path(directory: &str, name: &str) -> String {
+    format!("{}/{name}/{name}.zip", directory.trim_end_matches('/'))
+}
+
 impl Client {
+    /// Names of the backups the node holds (finished, running or failed).
+    pub async fn list_backups(&self) -> Result<Vec<String>, Error> {
+        let what = "list backups";
+        self.expect(Req::get("/rest/v2/container/backups"), what, &[200])
+            .await?
+            .json(what)
+    }
+
+    /// Names of the restores the node knows (finished or running; a failed restore is
+    /// forgotten, see [`Client::start_restore_from_path`]).
+    pub async fn list_restores(&self) -> Result<Vec<String>, Error> {
+        let what = "list restores";
+        self.expect(Req::get("/rest/v2/container/restores"), what, &[200])
+            .await?
+            .json(what)
+    }
+
     /// Starts a backup named `name` (in the server's default backup directory unless
     /// `directory` is given). [`Error::AlreadyExists`] if one of that name exists.
     pub async fn start_backup(
@@ -181,6 +206,38 @@ impl Client {
             Req::new(Method::POST, restore_path(name)).body(
                 &format!("multipart/form-data; boundary={boundary}"),
                 Bytes::from(body),
+            ),
+            &what,
+            &[200, 201, 202],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Starts a restore from an archive already on the server's filesystem (`location`: an
+    /// absolute path the server process can read, e.g. [`backup_archive_path`]). A name in use
+    /// is [`Error::AlreadyExists`] (409). The path is checked only by the job: a missing file
+    /// is accepted (202) and the job then fails and is forgotten on 16.0.7 (status
+    /// [`Error::NotFound`], `ISPN005040` in the server log).
+    pub async fn start_restore_from_path(
+        &self,
+        name: &str,
+        location: &str,
+        resources: Option<&BackupResources>,
+    ) -> Result<(), Error> {
+        let what = format!("start restore '{name}' from '{location}'");
+        let mut body = serde_json::Map::new();
+        body.insert("location".into(), location.into());
+        if let Some(r) = resources {
+            body.insert(
+                "resources".into(),
+                serde_json::to_value(r).map_err(|e| Error::decode(&what, e))?,
+            );
+        }
+        self.expect(
+            Req::new(Method::POST, restore_path(name)).body(
+                "application/json",
+                serde_json::Value::Object(body).to_string(),
             ),
             &what,
             &[200, 201, 202],

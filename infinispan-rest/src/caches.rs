@@ -1,8 +1,11 @@
 //! Caches: list, exists, configuration (JSON/YAML/XML), create (document or template), update,
-//! delete, and the server's semantic compare and format conversion.
+//! delete, single mutable attributes, and the server's semantic compare and format conversion.
+
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use http::{HeaderName, Method};
+use serde::Deserialize;
 
 use crate::client::{Client, Req};
 use crate::error::{Error, from_response};
@@ -81,6 +84,22 @@ pub enum Comparison {
     Different {
         reason: Vec<String>,
     },
+}
+
+/// One mutable attribute of a running cache, as `?action=get-mutable-attributes&full=true`
+/// reports it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct MutableAttribute {
+    /// The current value as the server's JSON: a string for time quantities (`"15s"`,
+    /// `"1000"`), numbers, booleans, arrays for sets, `null` when unset.
+    pub value: serde_json::Value,
+    /// The server's type name: `timequantity`, `long`, `integer`, `boolean`, `string`, `set`,
+    /// or an enum's lower-cased class name (`indexstartupmode`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The allowed values of an enum attribute.
+    #[serde(default)]
+    pub universe: Option<Vec<String>>,
 }
 
 pub(crate) fn cache_path(name: &str) -> String {
@@ -205,6 +224,123 @@ impl Client {
         )
         .await
         .map(|_| ())
+    }
+
+    /// Names of the attributes of a running cache that can change without recreating it
+    /// (e.g. `expiration.lifespan`, `memory.max-count`, `jmx-statistics.statistics`; 18 on 16.0.7
+    /// for local and distributed caches). The server's list, never hard-coded here.
+    pub async fn mutable_attribute_names(&self, cache: &str) -> Result<Vec<String>, Error> {
+        let what = format!("list the mutable attributes of cache '{cache}'");
+        self.expect(
+            Req::get(format!(
+                "{}?action=get-mutable-attributes",
+                cache_path(cache)
+            ))
+            .accept("application/json"),
+            &what,
+            &[200],
+        )
+        .await?
+        .json(&what)
+    }
+
+    /// Every mutable attribute of a running cache with its value and type
+    /// (`?action=get-mutable-attributes&full=true`).
+    pub async fn mutable_attributes(
+        &self,
+        cache: &str,
+    ) -> Result<BTreeMap<String, MutableAttribute>, Error> {
+        let what = format!("read the mutable attributes of cache '{cache}'");
+        self.expect(
+            Req::get(format!(
+                "{}?action=get-mutable-attributes&full=true",
+                cache_path(cache)
+            ))
+            .accept("application/json"),
+            &what,
+            &[200],
+        )
+        .await?
+        .json(&what)
+    }
+
+    /// The value of one mutable attribute as the server prints it (`"1000"`, `"10s"`,
+    /// `"false"`, `"[a, b]"` for sets). An immutable attribute is [`Error::Rejected`] with
+    /// `ISPN012035`, an unknown one with `ISPN000960`.
+    pub async fn mutable_attribute(&self, cache: &str, attribute: &str) -> Result<String, Error> {
+        let what = format!("read attribute '{attribute}' of cache '{cache}'");
+        let r = self
+            .expect(
+                Req::get(format!(
+                    "{}?action=get-mutable-attribute&attribute-name={}",
+                    cache_path(cache),
+                    encode(attribute)
+                ))
+                .accept("application/json"),
+                &what,
+                &[200],
+            )
+            .await?;
+        // a JSON string on 16.0.7; anything else is passed through as its JSON text
+        Ok(match serde_json::from_slice::<serde_json::Value>(&r.body) {
+            Ok(serde_json::Value::String(s)) => s,
+            Ok(v) => v.to_string(),
+            Err(_) => r.text(),
+        })
+    }
+
+    /// Changes one mutable attribute of a running cache, cluster-wide and persistently (the
+    /// server fires `update-cache`, even when the value is unchanged). The value is in the
+    /// server's syntax (`5000`, `10s`, `false`, an enum constant). Everything the server refuses
+    /// is [`Error::Rejected`]: an invalid value (400 `ISPN000958`, `ISPN000956`...), an unknown
+    /// attribute (400 `ISPN000960`), an immutable one (500 `ISPN000962: Cannot modify protected
+    /// attribute`, or a 400 about the value when the server fails to convert it first).
+    ///
+    /// Caveat measured on 16.0.7: a change the server rejects because it would alter an
+    /// immutable attribute (`memory.max-count` on a cache without memory configuration alters
+    /// `memory.when-full`: 400 `ISPN000963`) may still leave the new value in the running
+    /// configuration. Read back after a rejection.
+    pub async fn set_mutable_attribute(
+        &self,
+        cache: &str,
+        attribute: &str,
+        value: &str,
+    ) -> Result<(), Error> {
+        let what = format!("set attribute '{attribute}' of cache '{cache}' to '{value}'");
+        match self
+            .expect(
+                Req::new(
+                    Method::POST,
+                    format!(
+                        "{}?action=set-mutable-attribute&attribute-name={}&attribute-value={}",
+                        cache_path(cache),
+                        encode(attribute),
+                        encode(value)
+                    ),
+                ),
+                &what,
+                &[200, 204],
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            // 16.0.7 sometimes answers with an empty 400 (e.g. a value it cannot parse)
+            Err(Error::Rejected {
+                what,
+                status,
+                code,
+                lines,
+            }) if lines.is_empty() => Err(Error::Rejected {
+                what,
+                status,
+                code,
+                lines: vec![format!(
+                    "no reason given by the server: is '{attribute}' mutable (see \
+                     mutable_attribute_names) and the value valid?"
+                )],
+            }),
+            Err(e) => Err(e),
+        }
     }
 
     /// The server's semantic comparison (formats may differ). With `ignore_mutable`, only

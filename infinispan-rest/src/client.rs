@@ -295,7 +295,7 @@ impl Client {
                 .http
                 .request(request)
                 .await
-                .map_err(|e| Error::transport(what, error_chain(&e)))?;
+                .map_err(|e| request_error(what, &e))?;
             if resp.status() == StatusCode::UNAUTHORIZED
                 && attempt == 0
                 && self.learn(resp.headers())
@@ -345,6 +345,86 @@ impl Client {
     }
 }
 
+/// Maps a failed request (connect, TLS handshake, I/O) to an [`Error`]: [`Error::Tls`] when
+/// the chain holds a TLS failure that a retry cannot fix, else [`Error::Transport`].
+pub(crate) fn request_error(what: &str, e: &(dyn std::error::Error + 'static)) -> Error {
+    match find_rustls_error(e) {
+        Some(tls) => match tls_hint(tls) {
+            Some(hint) => Error::Tls {
+                what: what.to_owned(),
+                message: format!("{tls} ({hint})"),
+            },
+            None => Error::transport(what, error_chain(e)),
+        },
+        None => Error::transport(what, error_chain(e)),
+    }
+}
+
+/// The rustls error in an error chain. tokio-rustls wraps it in an `io::Error`, whose
+/// `source()` skips the wrapped error itself, so `io::Error::get_ref` is looked into as well.
+fn find_rustls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(t) = err.downcast_ref::<rustls::Error>() {
+            return Some(t);
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && let Some(inner) = io.get_ref()
+        {
+            let inner: &(dyn std::error::Error + 'static) = inner;
+            if let Some(t) = find_rustls_error(inner) {
+                return Some(t);
+            }
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// Why a TLS failure is permanent, for the message; `None` for failures a retry may fix
+/// (a broken record, a decrypt error...).
+fn tls_hint(e: &rustls::Error) -> Option<&'static str> {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+    Some(match e {
+        E::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
+            "the server's certificate is not signed by a trusted CA: give the CA that signed it \
+             as the client's CA bundle (ClientConfig::ca_bundle_pem)"
+        }
+        E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            "the server's certificate does not name the host of the base URL"
+        }
+        E::InvalidCertificate(
+            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
+        ) => "the server's certificate is outside its validity period",
+        E::InvalidCertificate(_)
+        | E::NoCertificatesPresented
+        | E::UnsupportedNameType
+        | E::InvalidCertRevocationList(_) => "the server's certificate was refused",
+        E::InvalidMessage(_) | E::InappropriateMessage { .. } => {
+            "the server does not speak TLS on this port: is it an http:// endpoint?"
+        }
+        E::PeerIncompatible(_) | E::NoApplicationProtocol => {
+            "client and server share no TLS version, cipher suite or protocol"
+        }
+        E::AlertReceived(
+            A::HandshakeFailure
+            | A::BadCertificate
+            | A::UnsupportedCertificate
+            | A::CertificateRevoked
+            | A::CertificateExpired
+            | A::CertificateUnknown
+            | A::UnknownCA
+            | A::AccessDenied
+            | A::ProtocolVersion
+            | A::InsufficientSecurity
+            | A::CertificateRequired
+            | A::UnrecognisedName
+            | A::NoApplicationProtocol,
+        ) => "the server refused the TLS handshake",
+        _ => return None,
+    })
+}
+
 /// An error with its sources, for transport messages.
 pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
@@ -360,6 +440,28 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_failures_that_a_retry_cannot_fix_are_not_retryable() {
+        let io = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        );
+        let e = request_error("list caches", &io);
+        match &e {
+            Error::Tls { message, .. } => {
+                assert!(message.contains("UnknownIssuer"), "{message}");
+                assert!(message.contains("ca_bundle_pem"), "{message}");
+            }
+            other => panic!("expected Tls, got {other:?}"),
+        }
+        assert!(!e.is_retryable());
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, rustls::Error::DecryptError);
+        assert!(matches!(request_error("x", &io), Error::Transport { .. }));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let e = request_error("x", &refused);
+        assert!(matches!(e, Error::Transport { .. }) && e.is_retryable());
+    }
 
     #[test]
     fn rejects_credentials_in_url_and_bad_schemes() {

@@ -49,9 +49,17 @@ pub enum Error {
         limit: usize,
     },
 
-    /// Connecting, TLS, or the connection broke: retry later.
+    /// Connecting failed or the connection broke: retry later.
     #[error("transport error during {what}: {message}")]
     Transport { what: String, message: String },
+
+    /// The TLS handshake failed for a reason that will not go away by itself: the server's
+    /// certificate is not signed by a trusted CA (wrong or missing
+    /// [`crate::ClientConfig::ca_bundle_pem`]), does not name the host of the base URL, has
+    /// expired, or the server does not speak TLS at all. Not retryable: the CA bundle, the
+    /// server certificate or the URL must change.
+    #[error("TLS handshake failed during {what}: {message}")]
+    Tls { what: String, message: String },
 
     /// No complete answer in time: retry later.
     #[error("{what} timed out after {after:?}")]
@@ -98,6 +106,7 @@ impl Error {
             Error::Unsupported { .. } => "Unsupported",
             Error::TooLarge { .. } => "TooLarge",
             Error::Transport { .. } => "Transport",
+            Error::Tls { .. } => "Tls",
             Error::Timeout { .. } => "Timeout",
             Error::Server { .. } => "ServerError",
             Error::Decode { .. } => "Decode",
@@ -323,6 +332,13 @@ mod tests {
             .is_retryable()
         );
         assert!(!Error::NotFound { what: "x".into() }.is_retryable());
+        assert!(
+            !Error::Tls {
+                what: "x".into(),
+                message: "y".into()
+            }
+            .is_retryable()
+        );
         assert!(
             !Error::Unsupported {
                 what: "x".into(),

@@ -10,7 +10,8 @@
 //! - Auth: BASIC, DIGEST (MD5 / SHA-256) or learnt from the first challenge
 //!   ([`AuthMethod::Auto`]); credentials are never put in URLs and are redacted in `Debug`.
 //! - Names are percent-encoded as single path segments ([`names::encode`]).
-//! - Errors: one enum, [`Error`], with [`Error::is_retryable`].
+//! - Errors: one enum, [`Error`], with [`Error::is_retryable`]; a TLS failure that a retry cannot
+//!   fix (untrusted certificate, wrong name, no TLS on the port) is [`Error::Tls`], not retryable.
 //!
 //! One file per server resource: [`caches`], [`templates`], [`counters`], [`schemas`],
 //! [`tasks`], [`backups`], [`server`]; the config event stream in [`events`].
@@ -30,8 +31,8 @@ pub mod tasks;
 pub mod templates;
 
 pub use auth::{AuthMethod, Credentials};
-pub use backups::{BackupResources, JobStatus};
-pub use caches::{Comparison, ConfigDocument, ConfigFormat, CreateCacheOptions};
+pub use backups::{BackupResources, JobStatus, backup_archive_path};
+pub use caches::{Comparison, ConfigDocument, ConfigFormat, CreateCacheOptions, MutableAttribute};
 pub use client::Client;
 pub use config::{ClientConfig, TcpKeepalive};
 pub use counters::{CounterConfig, CounterStorage};

@@ -127,6 +127,21 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{:08x}", fastrand::u32(..))
 }
 
+/// Options of [`Node::start_with`]; the defaults are those of [`Node::start`].
+#[derive(Debug, Clone, Default)]
+pub struct NodeOptions {
+    /// JGroups cluster name (default `<name>-cluster`, a cluster of its own).
+    pub cluster: Option<String>,
+    /// TCPPING initial hosts, e.g. `127.0.0.1[18980],127.0.0.1[18981]`.
+    pub peers: Option<String>,
+    /// A server XML file under e2e/testbed/infinispan.
+    pub config: Option<String>,
+    /// Files copied into the node's conf dir before it starts.
+    pub conf_files: Vec<PathBuf>,
+    /// The CA of a TLS node: its health is probed over https and its URL is https.
+    pub ca: Option<PathBuf>,
+}
+
 /// A private server node of the testbed, stopped and wiped on drop.
 #[derive(Debug)]
 pub struct Node {
@@ -167,6 +182,61 @@ impl Node {
             String::from_utf8_lossy(&out.stderr)
         );
         node
+    }
+
+    /// Starts a node with every option of `infinispan.sh start` (own cluster name and peers
+    /// for multi-node clusters, extra conf files and a CA for TLS nodes). The URL is https when
+    /// `options.ca` is set. Stopped and wiped on drop, also when the start fails.
+    pub fn start_with(name: &str, offset: u16, jgroups_port: u16, options: &NodeOptions) -> Node {
+        let tb = testbed();
+        let mut cmd = Command::new(script());
+        cmd.env("TESTBED_RUN_DIR", &tb.run_dir)
+            .args(["start", name, "--offset"])
+            .arg(offset.to_string())
+            .arg("--cluster")
+            .arg(
+                options
+                    .cluster
+                    .clone()
+                    .unwrap_or_else(|| format!("{name}-cluster")),
+            )
+            .arg("--jgroups-port")
+            .arg(jgroups_port.to_string());
+        if let Some(p) = &options.peers {
+            cmd.arg("--peers").arg(p);
+        }
+        if let Some(c) = &options.config {
+            cmd.arg("--config")
+                .arg(repo_root().join("e2e/testbed/infinispan").join(c));
+        }
+        for f in &options.conf_files {
+            cmd.arg("--conf-file").arg(f);
+        }
+        if let Some(ca) = &options.ca {
+            cmd.arg("--ca").arg(ca);
+        }
+        let scheme = if options.ca.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let node = Node {
+            name: name.to_owned(),
+            offset,
+            url: format!("{scheme}://127.0.0.1:{}", 11222 + offset),
+        };
+        let out = cmd.output().expect("infinispan.sh runs");
+        assert!(
+            out.status.success(),
+            "starting node {name} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        node
+    }
+
+    /// The node's server root (conf/, data/, log/).
+    pub fn root(&self) -> PathBuf {
+        testbed().run_dir.join("infinispan").join(&self.name)
     }
 
     /// Stops the node (state kept) and starts it again with the same settings.
