@@ -3,6 +3,10 @@
 //!
 //! The sync engine and its kind adapters are built in the resources-operator issues; until then
 //! the binary offers its command line and says plainly that `run` is not implemented.
+//!
+//! - [`engine`]: the generic sync engine; so far its pure [`engine::decision`].
+
+pub mod engine;
 
 use clap::{Parser, Subcommand};
 
