@@ -37,6 +37,10 @@ impl SseParser {
     /// Feeds one chunk and returns the events it completed.
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
         let mut out = Vec::new();
+        if chunk.is_empty() {
+            // An empty chunk says nothing about a CR that ended the previous one.
+            return out;
+        }
         let mut i = 0;
         if self.pending_cr && chunk.first() == Some(&b'\n') {
             i = 1;
@@ -177,6 +181,14 @@ mod tests {
     fn crlf_split_between_chunks_is_one_line_end() {
         let got = parse_all(&[b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n"]);
         assert_eq!(got, vec![ev("message", "a\nb")]);
+    }
+
+    #[test]
+    fn crlf_split_by_an_empty_chunk_is_still_one_line_end() {
+        // Found by the chunk-split property: an empty chunk between CR and LF made the LF a
+        // blank line, which dispatched early and dropped the pending `event:` name.
+        let got = parse_all(&[b"event: a\r", b"", b"\ndata: x\r\n\r\n"]);
+        assert_eq!(got, vec![ev("a", "x")]);
     }
 
     #[test]
