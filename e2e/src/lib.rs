@@ -231,3 +231,62 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Path of a binary of this workspace, built once per test process with
+/// `cargo build -p <package> --bin <bin>` (the cargo that runs the tests, `$CARGO`), so that
+/// end-to-end tests start the real binary as a separate process. The path comes from cargo's
+/// own build messages, so it is right whatever the target directory or profile setup.
+pub fn workspace_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = std::process::Command::new(cargo);
+    // `cargo test` gives the test process the variables it gives a crate (CARGO_PKG_NAME,
+    // CARGO_MANIFEST_DIR, OUT_DIR...). Build scripts such as ring's rerun when they change, so
+    // passing them on would rebuild half the dependency tree on every run: drop them, keep
+    // cargo's configuration variables.
+    const CONFIG_PREFIXES: &[&str] = &[
+        "CARGO_HOME",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_",
+        "CARGO_PROFILE_",
+        "CARGO_NET_",
+        "CARGO_HTTP_",
+        "CARGO_REGISTRIES_",
+        "CARGO_REGISTRY_",
+        "CARGO_TERM_",
+        "CARGO_INCREMENTAL",
+    ];
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        let crate_variable = name.starts_with("CARGO_")
+            && !CONFIG_PREFIXES
+                .iter()
+                .any(|prefix| name.starts_with(prefix));
+        if crate_variable || name == "OUT_DIR" {
+            command.env_remove(name);
+        }
+    }
+    let output = command
+        .current_dir(repo_root())
+        .args([
+            "build",
+            "-p",
+            package,
+            "--bin",
+            bin,
+            "--message-format=json",
+        ])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running cargo build -p {package}"))?;
+    if !output.status.success() {
+        bail!("cargo build -p {package} failed ({})", output.status);
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|message| message["reason"] == "compiler-artifact")
+        .filter(|message| message["target"]["name"] == bin)
+        .find_map(|message| message["executable"].as_str().map(PathBuf::from))
+        .with_context(|| format!("cargo build -p {package} reported no executable {bin}"))
+}

@@ -4,5 +4,19 @@
 //! - [`decision`]: the pure function at its heart: given what is observed about one object (its
 //!   CR, the server's current object, what was last synced) and the cluster's sync settings,
 //!   what must happen. No I/O; unit- and property-tested.
+//! - [`kind`]: the [`kind::KindAdapter`] trait a kind implements.
+//! - [`controller`]: the CR watch, the per-key queue (kube-runtime's `Controller`) and the
+//!   reconcile of one CR (observe, decide, execute, status).
+//! - [`stream`]: the server's config event stream: the snapshot, reconcile triggers, and the
+//!   server-only path that creates mirror CRs.
+//! - [`snapshot`]: what is known of the server's objects; [`claims`]: who stands for a server
+//!   name; [`status`]: the status of a CR; [`digest`]: digests of server objects.
 
+pub mod claims;
+pub mod controller;
 pub mod decision;
+pub mod digest;
+pub mod kind;
+pub mod snapshot;
+pub mod status;
+pub mod stream;

@@ -1,0 +1,1131 @@
+//! End-to-end: the real `resources-operator` binary, started as a separate process, keeps Cache
+//! CRs and the caches of the testbed's node0 in sync (design "The sync contract", caches).
+//!
+//! Each test gets a fresh namespace with an `Infinispan` CR and a credentials Secret, starts the
+//! operator for that cluster with the testbed's admin kubeconfig (least-privilege RBAC comes
+//! with the RBAC issue), uses cache names unique to the test (node0 is shared) and removes its
+//! server caches at the end. The tests of this file run one at a time: every operator mirrors
+//! every cache of node0, so parallel tests would only add noise to each other.
+//!
+//! Teardown order matters: the operator is stopped first and the finalizers of the namespace's
+//! Cache CRs are removed before the namespace goes, so that deleting the namespace never
+//! deletes a server cache (mirror CRs exist for every cache of the shared node).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::{Context, bail, ensure};
+use common_crds::labels::{CLUSTER_LABEL, ORIGIN_LABEL, RESOURCES_FINALIZER};
+use common_crds::{Cache, Infinispan};
+use e2e::{TestNamespace, Testbed, eventually};
+use futures::StreamExt;
+use infinispan_rest::{
+    ClientConfig, ConfigDocument, ConfigEvent, ConfigFormat, CreateCacheOptions, Credentials,
+    StreamItem, StreamOptions,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const CLUSTER: &str = "demo";
+const SECRET: &str = "demo-operator-credentials";
+/// S1 asks for about a second; the tests allow some slack for a loaded machine.
+const FAST: Duration = Duration::from_secs(5);
+const SLOW: Duration = Duration::from_secs(30);
+
+/// One test at a time (see the module documentation).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn operator_binary() -> anyhow::Result<PathBuf> {
+    static BINARY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            e2e::workspace_binary("resources-operator", "resources-operator")
+                .map_err(|e| format!("{e:#}"))
+        })
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!(
+        "{prefix}-{:08x}",
+        nanos ^ std::process::id().rotate_left(16)
+    )
+}
+
+/// The running operator process.
+struct Operator {
+    child: tokio::process::Child,
+    metrics: SocketAddr,
+    log: PathBuf,
+}
+
+impl Operator {
+    async fn start(testbed: &Testbed, namespace: &str, extra: &[&str]) -> anyhow::Result<Self> {
+        let binary = operator_binary()?;
+        let metrics = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0")?;
+            probe.local_addr()?
+        };
+        let log_dir = e2e::repo_root().join("target/e2e-logs");
+        std::fs::create_dir_all(&log_dir)?;
+        let log = log_dir.join(format!("resources-operator-{namespace}.log"));
+        let log_file = std::fs::File::create(&log)?;
+        let child = tokio::process::Command::new(binary)
+            .args([
+                "run",
+                "--cluster",
+                CLUSTER,
+                "--namespace",
+                namespace,
+                "--infinispan-url",
+                &testbed.infinispan_url,
+                "--credentials-secret",
+                SECRET,
+                "--metrics-address",
+                &metrics.to_string(),
+                "--log-level",
+                "resources_operator=debug,info",
+            ])
+            .args(extra)
+            .env("KUBECONFIG", &testbed.kubeconfig)
+            .stdout(std::process::Stdio::null())
+            .stderr(log_file)
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting resources-operator")?;
+        let operator = Self {
+            child,
+            metrics,
+            log,
+        };
+        let op = &operator;
+        // Generous: the shared API server may be busy with another suite.
+        eventually("the operator is ready (/readyz)", 2 * SLOW, || async move {
+            Ok((op.get("/readyz").await?.0 == 200).then_some(()))
+        })
+        .await
+        .map_err(|e| operator.with_log(e))?;
+        Ok(operator)
+    }
+
+    /// GET on the metrics endpoint: (status, body).
+    async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        let mut socket = tokio::net::TcpStream::connect(self.metrics).await?;
+        socket
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+            .await?;
+        let mut response = String::new();
+        socket.read_to_string(&mut response).await?;
+        let status = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .context("no HTTP status")?;
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Ok((status, body))
+    }
+
+    /// Sum of the operator's `writes_total` counters of the server side. (Kubernetes-side
+    /// writes are not compared: other suites on the shared node0 may create caches, which this
+    /// operator rightly mirrors.)
+    async fn server_writes(&self) -> anyhow::Result<f64> {
+        let (_, body) = self.get("/metrics").await?;
+        Ok(body
+            .lines()
+            .filter(|l| l.starts_with("infinispan_resources_operator_writes_total"))
+            .filter(|l| l.contains("side=\"server\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum())
+    }
+
+    fn with_log(&self, error: anyhow::Error) -> anyhow::Error {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(60).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        error.context(format!(
+            "operator log ({}), last lines:\n{}",
+            self.log.display(),
+            tail.join("\n")
+        ))
+    }
+
+    /// Lines of the operator's log that contain every one of `needles`.
+    fn log_lines(&self, needles: &[&str]) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| needles.iter().all(|n| line.contains(n)))
+            .count()
+    }
+
+    /// Stops the operator with SIGTERM and expects a graceful exit (status 0) within 15 s.
+    async fn stop(mut self) -> anyhow::Result<()> {
+        let pid = self.child.id().context("the operator already exited")?;
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()?;
+        ensure!(sent.success(), "kill -TERM {pid} failed");
+        let status = match tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await {
+            Ok(status) => status?,
+            Err(_) => {
+                self.child.kill().await?;
+                bail!("the operator did not stop within 15 s of SIGTERM");
+            }
+        };
+        ensure!(
+            status.success(),
+            "the operator exited with {status} on SIGTERM"
+        );
+        Ok(())
+    }
+}
+
+/// Everything one test needs.
+struct Fixture {
+    testbed: Testbed,
+    ns: TestNamespace,
+    rest: infinispan_rest::Client,
+    caches: Api<Cache>,
+    operator: Operator,
+    /// Server caches to remove at the end.
+    server_names: Vec<String>,
+}
+
+impl Fixture {
+    /// A fixture whose Infinispan CR has `spec` and whose operator gets `extra` arguments.
+    async fn new(prefix: &str, spec: Value, extra: &[&str]) -> anyhow::Result<Self> {
+        let testbed = Testbed::get()?;
+        let client = testbed.admin_client().await?;
+        e2e::install_crds(&client).await?;
+        let ns = TestNamespace::create(&client, prefix).await?;
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": { "name": SECRET },
+            "stringData": {
+                "username": testbed.infinispan_user,
+                "password": testbed.infinispan_password,
+            }
+        }))?;
+        Api::<Secret>::namespaced(client.clone(), &ns.name)
+            .create(&PostParams::default(), &secret)
+            .await?;
+        let cluster: Infinispan = serde_json::from_value(json!({
+            "apiVersion": "infinispan.org/v1",
+            "kind": "Infinispan",
+            "metadata": { "name": CLUSTER },
+            "spec": spec
+        }))?;
+        Api::<Infinispan>::namespaced(client.clone(), &ns.name)
+            .create(&PostParams::default(), &cluster)
+            .await?;
+        let rest = infinispan_rest::Client::new(
+            ClientConfig::new(testbed.infinispan_url.clone()).with_credentials(Credentials::new(
+                testbed.infinispan_user.clone(),
+                testbed.infinispan_password.clone(),
+            )),
+        )?;
+        let operator = Operator::start(&testbed, &ns.name, extra).await?;
+        let caches = Api::<Cache>::namespaced(client.clone(), &ns.name);
+        Ok(Self {
+            testbed,
+            ns,
+            rest,
+            caches,
+            operator,
+            server_names: Vec::new(),
+        })
+    }
+
+    /// Kills the operator with SIGKILL (no cleanup of any kind).
+    async fn kill_operator(&mut self) -> anyhow::Result<()> {
+        self.operator.child.kill().await?;
+        Ok(())
+    }
+
+    /// Starts a new operator process for the namespace, with `extra` arguments.
+    async fn restart_operator(&mut self, extra: &[&str]) -> anyhow::Result<()> {
+        self.operator = Operator::start(&self.testbed, &self.ns.name, extra).await?;
+        Ok(())
+    }
+
+    /// A cache name unique to this test, removed from the server at the end.
+    fn server_name(&mut self, prefix: &str) -> String {
+        let name = unique(prefix);
+        self.server_names.push(name.clone());
+        name
+    }
+
+    /// Applies a user Cache CR (origin kubernetes).
+    async fn apply_cache(&self, name: &str, template: &str) -> anyhow::Result<Cache> {
+        self.apply_cache_with(name, template, json!({}), json!({}))
+            .await
+    }
+
+    /// Applies a user Cache CR with annotations and extra spec fields.
+    async fn apply_cache_with(
+        &self,
+        name: &str,
+        template: &str,
+        annotations: Value,
+        spec: Value,
+    ) -> anyhow::Result<Cache> {
+        let mut full_spec = json!({ "template": template });
+        if let (Some(full), Some(extra)) = (full_spec.as_object_mut(), spec.as_object()) {
+            full.extend(extra.clone());
+        }
+        let cr: Cache = serde_json::from_value(json!({
+            "apiVersion": "infinispan.org/v2alpha1",
+            "kind": "Cache",
+            "metadata": {
+                "name": name,
+                "labels": { CLUSTER_LABEL: CLUSTER },
+                "annotations": annotations,
+            },
+            "spec": full_spec
+        }))?;
+        Ok(self.caches.create(&PostParams::default(), &cr).await?)
+    }
+
+    /// Creates a cache on the server, as another client would.
+    async fn create_on_server(&self, server_name: &str, config: &str) -> anyhow::Result<()> {
+        self.rest
+            .create_cache(
+                server_name,
+                &ConfigDocument::json(config),
+                CreateCacheOptions::default(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Waits for a condition of `type_` with `status` and `reason`.
+    async fn wait_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        status: &str,
+        reason: &str,
+    ) -> anyhow::Result<Cache> {
+        eventually(
+            &format!("Cache {name} {type_}={status} ({reason})"),
+            SLOW,
+            || async move {
+                let cr = self.caches.get(name).await?;
+                let ok = cr.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == type_ && c.status == status && c.reason == reason)
+                });
+                Ok(ok.then_some(cr))
+            },
+        )
+        .await
+        .map_err(|e| self.operator.with_log(e))
+    }
+
+    /// Waits for `Ready` with `reason` at the CR's current generation.
+    async fn wait_ready(&self, name: &str, reason: &str) -> anyhow::Result<Cache> {
+        let result = eventually(
+            &format!("Cache {name} Ready with reason {reason}"),
+            SLOW,
+            || async move {
+                let cr = self.caches.get(name).await?;
+                let status = cr.status.clone().unwrap_or_default();
+                let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+                let ok = ready.is_some_and(|c| c.reason == reason)
+                    && status.observed_generation == cr.metadata.generation;
+                Ok(ok.then_some(cr))
+            },
+        )
+        .await;
+        result.map_err(|e| self.operator.with_log(e))
+    }
+
+    async fn wait_gone(&self, name: &str) -> anyhow::Result<()> {
+        eventually(&format!("Cache CR {name} gone"), SLOW, || async move {
+            Ok(self.caches.get_opt(name).await?.is_none().then_some(()))
+        })
+        .await
+        .map_err(|e| self.operator.with_log(e))
+    }
+
+    async fn wait_server(&self, server_name: &str, exists: bool) -> anyhow::Result<()> {
+        eventually(
+            &format!("server cache {server_name} exists={exists}"),
+            SLOW,
+            || async move { Ok((self.rest.cache_exists(server_name).await? == exists).then_some(())) },
+        )
+        .await
+        .map_err(|e| self.operator.with_log(e))
+    }
+
+    /// The server's configuration of a cache, without the name wrapper.
+    async fn server_config(&self, server_name: &str) -> anyhow::Result<Value> {
+        let doc = self
+            .rest
+            .cache_config(server_name, ConfigFormat::Json)
+            .await?;
+        let value: Value = serde_json::from_str(&doc.text)?;
+        Ok(value.get(server_name).cloned().unwrap_or(value))
+    }
+
+    /// Stops the operator, releases the namespace's finalizers, deletes the namespace and the
+    /// test's server caches.
+    async fn teardown(self) -> anyhow::Result<()> {
+        let Self {
+            testbed: _,
+            ns,
+            rest,
+            caches,
+            operator,
+            server_names,
+        } = self;
+        let log = operator.log.clone();
+        operator
+            .stop()
+            .await
+            .with_context(|| format!("operator log: {}", log.display()))?;
+        for cr in caches.list(&ListParams::default()).await? {
+            if !cr.finalizers().is_empty() {
+                let patch = json!({ "metadata": { "finalizers": null } });
+                caches
+                    .patch(
+                        &cr.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await?;
+            }
+        }
+        ns.delete().await?;
+        for name in server_names {
+            match rest.delete_cache(&name).await {
+                Ok(()) | Err(infinispan_rest::Error::NotFound { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs a test body on a fixture (default cluster, Bidirectional) and always tears down.
+async fn with_fixture<F>(prefix: &str, body: F) -> anyhow::Result<()>
+where
+    F: AsyncFnOnce(&mut Fixture) -> anyhow::Result<()>,
+{
+    with_custom_fixture(prefix, json!({}), &[], body).await
+}
+
+/// Runs a test body on a fixture with this Infinispan spec and these operator arguments.
+async fn with_custom_fixture<F>(
+    prefix: &str,
+    spec: Value,
+    extra: &[&str],
+    body: F,
+) -> anyhow::Result<()>
+where
+    F: AsyncFnOnce(&mut Fixture) -> anyhow::Result<()>,
+{
+    let _serial = SERIAL.lock().await;
+    let mut fixture = Fixture::new(prefix, spec, extra).await?;
+    let result = body(&mut fixture).await;
+    let result = result.map_err(|e| fixture.operator.with_log(e));
+    let teardown = fixture.teardown().await;
+    result?;
+    teardown
+}
+
+/// `expiration.lifespan` of a distributed-cache document, as text (the server writes numbers
+/// as strings: `{"lifespan":11000}` comes back as `{"lifespan":"11000"}`).
+fn lifespan(config: &Value) -> Option<String> {
+    match config.pointer("/distributed-cache/expiration/lifespan")? {
+        Value::String(text) => Some(text.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+fn ready_condition(
+    cr: &Cache,
+) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    cr.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .cloned()
+}
+
+/// K1: a new labelled CR creates the cache on the server; Ready=True, Synced.
+#[tokio::test]
+async fn k1_cr_creates_the_server_cache() -> anyhow::Result<()> {
+    with_fixture("k1", async |f| {
+        let name = f.server_name("k1");
+        f.apply_cache(&name, r#"{"distributed-cache":{"mode":"SYNC"}}"#)
+            .await?;
+        let cr = f.wait_ready(&name, "Synced").await?;
+        ensure!(f.rest.cache_exists(&name).await?, "no server cache");
+        let ready = ready_condition(&cr).context("no Ready")?;
+        ensure!(ready.status == "True", "{ready:?}");
+        let status = cr.status.clone().unwrap_or_default();
+        ensure!(status.server_name.as_deref() == Some(name.as_str()));
+        ensure!(status.observed_generation == Some(1));
+        ensure!(status.last_synced.is_some_and(|l| l.generation == 1));
+        ensure!(cr.finalizers().iter().any(|f| f == RESOURCES_FINALIZER));
+        let config = f.server_config(&name).await?;
+        ensure!(
+            config == json!({"distributed-cache":{"mode":"SYNC"}}),
+            "server config {config}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// S1: a cache created over REST by another client appears as a mirror CR, with its labels,
+/// finalizer and owner reference, then Ready=True, Synced.
+#[tokio::test]
+async fn s1_server_cache_appears_as_a_mirror_cr() -> anyhow::Result<()> {
+    with_fixture("s1", async |f| {
+        // A name Kubernetes would not accept as is.
+        let server_name = f.server_name("S1 Orders/eu+x");
+        let f = &*f;
+        let config = json!({"local-cache":{"statistics":true}});
+        f.rest
+            .create_cache(
+                &server_name,
+                &ConfigDocument::json(config.to_string()),
+                CreateCacheOptions::default(),
+            )
+            .await?;
+        let mirror = common_crds::naming::mirror_name(CLUSTER, &server_name);
+        let mirror = mirror.as_str();
+        let cr = eventually(&format!("mirror CR {mirror}"), FAST, || async move {
+            Ok(f.caches.get_opt(mirror).await?)
+        })
+        .await
+        .map_err(|e| f.operator.with_log(e))?;
+        let labels = cr.labels();
+        ensure!(labels.get(CLUSTER_LABEL).map(String::as_str) == Some(CLUSTER));
+        ensure!(labels.get(ORIGIN_LABEL).map(String::as_str) == Some("server"));
+        ensure!(cr.finalizers() == [RESOURCES_FINALIZER.to_string()]);
+        let owner = cr.owner_references().first().context("no owner")?;
+        ensure!(
+            owner.kind == "Infinispan" && owner.name == CLUSTER,
+            "{owner:?}"
+        );
+        ensure!(cr.spec.common.name.as_deref() == Some(server_name.as_str()));
+        let template: Value =
+            serde_json::from_str(cr.spec.template.as_deref().context("no template")?)?;
+        ensure!(template == config, "template {template}");
+        f.wait_ready(mirror, "Synced").await?;
+        // E4: the server's internal caches (___protobuf_metadata, ___script_cache) are never
+        // mirrored.
+        let internal: Vec<String> = f
+            .caches
+            .list(&ListParams::default())
+            .await?
+            .into_iter()
+            .filter_map(|cr| cr.spec.common.name)
+            .filter(|name| name.starts_with("___"))
+            .collect();
+        ensure!(
+            internal.is_empty(),
+            "internal caches mirrored: {internal:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// K3: deleting the CR deletes the server cache (finalizer).
+#[tokio::test]
+async fn k3_deleting_the_cr_deletes_the_server_cache() -> anyhow::Result<()> {
+    with_fixture("k3", async |f| {
+        let name = f.server_name("k3");
+        f.apply_cache(&name, r#"{"local-cache":{}}"#).await?;
+        f.wait_ready(&name, "Synced").await?;
+        f.caches.delete(&name, &DeleteParams::default()).await?;
+        f.wait_server(&name, false).await?;
+        f.wait_gone(&name).await?;
+        Ok(())
+    })
+    .await
+}
+
+/// S3: removing a cache on the server deletes its CR, for a mirror CR and for a user CR.
+#[tokio::test]
+async fn s3_removing_the_server_cache_deletes_the_cr() -> anyhow::Result<()> {
+    with_fixture("s3", async |f| {
+        let mirrored = f.server_name("s3-mirror");
+        let user = f.server_name("s3-user");
+        let f = &*f;
+        f.rest
+            .create_cache(
+                &mirrored,
+                &ConfigDocument::json(r#"{"local-cache":{}}"#),
+                CreateCacheOptions::default(),
+            )
+            .await?;
+        let mirror = common_crds::naming::mirror_name(CLUSTER, &mirrored);
+        f.wait_ready(&mirror, "Synced").await?;
+        f.apply_cache(&user, r#"{"local-cache":{}}"#).await?;
+        f.wait_ready(&user, "Synced").await?;
+
+        f.rest.delete_cache(&mirrored).await?;
+        f.rest.delete_cache(&user).await?;
+        f.wait_gone(&mirror).await?;
+        f.wait_gone(&user).await?;
+        // Without a second server call: nothing was recreated.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        ensure!(!f.rest.cache_exists(&mirrored).await?);
+        ensure!(!f.rest.cache_exists(&user).await?);
+        Ok(())
+    })
+    .await
+}
+
+/// S2: a change on the server updates the CR's spec, in the CR's own format (YAML stays YAML,
+/// XML stays XML).
+#[tokio::test]
+async fn s2_server_change_updates_the_spec_in_its_format() -> anyhow::Result<()> {
+    with_fixture("s2", async |f| {
+        let yaml = f.server_name("s2-yaml");
+        let xml = f.server_name("s2-xml");
+        let f = &*f;
+        let cases = [
+            (
+                yaml.as_str(),
+                "distributedCache:\n  mode: \"SYNC\"\n",
+                ConfigFormat::Yaml,
+            ),
+            (
+                xml.as_str(),
+                r#"<distributed-cache mode="SYNC"/>"#,
+                ConfigFormat::Xml,
+            ),
+        ];
+        for (name, template, _) in cases {
+            f.apply_cache(name, template).await?;
+        }
+        for (name, _, format) in cases {
+            f.wait_ready(name, "Synced").await?;
+            f.rest
+                .update_cache(
+                    name,
+                    &ConfigDocument::json(
+                        r#"{"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":60000}}}"#,
+                    ),
+                )
+                .await?;
+            let cr = eventually(
+                &format!("the spec of {name} has the lifespan"),
+                SLOW,
+                || async move {
+                    let cr = f.caches.get(name).await?;
+                    let has = cr
+                        .spec
+                        .template
+                        .as_deref()
+                        .is_some_and(|t| t.contains("lifespan") && t.contains("60000"));
+                    Ok(has.then_some(cr))
+                },
+            )
+            .await?;
+            let template = cr.spec.template.clone().unwrap_or_default();
+            ensure!(
+                ConfigFormat::detect(&template) == format,
+                "not {format:?} any more: {template}"
+            );
+            ensure!(
+                cr.metadata.generation == Some(2),
+                "{:?}",
+                cr.metadata.generation
+            );
+            let cr = f.wait_ready(name, "Synced").await?;
+            let last = cr
+                .status
+                .and_then(|s| s.last_synced)
+                .context("no lastSynced")?;
+            ensure!(last.generation == 2, "{last:?}");
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// K2: a spec change updates the server; a change of an immutable attribute is refused with the
+/// server's own message and leaves the server as it was.
+#[tokio::test]
+async fn k2_spec_change_updates_the_server() -> anyhow::Result<()> {
+    with_fixture("k2", async |f| {
+        let name = f.server_name("k2");
+        f.apply_cache(&name, r#"{"distributed-cache":{"mode":"SYNC"}}"#)
+            .await?;
+        f.wait_ready(&name, "Synced").await?;
+
+        let patch = json!({"spec": {"template":
+            r#"{"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":30000}}}"#}});
+        f.caches
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let cr = f.wait_ready(&name, "Synced").await?;
+        ensure!(cr.metadata.generation == Some(2));
+        let config = f.server_config(&name).await?;
+        ensure!(
+            config.pointer("/distributed-cache/expiration/lifespan") == Some(&json!(30000))
+                || config.pointer("/distributed-cache/expiration/lifespan") == Some(&json!("30000")),
+            "server config {config}"
+        );
+
+        let immutable = json!({"spec": {"template":
+            r#"{"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":30000},"encoding":{"media-type":"text/plain"}}}"#}});
+        f.caches
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&immutable))
+            .await?;
+        let cr = f.wait_ready(&name, "Immutable").await?;
+        let ready = ready_condition(&cr).context("no Ready")?;
+        ensure!(ready.status == "False", "{ready:?}");
+        ensure!(
+            ready.message.contains("ISPN000961") && ready.message.contains("media-type"),
+            "not the server's message: {}",
+            ready.message
+        );
+        let after = f.server_config(&name).await?;
+        ensure!(after == config, "the server changed: {after}");
+        Ok(())
+    })
+    .await
+}
+
+/// L1: idle, nothing is written on either side: the CRs' resourceVersions stay, and an
+/// independent event-stream listener sees no event for the test's caches.
+#[tokio::test]
+async fn l1_idle_means_zero_writes() -> anyhow::Result<()> {
+    with_fixture("l1", async |f| {
+        let user = f.server_name("l1-user");
+        let mirrored = f.server_name("l1-mirror");
+        let f = &*f;
+        f.apply_cache(&user, "localCache:\n  statistics: \"true\"\n")
+            .await?;
+        f.rest
+            .create_cache(
+                &mirrored,
+                &ConfigDocument::json(r#"{"local-cache":{}}"#),
+                CreateCacheOptions::default(),
+            )
+            .await?;
+        let mirror = common_crds::naming::mirror_name(CLUSTER, &mirrored);
+        f.wait_ready(&user, "Synced").await?;
+        f.wait_ready(&mirror, "Synced").await?;
+        // Let requeues after the last writes run out.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+
+        let mut listener = f.rest.config_events(StreamOptions::default());
+        let names = [user.clone(), mirrored.clone()];
+        // Skip the replay.
+        loop {
+            match tokio::time::timeout(SLOW, listener.next()).await? {
+                Some(StreamItem::ReplayComplete { .. }) => break,
+                Some(_) => {}
+                None => bail!("the listener ended"),
+            }
+        }
+        let versions = |crs: Vec<Cache>| -> Vec<(String, Option<String>)> {
+            crs.into_iter()
+                .map(|cr| (cr.name_any(), cr.resource_version()))
+                .collect()
+        };
+        let before = versions(vec![f.caches.get(&user).await?, f.caches.get(&mirror).await?]);
+        let writes_before = f.operator.server_writes().await?;
+
+        let idle = tokio::time::sleep(Duration::from_secs(20));
+        tokio::pin!(idle);
+        let mut seen = Vec::new();
+        loop {
+            tokio::select! {
+                _ = &mut idle => break,
+                item = listener.next() => match item {
+                    Some(StreamItem::Event(event)) => {
+                        let ours = match &event {
+                            ConfigEvent::CacheCreated { name, .. }
+                            | ConfigEvent::CacheUpdated { name, .. }
+                            | ConfigEvent::CacheRemoved { name } => names.contains(name),
+                            _ => false,
+                        };
+                        if ours {
+                            seen.push(format!("{event:?}"));
+                        }
+                    }
+                    Some(StreamItem::Disconnected { error, .. }) => bail!("listener disconnected: {error}"),
+                    Some(_) => {}
+                    None => bail!("the listener ended"),
+                }
+            }
+        }
+        let after = versions(vec![f.caches.get(&user).await?, f.caches.get(&mirror).await?]);
+        ensure!(before == after, "CRs written while idle: {before:?} -> {after:?}");
+        ensure!(seen.is_empty(), "server writes while idle: {seen:?}");
+        let writes_after = f.operator.server_writes().await?;
+        ensure!(
+            writes_after == writes_before,
+            "the operator counted writes while idle: {writes_before} -> {writes_after}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// K1/K2 refused: a configuration the server rejects (a new CR, and a change of a synced one)
+/// gives Ready=False, Rejected with the server's own message, leaves the server as it was and
+/// is not retried until the CR changes.
+#[tokio::test]
+async fn rejected_configs_report_the_server_message() -> anyhow::Result<()> {
+    with_fixture("rej", async |f| {
+        let bad_new = f.server_name("rej-new");
+        let changed = f.server_name("rej-change");
+        let f = &*f;
+        f.apply_cache(&bad_new, r#"{"distributed-cache":{"mode":"NOPE"}}"#)
+            .await?;
+        let cr = f.wait_ready(&bad_new, "Rejected").await?;
+        let ready = ready_condition(&cr).context("no Ready")?;
+        ensure!(
+            ready.status == "False" && ready.message.contains("ISPN000687"),
+            "{ready:?}"
+        );
+        ensure!(!f.rest.cache_exists(&bad_new).await?);
+
+        f.apply_cache(&changed, r#"{"distributed-cache":{"mode":"SYNC"}}"#)
+            .await?;
+        f.wait_ready(&changed, "Synced").await?;
+        let before = f.server_config(&changed).await?;
+        let patch =
+            json!({"spec": {"template": r#"{"distributed-cache":{"mode":"SYNC","owners":"x"}}"#}});
+        f.caches
+            .patch(&changed, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let cr = f.wait_ready(&changed, "Rejected").await?;
+        let ready = ready_condition(&cr).context("no Ready")?;
+        ensure!(ready.message.contains("ISPN000686"), "{ready:?}");
+        ensure!(
+            f.server_config(&changed).await? == before,
+            "the server changed"
+        );
+
+        // No retry storm: a refusal is not retried until something changes.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        for name in [&bad_new, &changed] {
+            let attempts = f.operator.log_lines(&["server call failed", name.as_str()]);
+            ensure!(attempts <= 2, "{attempts} attempts for {name}");
+        }
+
+        // A refused CR can still be deleted: with its server cache when it has one.
+        for name in [&bad_new, &changed] {
+            f.caches.delete(name, &DeleteParams::default()).await?;
+        }
+        f.wait_gone(&bad_new).await?;
+        f.wait_gone(&changed).await?;
+        f.wait_server(&changed, false).await?;
+        Ok(())
+    })
+    .await
+}
+
+/// E1: an unmanaged CR is never synced (Ready=False, Unmanaged), still claims its name (no
+/// mirror CR appears for that cache) and deleting it leaves the server cache alone.
+#[tokio::test]
+async fn e1_unmanaged_cr_is_not_synced() -> anyhow::Result<()> {
+    with_fixture("e1", async |f| {
+        let name = f.server_name("e1");
+        let f = &*f;
+        let name = name.as_str();
+        let annotations = json!({ common_crds::labels::MANAGED_ANNOTATION: "false" });
+        f.apply_cache_with(name, r#"{"local-cache":{}}"#, annotations, json!({}))
+            .await?;
+        f.wait_condition(name, "Ready", "False", "Unmanaged")
+            .await?;
+        ensure!(
+            !f.rest.cache_exists(name).await?,
+            "an unmanaged CR was pushed"
+        );
+
+        f.create_on_server(name, r#"{"local-cache":{"statistics":true}}"#)
+            .await?;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let mirror = common_crds::naming::mirror_name(CLUSTER, name);
+        ensure!(
+            f.caches.get_opt(&mirror).await?.is_none(),
+            "a mirror CR appeared beside the unmanaged CR"
+        );
+        let cr = f.caches.get(name).await?;
+        ensure!(cr.finalizers().is_empty(), "{:?}", cr.finalizers());
+        f.caches.delete(name, &DeleteParams::default()).await?;
+        f.wait_gone(name).await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        ensure!(
+            f.rest.cache_exists(name).await?,
+            "the server cache was deleted"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// E2: a paused CR is not pushed (ReconciliationPaused=True); once unpaused it syncs.
+#[tokio::test]
+async fn e2_paused_cr_waits_for_the_annotation_to_go() -> anyhow::Result<()> {
+    with_fixture("e2", async |f| {
+        let name = f.server_name("e2");
+        let f = &*f;
+        let name = name.as_str();
+        let annotations = json!({ common_crds::labels::PAUSE_RECONCILIATION_ANNOTATION: "true" });
+        f.apply_cache_with(name, r#"{"local-cache":{}}"#, annotations, json!({}))
+            .await?;
+        f.wait_condition(name, "ReconciliationPaused", "True", "Paused")
+            .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        ensure!(!f.rest.cache_exists(name).await?, "a paused CR was pushed");
+        let unpause = json!({"metadata": {"annotations": {
+            common_crds::labels::PAUSE_RECONCILIATION_ANNOTATION: null
+        }}});
+        f.caches
+            .patch(name, &PatchParams::default(), &Patch::Merge(&unpause))
+            .await?;
+        let cr = f.wait_ready(name, "Synced").await?;
+        ensure!(f.rest.cache_exists(name).await?);
+        let paused = cr
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .any(|c| c.type_ == "ReconciliationPaused");
+        ensure!(!paused, "ReconciliationPaused stayed");
+        Ok(())
+    })
+    .await
+}
+
+/// N2: a user CR applied for a cache that has a mirror CR replaces the mirror (deleted without
+/// touching the server) and adopts the cache (equal: no server write).
+#[tokio::test]
+async fn n2_user_cr_replaces_the_mirror_cr() -> anyhow::Result<()> {
+    with_fixture("n2", async |f| {
+        let server_name = f.server_name("N2 Shared");
+        let f = &*f;
+        let config = r#"{"distributed-cache":{"mode":"SYNC"}}"#;
+        f.create_on_server(&server_name, config).await?;
+        let mirror = common_crds::naming::mirror_name(CLUSTER, &server_name);
+        f.wait_ready(&mirror, "Synced").await?;
+        let writes_before = f.operator.server_writes().await?;
+
+        f.apply_cache_with("n2-user", config, json!({}), json!({ "name": server_name }))
+            .await?;
+        f.wait_ready("n2-user", "Synced").await?;
+        f.wait_gone(&mirror).await?;
+        ensure!(f.rest.cache_exists(&server_name).await?, "the cache went");
+        let writes_after = f.operator.server_writes().await?;
+        ensure!(
+            writes_after == writes_before,
+            "adopting an equal cache wrote to the server ({writes_before} -> {writes_after})"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// E3, FromServer (from the Infinispan CR's spec): a user CR is not pushed (ReadOnlyMode) and
+/// mirror CRs get no finalizer.
+#[tokio::test]
+async fn e3_from_server_mode_mirrors_but_does_not_push() -> anyhow::Result<()> {
+    let spec = json!({ "resourcesOperator": { "syncMode": "FromServer" } });
+    with_custom_fixture("e3from", spec, &[], async |f| {
+        let user = f.server_name("e3from-user");
+        let mirrored = f.server_name("e3from-mirror");
+        let f = &*f;
+        f.apply_cache(&user, r#"{"local-cache":{}}"#).await?;
+        f.wait_ready(&user, "ReadOnlyMode").await?;
+        ensure!(
+            !f.rest.cache_exists(&user).await?,
+            "pushed in FromServer mode"
+        );
+
+        f.create_on_server(&mirrored, r#"{"local-cache":{}}"#)
+            .await?;
+        let mirror = common_crds::naming::mirror_name(CLUSTER, &mirrored);
+        let cr = f.wait_ready(&mirror, "Synced").await?;
+        ensure!(cr.finalizers().is_empty(), "{:?}", cr.finalizers());
+        Ok(())
+    })
+    .await
+}
+
+/// E3, ToServer (from --sync-mode): a server-only cache is ignored, a server edit of a synced
+/// cache is reverted from the CR.
+#[tokio::test]
+async fn e3_to_server_mode_ignores_and_reverts_server_changes() -> anyhow::Result<()> {
+    with_custom_fixture("e3to", json!({}), &["--sync-mode", "ToServer"], async |f| {
+        let user = f.server_name("e3to-user");
+        let ignored = f.server_name("e3to-ignored");
+        let f = &*f;
+        let user = user.as_str();
+        let config = json!({"distributed-cache":{"mode":"SYNC"}});
+        f.apply_cache(user, &config.to_string()).await?;
+        f.wait_ready(user, "Synced").await?;
+
+        f.create_on_server(&ignored, r#"{"local-cache":{}}"#)
+            .await?;
+        f.rest
+            .update_cache(
+                user,
+                &ConfigDocument::json(
+                    r#"{"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":45000}}}"#,
+                ),
+            )
+            .await?;
+        let config = &config;
+        eventually("the server edit is reverted", SLOW, || async move {
+            Ok((f.server_config(user).await? == *config).then_some(()))
+        })
+        .await
+        .map_err(|e| f.operator.with_log(e))?;
+        let mirror = common_crds::naming::mirror_name(CLUSTER, &ignored);
+        ensure!(
+            f.caches.get_opt(&mirror).await?.is_none(),
+            "mirrored in ToServer mode"
+        );
+        let cr = f.caches.get(user).await?;
+        ensure!(cr.metadata.generation == Some(1), "the CR was rewritten");
+        Ok(())
+    })
+    .await
+}
+
+/// R1: killed with SIGKILL and restarted, the operator converges on what changed meanwhile: a
+/// cache created on the server gets one mirror CR, a CR deleted meanwhile deletes its server
+/// cache, a CR created meanwhile creates its cache; nothing is duplicated or resurrected.
+#[tokio::test]
+async fn r1_kill_and_restart_converges() -> anyhow::Result<()> {
+    with_fixture("r1", async |f| {
+        let doomed = f.server_name("r1-doomed");
+        let late = f.server_name("r1-late");
+        let created = f.server_name("r1-server");
+        f.apply_cache(&doomed, r#"{"local-cache":{}}"#).await?;
+        f.wait_ready(&doomed, "Synced").await?;
+
+        f.kill_operator().await?;
+        f.caches.delete(&doomed, &DeleteParams::default()).await?;
+        f.apply_cache(&late, r#"{"local-cache":{}}"#).await?;
+        f.create_on_server(&created, r#"{"local-cache":{}}"#)
+            .await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        ensure!(
+            f.caches.get_opt(&doomed).await?.is_some(),
+            "deleted without the operator"
+        );
+
+        f.restart_operator(&[]).await?;
+        let f = &*f;
+        f.wait_gone(&doomed).await?;
+        f.wait_server(&doomed, false).await?;
+        f.wait_ready(&late, "Synced").await?;
+        ensure!(f.rest.cache_exists(&late).await?);
+        let mirror = common_crds::naming::mirror_name(CLUSTER, &created);
+        f.wait_ready(&mirror, "Synced").await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let standing_for_created = f
+            .caches
+            .list(&ListParams::default())
+            .await?
+            .into_iter()
+            .filter(|cr| cr.spec.common.name.as_deref() == Some(created.as_str()))
+            .count();
+        ensure!(
+            standing_for_created == 1,
+            "{standing_for_created} CRs for {created}"
+        );
+        ensure!(!f.rest.cache_exists(&doomed).await?, "resurrected");
+        Ok(())
+    })
+    .await
+}
+
+/// C1: both sides changed since the last sync (while the operator was down): the conflict
+/// winner decides, Kubernetes (the default) or Server (--conflict-winner Server).
+#[tokio::test]
+async fn c1_conflict_winner_decides() -> anyhow::Result<()> {
+    with_fixture("c1", async |f| {
+        let k8s_wins = f.server_name("c1-k8s");
+        let server_wins = f.server_name("c1-server");
+        let base = r#"{"distributed-cache":{"mode":"SYNC"}}"#;
+        let cr_version =
+            json!({"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":11000}}});
+        let server_version =
+            json!({"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":22000}}});
+        for name in [&k8s_wins, &server_wins] {
+            f.apply_cache(name, base).await?;
+            f.wait_ready(name, "Synced").await?;
+        }
+
+        // Round 1, winner Kubernetes: both sides of one cache change while the operator is down.
+        let edit_both = async |f: &Fixture, name: &str| -> anyhow::Result<()> {
+            let patch = json!({"spec": {"template": cr_version.to_string()}});
+            f.caches
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            f.rest
+                .update_cache(name, &ConfigDocument::json(server_version.to_string()))
+                .await?;
+            Ok(())
+        };
+        f.kill_operator().await?;
+        edit_both(f, &k8s_wins).await?;
+        f.restart_operator(&[]).await?;
+        {
+            let f = &*f;
+            let name = k8s_wins.as_str();
+            eventually("the CR's version is on the server", SLOW, || async move {
+                Ok(
+                    (lifespan(&f.server_config(name).await?).as_deref() == Some("11000"))
+                        .then_some(()),
+                )
+            })
+            .await
+            .map_err(|e| f.operator.with_log(e))?;
+            f.wait_ready(name, "Synced").await?;
+        }
+
+        // Round 2, winner Server.
+        f.kill_operator().await?;
+        edit_both(f, &server_wins).await?;
+        f.restart_operator(&["--conflict-winner", "Server"]).await?;
+        let f = &*f;
+        let name = server_wins.as_str();
+        let cr = eventually("the server's version is in the CR", SLOW, || async move {
+            let cr = f.caches.get(name).await?;
+            let template: Value =
+                serde_json::from_str(cr.spec.template.as_deref().unwrap_or("null"))?;
+            Ok((lifespan(&template).as_deref() == Some("22000")).then_some(cr))
+        })
+        .await
+        .map_err(|e| f.operator.with_log(e))?;
+        ensure!(
+            cr.metadata.generation == Some(3),
+            "{:?}",
+            cr.metadata.generation
+        );
+        f.wait_ready(name, "Synced").await?;
+        ensure!(lifespan(&f.server_config(name).await?).as_deref() == Some("22000"));
+        Ok(())
+    })
+    .await
+}

@@ -1,0 +1,159 @@
+//! The one trait a resource kind implements to be synced by the engine (design "Shape of the
+//! code"): read/write/delete on the server, map to and from its CR, semantic equality, its
+//! dependencies and what the server cannot do with it. Everything else (queues, the event
+//! stream, claims, finalizers, status, Events, metrics) is the engine's.
+
+use std::fmt::Debug;
+use std::future::Future;
+
+use common_crds::ServerResource;
+use common_crds::common::UpdateStrategy;
+use infinispan_rest::{ConfigEvent, EventKind};
+use kube::core::NamespaceResourceScope;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::decision::{Comparison, Dependencies, KindCapabilities};
+
+/// What an event of the config stream says about one object of a kind.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ServerChange<O> {
+    /// Created or updated (or replayed): the object as the server has it now.
+    Present(O),
+    /// Removed on the server (a positive remove event).
+    Removed,
+}
+
+/// Why an adapter call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KindError {
+    /// The server refused or failed the call.
+    #[error(transparent)]
+    Server(#[from] infinispan_rest::Error),
+    /// The CR cannot be turned into a server object (e.g. a malformed document): waits for a
+    /// change of the CR.
+    #[error("invalid {what}: {message}")]
+    Invalid { what: String, message: String },
+}
+
+impl KindError {
+    /// The same call may succeed later without any change (transport, timeouts, 5xx).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Server(error) => error.is_retryable(),
+            Self::Invalid { .. } => false,
+        }
+    }
+
+    /// The message for the user (a status condition): the server's own words when it refused.
+    pub fn user_message(&self) -> String {
+        match self {
+            Self::Server(infinispan_rest::Error::Rejected { lines, .. }) if !lines.is_empty() => {
+                lines.join("\n")
+            }
+            Self::Server(error) => error.to_string(),
+            Self::Invalid { .. } => self.to_string(),
+        }
+    }
+
+    /// Stable, low-cardinality label (metrics).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Server(error) => error.reason(),
+            Self::Invalid { .. } => "Invalid",
+        }
+    }
+}
+
+/// The result of comparing a CR with its server object: the decision's [`Comparison`] and, when
+/// they differ, the server's explanation (e.g. `ISPN000961: Incompatible attribute ...`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compared {
+    pub comparison: Comparison,
+    pub reasons: Vec<String>,
+}
+
+/// One resource kind, as the engine needs it. The engine is generic over it; adding a kind is
+/// one implementation of this trait.
+pub trait KindAdapter: Send + Sync + 'static {
+    /// The CR type.
+    type Cr: ServerResource
+        + kube::Resource<Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static;
+
+    /// The server object, normalised (as the event stream and a read give it).
+    type Object: Clone + Debug + PartialEq + Send + Sync + 'static;
+
+    /// Which events of the config stream are about this kind.
+    const EVENT_KIND: EventKind;
+
+    /// What the server can do with this kind.
+    fn capabilities(&self) -> KindCapabilities;
+
+    /// Internal server objects (design E4): never mirrored, pushed or deleted.
+    fn is_internal(&self, server_name: &str) -> bool;
+
+    /// The object and change an event carries, for events of [`Self::EVENT_KIND`].
+    fn change_of(&self, event: &ConfigEvent) -> Option<(String, ServerChange<Self::Object>)>;
+
+    /// Digest of the normalised server object (recorded as `lastSynced.digest`).
+    fn digest(&self, object: &Self::Object) -> String;
+
+    /// Reads one object from the server; `None` when it does not exist.
+    fn read(
+        &self,
+        server_name: &str,
+    ) -> impl Future<Output = Result<Option<Self::Object>, KindError>> + Send;
+
+    /// Creates the CR's object on the server.
+    fn create(
+        &self,
+        server_name: &str,
+        cr: &Self::Cr,
+    ) -> impl Future<Output = Result<(), KindError>> + Send;
+
+    /// Updates the server object to the CR's, in place.
+    fn update(
+        &self,
+        server_name: &str,
+        cr: &Self::Cr,
+    ) -> impl Future<Output = Result<(), KindError>> + Send;
+
+    /// Deletes the server object; already gone counts as deleted.
+    fn delete(&self, server_name: &str) -> impl Future<Output = Result<(), KindError>> + Send;
+
+    /// Semantic comparison of the CR's desired object with the server's (server defaults and
+    /// document formats do not count, design L3).
+    fn compare(
+        &self,
+        cr: &Self::Cr,
+        object: &Self::Object,
+    ) -> impl Future<Output = Result<Compared, KindError>> + Send;
+
+    /// The spec of a mirror CR for a server object (design S1), as JSON.
+    fn mirror_spec(
+        &self,
+        server_name: &str,
+        object: &Self::Object,
+    ) -> impl Future<Output = Result<serde_json::Value, KindError>> + Send;
+
+    /// A JSON merge patch of the CR's spec that makes it stand for the server object, keeping
+    /// the CR's own form where the kind has one (design S2: the document format).
+    fn spec_patch_from_server(
+        &self,
+        cr: &Self::Cr,
+        object: &Self::Object,
+    ) -> impl Future<Output = Result<serde_json::Value, KindError>> + Send;
+
+    /// `spec.updates.strategy` of the CR ([`UpdateStrategy::Retain`] for kinds without it).
+    fn update_strategy(&self, cr: &Self::Cr) -> UpdateStrategy;
+
+    /// What the CR's object needs or what uses it (design D1); found in the engine's stores.
+    fn dependencies(&self, cr: &Self::Cr) -> Dependencies;
+}

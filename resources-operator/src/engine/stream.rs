@@ -1,0 +1,89 @@
+//! The server side of the engine: consumes the config event stream (opened with
+//! `includeCurrentState`, so the replay on every connect is the snapshot, design R4), keeps the
+//! snapshot, triggers reconciles of the CRs a change concerns and, for server objects no CR
+//! stands for, runs the server-only path (mirror CRs, design S1).
+//!
+//! Events are never handled inside a callback that could drop them: the snapshot records every
+//! event first, and a failed mirror creation is retried on the next event or reconnect.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use infinispan_rest::{ConfigEventStream, StreamItem};
+
+use super::controller::Engine;
+use super::kind::KindAdapter;
+
+/// Runs until the stream ends (never, unless dropped).
+pub async fn run<A: KindAdapter>(engine: Arc<Engine<A>>, mut stream: ConfigEventStream) {
+    let mut first_snapshot = true;
+    while let Some(item) = stream.next().await {
+        match item {
+            StreamItem::Connected { connection, .. } => {
+                engine.metrics.stream_connections.inc();
+                tracing::info!(
+                    connection,
+                    "config event stream connected; replay under way"
+                );
+                engine.snapshot.connecting();
+            }
+            StreamItem::Event(event) => {
+                let changed = engine.apply_event(&event);
+                if let Some(name) = changed
+                    && engine.snapshot.is_connected()
+                {
+                    server_object_changed(&engine, &name).await;
+                }
+            }
+            StreamItem::ReplayComplete { connection } => {
+                let gone = engine.snapshot.replay_complete();
+                tracing::info!(
+                    connection,
+                    objects = engine.snapshot.len(),
+                    gone = gone.len(),
+                    "server snapshot complete"
+                );
+                if first_snapshot {
+                    first_snapshot = false;
+                    // Mirrors are decided against a filled CR store, never an empty one.
+                    tracing::info!("waiting for the CR store's initial list");
+                    if engine.store.wait_until_ready().await.is_err() {
+                        tracing::error!("the CR store is gone; stopping the stream");
+                        return;
+                    }
+                    engine.set_ready();
+                    tracing::info!(
+                        crs = engine.store.state().len(),
+                        "ready: CR store and server snapshot complete"
+                    );
+                }
+                // Every CR is reconciled against the new snapshot; every object no CR stands
+                // for takes the server-only path. One pass over the store, not one per object.
+                let claimed = engine.claimed_names();
+                for (name, _) in engine.snapshot.objects() {
+                    if !claimed.contains(&name)
+                        && let Err(error) = engine.sync_unclaimed(&name).await
+                    {
+                        tracing::warn!(server_name = name, %error, "cannot sync a server object without CR; retried on its next event or reconnect");
+                    }
+                }
+                engine.trigger_all();
+            }
+            StreamItem::Disconnected {
+                error,
+                retry_in,
+                failures,
+            } => {
+                engine.metrics.stream_disconnects.inc();
+                engine.snapshot.disconnected();
+                tracing::warn!(%error, ?retry_in, failures, "config event stream disconnected");
+            }
+        }
+    }
+}
+
+async fn server_object_changed<A: KindAdapter>(engine: &Engine<A>, name: &str) {
+    if let Err(error) = engine.server_object_changed(name).await {
+        tracing::warn!(server_name = name, %error, "cannot sync a server object without CR; retried on its next event or reconnect");
+    }
+}

@@ -1,0 +1,245 @@
+//! Caches: the `Cache` CR and a cache on the server.
+//!
+//! - The server object is the single-cache JSON document the server gives in events and in
+//!   `?action=config` (`{"distributed-cache":{...}}`), as defined, not expanded with defaults.
+//! - Equality is the server's own `compare` (formats may differ; defaults do not count, L3); a
+//!   difference is in place unless the comparison ignoring mutable attributes still differs.
+//! - A CR whose document is YAML or XML gets server changes in its own format (the server's
+//!   `convert`, S2).
+//! - A CR with `templateName` is created from that template; it cannot be compared with the
+//!   server's configuration, so an existing cache counts as equal (no updates).
+
+use common_crds::Cache;
+use common_crds::common::UpdateStrategy;
+use infinispan_rest::{
+    Client, Comparison as ServerComparison, ConfigDocument, ConfigEvent, ConfigFormat,
+    CreateCacheOptions, EventKind, InternalObjects,
+};
+use serde_json::{Value, json};
+
+use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
+use crate::engine::digest::json_digest;
+use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange};
+
+/// The cache adapter.
+#[derive(Debug, Clone)]
+pub struct CacheAdapter {
+    client: Client,
+    internal: InternalObjects,
+}
+
+impl CacheAdapter {
+    pub fn new(client: Client, internal: InternalObjects) -> Self {
+        Self { client, internal }
+    }
+}
+
+/// What a Cache CR asks for.
+enum Desired {
+    Document(ConfigDocument),
+    Template(String),
+}
+
+fn desired(cr: &Cache) -> Result<Desired, KindError> {
+    match (&cr.spec.template, &cr.spec.template_name) {
+        (Some(document), None) => Ok(Desired::Document(ConfigDocument::detect(document.clone()))),
+        (None, Some(template)) => Ok(Desired::Template(template.clone())),
+        (Some(_), Some(_)) | (None, None) => Err(KindError::Invalid {
+            what: "Cache spec".to_string(),
+            message: common_crds::cache::TEMPLATE_XOR_MESSAGE.to_string(),
+        }),
+    }
+}
+
+/// `{"<name>":{...}}` (the answer of `?action=config`) -> `{...}`.
+fn unwrap_named(name: &str, document: &str) -> Result<Value, KindError> {
+    let value: Value = serde_json::from_str(document).map_err(|error| KindError::Invalid {
+        what: format!("configuration of cache '{name}' from the server"),
+        message: error.to_string(),
+    })?;
+    match value {
+        Value::Object(mut map) if map.len() == 1 => Ok(map.remove(name).unwrap_or_else(|| {
+            map.into_iter()
+                .next()
+                .map(|(_, v)| v)
+                .unwrap_or(Value::Null)
+        })),
+        other => Ok(other),
+    }
+}
+
+fn server_document(object: &Value) -> ConfigDocument {
+    ConfigDocument::json(object.to_string())
+}
+
+impl KindAdapter for CacheAdapter {
+    type Cr = Cache;
+    type Object = Value;
+
+    const EVENT_KIND: EventKind = EventKind::Cache;
+
+    fn capabilities(&self) -> KindCapabilities {
+        KindCapabilities {
+            update_in_place: true,
+            create: true,
+            delete: true,
+        }
+    }
+
+    fn is_internal(&self, server_name: &str) -> bool {
+        self.internal.is_internal(server_name)
+    }
+
+    fn change_of(&self, event: &ConfigEvent) -> Option<(String, ServerChange<Value>)> {
+        match event {
+            ConfigEvent::CacheCreated { name, config }
+            | ConfigEvent::CacheUpdated { name, config } => {
+                Some((name.clone(), ServerChange::Present(config.clone())))
+            }
+            ConfigEvent::CacheRemoved { name } => Some((name.clone(), ServerChange::Removed)),
+            _ => None,
+        }
+    }
+
+    fn digest(&self, object: &Value) -> String {
+        json_digest(object)
+    }
+
+    async fn read(&self, server_name: &str) -> Result<Option<Value>, KindError> {
+        match self
+            .client
+            .cache_config(server_name, ConfigFormat::Json)
+            .await
+        {
+            Ok(document) => Ok(Some(unwrap_named(server_name, &document.text)?)),
+            Err(infinispan_rest::Error::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn create(&self, server_name: &str, cr: &Cache) -> Result<(), KindError> {
+        let options = CreateCacheOptions::default();
+        match desired(cr)? {
+            Desired::Document(document) => {
+                self.client
+                    .create_cache(server_name, &document, options)
+                    .await?;
+            }
+            Desired::Template(template) => {
+                self.client
+                    .create_cache_from_template(server_name, &template, options)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn update(&self, server_name: &str, cr: &Cache) -> Result<(), KindError> {
+        match desired(cr)? {
+            Desired::Document(document) => {
+                Ok(self.client.update_cache(server_name, &document).await?)
+            }
+            Desired::Template(_) => Ok(()),
+        }
+    }
+
+    async fn delete(&self, server_name: &str) -> Result<(), KindError> {
+        match self.client.delete_cache(server_name).await {
+            Ok(()) | Err(infinispan_rest::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn compare(&self, cr: &Cache, object: &Value) -> Result<Compared, KindError> {
+        let document = match desired(cr)? {
+            Desired::Document(document) => document,
+            Desired::Template(_) => {
+                return Ok(Compared {
+                    comparison: Comparison::Equal,
+                    reasons: Vec::new(),
+                });
+            }
+        };
+        let server = server_document(object);
+        match self
+            .client
+            .compare_configs(&document, &server, false)
+            .await?
+        {
+            ServerComparison::Equal => Ok(Compared {
+                comparison: Comparison::Equal,
+                reasons: Vec::new(),
+            }),
+            ServerComparison::Different { .. } => {
+                match self
+                    .client
+                    .compare_configs(&document, &server, true)
+                    .await?
+                {
+                    ServerComparison::Equal => Ok(Compared {
+                        comparison: Comparison::Different { in_place: true },
+                        reasons: Vec::new(),
+                    }),
+                    ServerComparison::Different { reason } => Ok(Compared {
+                        comparison: Comparison::Different { in_place: false },
+                        reasons: reason,
+                    }),
+                }
+            }
+        }
+    }
+
+    async fn mirror_spec(&self, server_name: &str, object: &Value) -> Result<Value, KindError> {
+        Ok(json!({
+            "name": server_name,
+            "template": object.to_string(),
+        }))
+    }
+
+    async fn spec_patch_from_server(&self, cr: &Cache, object: &Value) -> Result<Value, KindError> {
+        let format = match desired(cr) {
+            Ok(Desired::Document(document)) => document.format,
+            Ok(Desired::Template(_)) | Err(_) => ConfigFormat::Json,
+        };
+        let text = match format {
+            ConfigFormat::Json => object.to_string(),
+            ConfigFormat::Yaml | ConfigFormat::Xml => {
+                self.client
+                    .convert_config(&server_document(object), format)
+                    .await?
+                    .text
+            }
+        };
+        Ok(json!({ "template": text, "templateName": Value::Null }))
+    }
+
+    fn update_strategy(&self, cr: &Cache) -> UpdateStrategy {
+        cr.spec.update_strategy()
+    }
+
+    fn dependencies(&self, _cr: &Cache) -> Dependencies {
+        Dependencies::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unwraps_the_named_document() -> Result<(), KindError> {
+        let inner = unwrap_named("c", r#"{"c":{"distributed-cache":{"mode":"SYNC"}}}"#)?;
+        assert_eq!(inner, json!({"distributed-cache":{"mode":"SYNC"}}));
+        Ok(())
+    }
+
+    #[test]
+    fn a_spec_needs_exactly_one_source() {
+        let mut cr = Cache::new("c", common_crds::CacheSpec::default());
+        assert!(desired(&cr).is_err());
+        cr.spec.template = Some("localCache: {}".to_string());
+        assert!(matches!(desired(&cr), Ok(Desired::Document(d)) if d.format == ConfigFormat::Yaml));
+        cr.spec.template_name = Some("t".to_string());
+        assert!(desired(&cr).is_err());
+    }
+}

@@ -1,0 +1,4 @@
+//! The kind adapters: one file per resource kind, each one implementation of
+//! [`crate::engine::kind::KindAdapter`]. So far: [`cache`].
+
+pub mod cache;

@@ -1,0 +1,218 @@
+//! Prometheus metrics (prefix `infinispan_resources_operator_`) and the small HTTP endpoint
+//! serving `/metrics`, `/healthz` and `/readyz`.
+//!
+//! The endpoint is a minimal HTTP/1.1 responder on a Tokio listener (GET only, one request per
+//! connection): the operator needs nothing more and it keeps the binary small.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// Prefix of every metric name.
+pub const PREFIX: &str = "infinispan_resources_operator";
+
+/// The operator's metrics.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    pub registry: Registry,
+    /// Reconciles by kind and result (`nothing`, `wrote`, `wait`, `rejected`, `error`).
+    pub reconciles: IntCounterVec,
+    /// Duration of reconciles by kind.
+    pub reconcile_duration: HistogramVec,
+    /// Writes by kind, side (`server`, `kubernetes`) and operation.
+    pub writes: IntCounterVec,
+    /// Server objects known from the event stream, by kind.
+    pub server_objects: IntGaugeVec,
+    /// Connections of the config event stream (1 for the first).
+    pub stream_connections: IntGauge,
+    /// Disconnections of the config event stream.
+    pub stream_disconnects: IntGauge,
+    /// Config events received, by kind.
+    pub stream_events: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new_custom(Some(PREFIX.to_string()), None)?;
+        let reconciles = IntCounterVec::new(
+            Opts::new("reconciles_total", "Reconciles by kind and result"),
+            &["kind", "result"],
+        )?;
+        let reconcile_duration = HistogramVec::new(
+            HistogramOpts::new("reconcile_duration_seconds", "Duration of reconciles").buckets(
+                vec![
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ],
+            ),
+            &["kind"],
+        )?;
+        let writes = IntCounterVec::new(
+            Opts::new(
+                "writes_total",
+                "Writes by kind, side (server, kubernetes) and operation",
+            ),
+            &["kind", "side", "operation"],
+        )?;
+        let server_objects = IntGaugeVec::new(
+            Opts::new(
+                "server_objects",
+                "Server objects known from the event stream",
+            ),
+            &["kind"],
+        )?;
+        let stream_connections = IntGauge::new(
+            "stream_connections_total",
+            "Connections of the config event stream",
+        )?;
+        let stream_disconnects = IntGauge::new(
+            "stream_disconnects_total",
+            "Disconnections of the config event stream",
+        )?;
+        let stream_events = IntCounterVec::new(
+            Opts::new("stream_events_total", "Config events received"),
+            &["kind"],
+        )?;
+        registry.register(Box::new(reconciles.clone()))?;
+        registry.register(Box::new(reconcile_duration.clone()))?;
+        registry.register(Box::new(writes.clone()))?;
+        registry.register(Box::new(server_objects.clone()))?;
+        registry.register(Box::new(stream_connections.clone()))?;
+        registry.register(Box::new(stream_disconnects.clone()))?;
+        registry.register(Box::new(stream_events.clone()))?;
+        Ok(Self {
+            registry,
+            reconciles,
+            reconcile_duration,
+            writes,
+            server_objects,
+            stream_connections,
+            stream_disconnects,
+            stream_events,
+        })
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut buffer) {
+            tracing::warn!(%error, "cannot encode metrics");
+        }
+        String::from_utf8_lossy(&buffer).into_owned()
+    }
+}
+
+/// Readiness: the first snapshot of the server is complete and the CR store is filled.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn set_ready(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Binds the endpoint (so that a bad address fails at startup).
+pub async fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(address).await
+}
+
+/// Serves the endpoint until the task is dropped.
+pub async fn serve(listener: TcpListener, metrics: Metrics, readiness: Readiness) {
+    loop {
+        let (mut socket, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "metrics endpoint: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        let readiness = readiness.clone();
+        tokio::spawn(async move {
+            let mut buffer = vec![0u8; 4096];
+            let read = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buffer)).await;
+            let Ok(Ok(n)) = read else { return };
+            let request = String::from_utf8_lossy(&buffer[..n]);
+            let path = request
+                .lines()
+                .next()
+                .and_then(|line| line.split_whitespace().nth(1))
+                .unwrap_or("/");
+            let (status, content_type, body) = respond(path, &metrics, &readiness);
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            if let Err(error) = socket.write_all(response.as_bytes()).await {
+                tracing::debug!(%error, "metrics endpoint: write failed");
+            }
+            let _ = socket.shutdown().await;
+        });
+    }
+}
+
+fn respond(
+    path: &str,
+    metrics: &Metrics,
+    readiness: &Readiness,
+) -> (&'static str, &'static str, String) {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    match path {
+        "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics.render()),
+        "/healthz" => ("200 OK", TEXT, "ok\n".to_string()),
+        "/readyz" if readiness.is_ready() => ("200 OK", TEXT, "ready\n".to_string()),
+        "/readyz" => (
+            "503 Service Unavailable",
+            TEXT,
+            "waiting for the first server snapshot\n".to_string(),
+        ),
+        _ => ("404 Not Found", TEXT, "not found\n".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prefixed_metrics() -> Result<(), prometheus::Error> {
+        let metrics = Metrics::new()?;
+        metrics
+            .reconciles
+            .with_label_values(&["Cache", "nothing"])
+            .inc();
+        let text = metrics.render();
+        assert!(
+            text.contains("infinispan_resources_operator_reconciles_total{kind=\"Cache\",result=\"nothing\"} 1"),
+            "{text}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn readyz_follows_readiness() -> Result<(), prometheus::Error> {
+        let metrics = Metrics::new()?;
+        let readiness = Readiness::default();
+        assert_eq!(
+            respond("/readyz", &metrics, &readiness).0,
+            "503 Service Unavailable"
+        );
+        readiness.set_ready();
+        assert_eq!(respond("/readyz", &metrics, &readiness).0, "200 OK");
+        assert_eq!(respond("/healthz", &metrics, &readiness).0, "200 OK");
+        Ok(())
+    }
+}
