@@ -11,6 +11,11 @@ use crate::client::{Client, Req};
 use crate::error::{Error, from_response};
 use crate::names::encode;
 
+/// The server's code for a cache listed but gone when looked up (a race with a removal).
+const LIST_RACE_CODE: &str = "ISPN000436";
+/// How often `list_caches` tries when it meets that race.
+const LIST_RACE_ATTEMPTS: u32 = 5;
+
 /// The three configuration formats the server reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConfigFormat {
@@ -129,11 +134,28 @@ pub(crate) fn multipart(parts: &[(&str, &str, &[u8])]) -> (String, Bytes) {
 
 impl Client {
     /// Names of every cache, internal ones (`___protobuf_metadata`...) included.
+    /// Names of every cache (internal ones included).
+    ///
+    /// The server builds this list from its cache names and then looks each one up: a cache
+    /// or template removed in between makes the whole call fail with 400 `ISPN000436` ("has
+    /// been requested, but no matching cache configuration exists"), seen on 16.0.7 while
+    /// another client removed caches. The list is read-only, so that race is retried a few
+    /// times before it is reported.
     pub async fn list_caches(&self) -> Result<Vec<String>, Error> {
         let what = "list caches";
-        self.expect(Req::get("/rest/v2/caches"), what, &[200])
-            .await?
-            .json(what)
+        let mut attempt = 1;
+        loop {
+            match self.expect(Req::get("/rest/v2/caches"), what, &[200]).await {
+                Ok(response) => return response.json(what),
+                Err(Error::Rejected {
+                    code: Some(code), ..
+                }) if code == LIST_RACE_CODE && attempt < LIST_RACE_ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
     }
 
     pub async fn cache_exists(&self, name: &str) -> Result<bool, Error> {
