@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Stops exactly the processes this testbed started (by their recorded pids): every Infinispan
+# Stops exactly the processes this testbed started (by their recorded pids): whatever else was
+# started under it (e.g. the demo's resources operator), every Infinispan
 # node, then kube-controller-manager, kube-apiserver and etcd. State stays in $RUN_DIR unless
 # --wipe is given.
 set -euo pipefail
@@ -24,6 +25,13 @@ stop_pidfile() {
   rm -f "$pidfile"
 }
 
+# Anything else started under this testbed (e.g. the demo's resources operator) goes first.
+for pidfile in "$RUN_DIR"/pids/*.pid; do
+  [[ -f $pidfile ]] || continue
+  name=$(basename "$pidfile" .pid)
+  case $name in kube-controller-manager | kube-apiserver | etcd) continue ;; esac
+  stop_pidfile "$name" "$pidfile"
+done
 if [[ -d $RUN_DIR/infinispan ]]; then
   for node in "$RUN_DIR"/infinispan/*/; do
     [[ -f $node/pid ]] && stop_pidfile "Infinispan $(basename "$node")" "$node/pid"
