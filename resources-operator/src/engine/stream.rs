@@ -47,7 +47,7 @@ pub async fn run<A: KindAdapter>(engine: Arc<Engine<A>>, mut stream: ConfigEvent
                     first_snapshot = false;
                     // Mirrors are decided against a filled CR store, never an empty one.
                     tracing::info!("waiting for the CR store's initial list");
-                    if engine.store.wait_until_ready().await.is_err() {
+                    if wait_for_store(&engine.store).await.is_err() {
                         tracing::error!("the CR store is gone; stopping the stream");
                         return;
                     }
@@ -85,5 +85,33 @@ pub async fn run<A: KindAdapter>(engine: Arc<Engine<A>>, mut stream: ConfigEvent
 async fn server_object_changed<A: KindAdapter>(engine: &Engine<A>, name: &str) {
     if let Err(error) = engine.server_object_changed(name).await {
         tracing::warn!(server_name = name, %error, "cannot sync a server object without CR; retried on its next event or reconnect");
+    }
+}
+
+/// Waits until the CR store has its initial list.
+///
+/// Not a plain `store.wait_until_ready().await`: kube-runtime 5's readiness signal keeps only the
+/// waker of the last task that polled it, and the controller waits on the same store. When both
+/// wait at once (a slow first list, e.g. right after the CRD was installed), only the
+/// controller is woken and this task would wait forever (seen in CI: the operator never became
+/// ready). Polling again every 200 ms re-registers this task; once the store is ready the next
+/// poll returns at once.
+async fn wait_for_store<K>(
+    store: &kube::runtime::reflector::Store<K>,
+) -> Result<(), kube::runtime::reflector::store::WriterDropped>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            store.wait_until_ready(),
+        )
+        .await
+        {
+            Ok(result) => return result,
+            Err(_) => continue,
+        }
     }
 }
