@@ -83,18 +83,30 @@ impl Client {
         if let Some(d) = directory {
             body.insert("directory".into(), d.into());
         }
+        self.start_job(backup_path(name), body, resources, &what)
+            .await
+    }
+
+    /// POSTs the JSON body of a backup or restore job (`fields` plus the selected `resources`).
+    async fn start_job(
+        &self,
+        path: String,
+        mut fields: serde_json::Map<String, serde_json::Value>,
+        resources: Option<&BackupResources>,
+        what: &str,
+    ) -> Result<(), Error> {
         if let Some(r) = resources {
-            body.insert(
+            fields.insert(
                 "resources".into(),
-                serde_json::to_value(r).map_err(|e| Error::decode(&what, e))?,
+                serde_json::to_value(r).map_err(|e| Error::decode(what, e))?,
             );
         }
         self.expect(
-            Req::new(Method::POST, backup_path(name)).body(
+            Req::new(Method::POST, path).body(
                 "application/json",
-                serde_json::Value::Object(body).to_string(),
+                serde_json::Value::Object(fields).to_string(),
             ),
-            &what,
+            what,
             &[200, 201, 202],
         )
         .await
@@ -228,22 +240,8 @@ impl Client {
         let what = format!("start restore '{name}' from '{location}'");
         let mut body = serde_json::Map::new();
         body.insert("location".into(), location.into());
-        if let Some(r) = resources {
-            body.insert(
-                "resources".into(),
-                serde_json::to_value(r).map_err(|e| Error::decode(&what, e))?,
-            );
-        }
-        self.expect(
-            Req::new(Method::POST, restore_path(name)).body(
-                "application/json",
-                serde_json::Value::Object(body).to_string(),
-            ),
-            &what,
-            &[200, 201, 202],
-        )
-        .await
-        .map(|_| ())
+        self.start_job(restore_path(name), body, resources, &what)
+            .await
     }
 
     pub async fn restore_status(&self, name: &str) -> Result<JobStatus, Error> {
