@@ -16,6 +16,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+pub mod operator;
+
 /// Field manager the test harness applies with.
 pub const TEST_FIELD_MANAGER: &str = "infinispan-operators-e2e";
 
