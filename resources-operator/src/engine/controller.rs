@@ -9,6 +9,9 @@
 //! 3. decide (the pure [`decide`]);
 //! 4. execute the one action (server writes are read back into the snapshot);
 //! 5. write the status, only when it changed, and the decision's Event.
+//!
+//! Submodules: [`wiring`] (watch, queue, controller), `mirror` (the server-only path and the
+//! events entering the snapshot), `execute` (the writes a decision asks for).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -43,6 +46,12 @@ use super::kind::{Compared, KindAdapter, KindError, ServerChange};
 use super::snapshot::{Known, Snapshot};
 use super::status::{StatusUpdate, next_status};
 use crate::metrics::{Metrics, Readiness};
+
+mod execute;
+mod mirror;
+mod wiring;
+
+pub use wiring::Wiring;
 
 /// The server epoch recorded in `lastSynced` until the epoch marker (design R2) exists.
 pub const EPOCH_UNTRACKED: &str = "untracked";
@@ -132,25 +141,15 @@ impl<A: KindAdapter> std::fmt::Debug for Engine<A> {
     }
 }
 
-/// What an executed action leaves behind.
-struct Executed<K> {
-    /// The last-synced record the action made true.
-    last_synced: Option<LastSynced>,
-    /// The CR as the API server returned it after a spec write.
-    cr_after: Option<K>,
-    /// The CR is gone (or going): no status to write.
-    cr_gone: bool,
-}
-
 impl<A: KindAdapter> Engine<A> {
-    fn lock<T, R>(mutex: &Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
+    pub(super) fn lock<T, R>(mutex: &Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
         match mutex.lock() {
             Ok(mut guard) => f(&mut guard),
             Err(poisoned) => f(&mut poisoned.into_inner()),
         }
     }
 
-    fn kind(&self) -> &'static str {
+    pub(super) fn kind(&self) -> &'static str {
         A::Cr::KIND.as_str()
     }
 
@@ -169,7 +168,7 @@ impl<A: KindAdapter> Engine<A> {
     }
 
     /// Sends a reconcile request for the other CRs of the store that claim `server_name`.
-    fn trigger_rivals(&self, cr: &A::Cr, server_name: &str) {
+    pub(super) fn trigger_rivals(&self, cr: &A::Cr, server_name: &str) {
         let uid = cr.uid();
         for rival in self.store.state_filter(|other| {
             other.uid() != uid && other.server_name().as_deref() == Some(server_name)
@@ -195,103 +194,14 @@ impl<A: KindAdapter> Engine<A> {
         self.readiness.set_ready();
     }
 
-    async fn wait_ready(&self) {
+    pub(super) async fn wait_ready(&self) {
         let mut ready = self.ready.subscribe();
         let _ = ready.wait_for(|ready| *ready).await;
     }
 
-    // ---- The server-only path (design S1) -------------------------------------------------
-
-    /// A server object changed or appeared: reconcile the CRs that stand for it, or, when none
-    /// does, decide for the object alone (a mirror CR in the modes that mirror).
-    pub async fn server_object_changed(&self, server_name: &str) -> Result<(), EngineError> {
-        if self.trigger_claimants(server_name) {
-            return Ok(());
-        }
-        self.sync_unclaimed(server_name).await
-    }
-
-    /// Server names some CR of the store stands for (one pass over the store, for the
-    /// snapshot after a replay).
-    pub fn claimed_names(&self) -> HashSet<String> {
-        self.store
-            .state()
-            .iter()
-            .filter_map(|cr| cr.server_name())
-            .collect()
-    }
-
-    /// The server-only path for an object no CR stands for (decision step 1).
-    pub async fn sync_unclaimed(&self, server_name: &str) -> Result<(), EngineError> {
-        let Some(known) = self.snapshot.get(server_name) else {
-            return Ok(());
-        };
-        let observation = Observation {
-            cr: None,
-            server: self.snapshot.view(server_name),
-            server_epoch: EPOCH_UNTRACKED.to_string(),
-            comparison: Comparison::Equal,
-            internal: self.adapter.is_internal(server_name),
-            dependencies: Default::default(),
-            mode: self.settings.mode,
-            winner: self.settings.winner,
-            caps: self.adapter.capabilities(),
-        };
-        if let Action::CreateMirrorCr { with_finalizer } = decide(&observation).action {
-            self.create_mirror(server_name, &known, with_finalizer)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Creates the mirror CR in one call: labels, finalizer, owner reference, spec.
-    async fn create_mirror(
-        &self,
-        server_name: &str,
-        known: &Known<A::Object>,
-        with_finalizer: bool,
-    ) -> Result<(), EngineError> {
-        let name = common_crds::naming::mirror_name(&self.settings.cluster, server_name);
-        let spec = self.adapter.mirror_spec(server_name, &known.object).await?;
-        let finalizers: Vec<&str> = if with_finalizer {
-            vec![RESOURCES_FINALIZER]
-        } else {
-            Vec::new()
-        };
-        let cr: A::Cr = serde_json::from_value(json!({
-            "apiVersion": A::Cr::api_version(&()),
-            "kind": A::Cr::kind(&()),
-            "metadata": {
-                "name": name,
-                "namespace": self.settings.namespace,
-                "labels": {
-                    CLUSTER_LABEL: self.settings.cluster,
-                    ORIGIN_LABEL: ORIGIN_SERVER,
-                },
-                "finalizers": finalizers,
-                "ownerReferences": [self.settings.owner],
-            },
-            "spec": spec,
-        }))?;
-        match self.api.create(&PostParams::default(), &cr).await {
-            Ok(_) => {
-                self.count_write("kubernetes", "create_mirror");
-                tracing::info!(
-                    kind = self.kind(),
-                    server_name,
-                    cr = name,
-                    "mirror CR created"
-                );
-                Ok(())
-            }
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-            Err(error) => Err(error.into()),
-        }
-    }
-
     // ---- Reconcile of one CR ---------------------------------------------------------------
 
-    async fn reconcile(&self, cr: Arc<A::Cr>) -> Result<Requeue, EngineError> {
+    pub(super) async fn reconcile(&self, cr: Arc<A::Cr>) -> Result<Requeue, EngineError> {
         self.wait_ready().await;
         let started = Instant::now();
         let result = self.sync(&cr).await;
@@ -310,7 +220,7 @@ impl<A: KindAdapter> Engine<A> {
         result.map(|(_, requeue)| requeue)
     }
 
-    fn cr_view(&self, cr: &A::Cr, server_name: &str) -> CrView {
+    pub(super) fn cr_view(&self, cr: &A::Cr, server_name: &str) -> CrView {
         let annotations = cr.annotations();
         let all = self.store.state();
         CrView {
@@ -331,7 +241,7 @@ impl<A: KindAdapter> Engine<A> {
     }
 
     /// The comparison of the CR with the server object, memoised per (generation, digest).
-    async fn compare(
+    pub(super) async fn compare(
         &self,
         cr: &A::Cr,
         generation: i64,
@@ -355,7 +265,7 @@ impl<A: KindAdapter> Engine<A> {
 
     /// One reconcile: observe, decide, execute, write status. Returns the metrics label of the
     /// outcome and the requeue.
-    async fn sync(&self, cr: &A::Cr) -> Result<(&'static str, Requeue), EngineError> {
+    pub(super) async fn sync(&self, cr: &A::Cr) -> Result<(&'static str, Requeue), EngineError> {
         if self.is_stale(cr) {
             return Ok(("stale", Requeue::requeue(STALE_REQUEUE)));
         }
@@ -484,7 +394,7 @@ impl<A: KindAdapter> Engine<A> {
     /// A server call failed: a refusal is reported (`Rejected`, the server's message) and not
     /// retried until something changes; a transient failure reports `ServerUnavailable` and is
     /// retried with backoff.
-    async fn refused(
+    pub(super) async fn refused(
         &self,
         cr: &A::Cr,
         server_name: &str,
@@ -520,399 +430,9 @@ impl<A: KindAdapter> Engine<A> {
         });
         Ok(("rejected", Requeue::await_change()))
     }
-
-    /// Whether the store's copy of the CR predates our own last write to it.
-    fn is_stale(&self, cr: &A::Cr) -> bool {
-        let uid = cr.uid().unwrap_or_default();
-        let version = cr.resource_version();
-        Self::lock(&self.replaced_versions, |replaced| {
-            match replaced.get(&uid) {
-                Some((old, at)) if Some(old) == version.as_ref() && at.elapsed() < STALE_LIMIT => {
-                    true
-                }
-                Some(_) => {
-                    replaced.remove(&uid);
-                    false
-                }
-                None => false,
-            }
-        })
-    }
-
-    /// Records that we wrote the CR (replacing its current resourceVersion).
-    fn wrote(&self, cr: &A::Cr) {
-        if let (Some(uid), Some(version)) = (cr.uid(), cr.resource_version()) {
-            Self::lock(&self.replaced_versions, |replaced| {
-                replaced.insert(uid, (version, Instant::now()))
-            });
-        }
-    }
-
-    fn last_synced(&self, generation: i64, digest: String) -> LastSynced {
-        LastSynced {
-            digest,
-            generation,
-            epoch: EPOCH_UNTRACKED.to_string(),
-        }
-    }
-
-    /// Reads the server object back after our own write, so that the snapshot knows it before
-    /// the echo event arrives (which then changes nothing, design L2).
-    async fn read_back(&self, server_name: &str) -> Result<Option<String>, EngineError> {
-        match self.adapter.read(server_name).await? {
-            Some(object) => {
-                let digest = self.adapter.digest(&object);
-                self.snapshot.present(
-                    server_name,
-                    Known {
-                        object,
-                        digest: digest.clone(),
-                    },
-                );
-                Ok(Some(digest))
-            }
-            None => {
-                self.snapshot.removed(server_name);
-                Ok(None)
-            }
-        }
-    }
-
-    async fn execute(
-        &self,
-        cr: &A::Cr,
-        server_name: &str,
-        decision: &Decision,
-        known: Option<&Known<A::Object>>,
-    ) -> Result<Executed<A::Cr>, EngineError> {
-        let generation = cr.meta().generation.unwrap_or_default();
-        let mut executed = Executed {
-            last_synced: None,
-            cr_after: None,
-            cr_gone: false,
-        };
-        match decision.action {
-            Action::Nothing | Action::Wait(_) | Action::CreateMirrorCr { .. } => {}
-            Action::AddFinalizer => {
-                let mut finalizers = cr.finalizers().to_vec();
-                finalizers.push(RESOURCES_FINALIZER.to_string());
-                self.patch_finalizers(cr, finalizers).await?;
-            }
-            Action::RecordSynced => {
-                if let Some(known) = known {
-                    executed.last_synced = Some(self.last_synced(generation, known.digest.clone()));
-                }
-            }
-            Action::CreateOnServer | Action::UpdateServer | Action::RecreateOnServer => {
-                match decision.action {
-                    Action::CreateOnServer => self.adapter.create(server_name, cr).await?,
-                    Action::UpdateServer => self.adapter.update(server_name, cr).await?,
-                    _ => {
-                        self.adapter.delete(server_name).await?;
-                        self.count_write("server", "delete");
-                        self.adapter.create(server_name, cr).await?;
-                    }
-                }
-                self.count_write("server", action_label(decision.action));
-                tracing::info!(kind = self.kind(), cr = cr.name_any(), server_name, action = ?decision.action, "server written");
-                if let Some(digest) = self.read_back(server_name).await? {
-                    executed.last_synced = Some(self.last_synced(generation, digest));
-                }
-            }
-            Action::DeleteOnServer => {
-                self.adapter.delete(server_name).await?;
-                self.count_write("server", "delete");
-                self.snapshot.removed(server_name);
-                tracing::info!(
-                    kind = self.kind(),
-                    cr = cr.name_any(),
-                    server_name,
-                    "server object deleted"
-                );
-                self.release_finalizer(cr).await?;
-                executed.cr_gone = true;
-            }
-            Action::ReleaseFinalizer => {
-                self.release_finalizer(cr).await?;
-                executed.cr_gone = true;
-            }
-            Action::DeleteCr => {
-                self.release_finalizer(cr).await?;
-                match self
-                    .api
-                    .delete(&cr.name_any(), &DeleteParams::default())
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    Err(error) => return Err(error.into()),
-                }
-                self.count_write("kubernetes", "delete");
-                tracing::info!(
-                    kind = self.kind(),
-                    cr = cr.name_any(),
-                    server_name,
-                    "CR deleted"
-                );
-                executed.cr_gone = true;
-            }
-            Action::UpdateCrSpecFromServer => {
-                let Some(known) = known else {
-                    return Ok(executed);
-                };
-                let spec = self
-                    .adapter
-                    .spec_patch_from_server(cr, &known.object)
-                    .await?;
-                let patch = json!({
-                    "metadata": { "resourceVersion": cr.resource_version() },
-                    "spec": spec,
-                });
-                let after = self
-                    .api
-                    .patch(
-                        &cr.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await?;
-                self.wrote(cr);
-                self.count_write("kubernetes", "update_spec");
-                tracing::info!(
-                    kind = self.kind(),
-                    cr = cr.name_any(),
-                    server_name,
-                    "CR spec updated from the server"
-                );
-                let generation = after.meta().generation.unwrap_or_default();
-                executed.last_synced = Some(self.last_synced(generation, known.digest.clone()));
-                executed.cr_after = Some(after);
-            }
-        }
-        Ok(executed)
-    }
-
-    async fn patch_finalizers(
-        &self,
-        cr: &A::Cr,
-        finalizers: Vec<String>,
-    ) -> Result<(), EngineError> {
-        let patch = json!({
-            "metadata": {
-                "resourceVersion": cr.resource_version(),
-                "finalizers": finalizers,
-            }
-        });
-        self.api
-            .patch(
-                &cr.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
-        self.wrote(cr);
-        self.count_write("kubernetes", "finalizer");
-        Ok(())
-    }
-
-    async fn release_finalizer(&self, cr: &A::Cr) -> Result<(), EngineError> {
-        if !cr.finalizers().iter().any(|f| f == RESOURCES_FINALIZER) {
-            return Ok(());
-        }
-        let finalizers: Vec<String> = cr
-            .finalizers()
-            .iter()
-            .filter(|f| *f != RESOURCES_FINALIZER)
-            .cloned()
-            .collect();
-        match self.patch_finalizers(cr, finalizers).await {
-            Err(EngineError::Kube(kube::Error::Api(status))) if status.code == 404 => Ok(()),
-            other => other,
-        }
-    }
-
-    /// Writes the status when it differs from the CR's; returns whether it wrote.
-    async fn write_status(&self, cr: &A::Cr, update: StatusUpdate) -> Result<bool, EngineError> {
-        let old = cr.resource_status();
-        let new = next_status(old, update, Time(Timestamp::now()));
-        if old == Some(&new) {
-            return Ok(false);
-        }
-        let patch = json!({ "status": new });
-        match self
-            .api
-            .patch_status(
-                &cr.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
-            Err(error) => return Err(error.into()),
-        }
-        self.wrote(cr);
-        self.count_write("kubernetes", "status");
-        Ok(true)
-    }
-
-    async fn publish(&self, cr: &A::Cr, decision: &Decision) {
-        let Some(event) = &decision.event else {
-            return;
-        };
-        let reference = cr.object_ref(&());
-        let event = KubeEvent {
-            type_: event.type_,
-            reason: event.reason.as_str().to_string(),
-            note: Some(event.message.clone()),
-            action: format!("{:?}", decision.action)
-                .split(|c: char| !c.is_alphanumeric())
-                .next()
-                .unwrap_or("Sync")
-                .to_string(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!(%error, "cannot publish an Event");
-        }
-    }
-
-    fn count_write(&self, side: &str, operation: &str) {
-        self.metrics
-            .writes
-            .with_label_values(&[self.kind(), side, operation])
-            .inc();
-    }
-
-    /// Applies one event of the config stream to the snapshot; returns the server name when what
-    /// is known changed.
-    pub fn apply_event(&self, event: &infinispan_rest::ConfigEvent) -> Option<String> {
-        let (name, change) = self.adapter.change_of(event)?;
-        self.metrics
-            .stream_events
-            .with_label_values(&[self.kind()])
-            .inc();
-        let changed = match change {
-            ServerChange::Present(object) => {
-                let digest = self.adapter.digest(&object);
-                self.snapshot.present(&name, Known { object, digest })
-            }
-            ServerChange::Removed => self.snapshot.removed(&name),
-        };
-        self.metrics
-            .server_objects
-            .with_label_values(&[self.kind()])
-            .set(i64::try_from(self.snapshot.len()).unwrap_or(i64::MAX));
-        changed.then_some(name)
-    }
-}
-
-fn action_label(action: Action) -> &'static str {
-    match action {
-        Action::CreateOnServer => "create",
-        Action::UpdateServer => "update",
-        Action::RecreateOnServer => "recreate",
-        _ => "other",
-    }
 }
 
 /// The label selector of the CRs of one cluster.
 pub fn cluster_selector(cluster: &str) -> String {
     format!("{CLUSTER_LABEL}={cluster}")
-}
-
-/// Builds the engine of one kind and runs its controller until `shutdown` resolves. The
-/// returned engine is also fed by the config stream (see [`super::stream`]).
-pub struct Wiring<A: KindAdapter> {
-    pub engine: Arc<Engine<A>>,
-    trigger_rx: mpsc::UnboundedReceiver<ObjectRef<A::Cr>>,
-    writer: reflector::store::Writer<A::Cr>,
-}
-
-impl<A: KindAdapter> std::fmt::Debug for Wiring<A> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Wiring")
-            .field("engine", &self.engine)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<A: KindAdapter> Wiring<A> {
-    pub fn new(
-        client: kube::Client,
-        adapter: A,
-        settings: Settings,
-        metrics: Metrics,
-        readiness: Readiness,
-        recorder: Recorder,
-    ) -> Self {
-        let api = Api::<A::Cr>::namespaced(client, &settings.namespace);
-        let (store, writer) = reflector::store();
-        let (trigger, trigger_rx) = mpsc::unbounded();
-        let (ready, _) = watch::channel(false);
-        let engine = Arc::new(Engine {
-            adapter,
-            settings,
-            api,
-            store,
-            snapshot: Snapshot::default(),
-            metrics,
-            readiness,
-            recorder,
-            trigger,
-            ready,
-            comparisons: Mutex::new(HashMap::new()),
-            refusals: Mutex::new(HashMap::new()),
-            replaced_versions: Mutex::new(HashMap::new()),
-        });
-        Self {
-            engine,
-            trigger_rx,
-            writer,
-        }
-    }
-
-    /// Runs the controller until `shutdown` resolves (graceful: reconciles in flight finish).
-    pub async fn run(
-        self,
-        shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-        concurrency: u16,
-    ) {
-        let Self {
-            engine,
-            trigger_rx,
-            writer,
-        } = self;
-        let config = watcher::Config::default().labels(&cluster_selector(&engine.settings.cluster));
-        let crs = watcher(engine.api.clone(), config)
-            .default_backoff()
-            .modify(|cr: &mut A::Cr| cr.managed_fields_mut().clear())
-            .reflect(writer)
-            .applied_objects();
-        Controller::for_stream(crs, engine.store.clone())
-            .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-            .reconcile_on(trigger_rx)
-            .graceful_shutdown_on(shutdown)
-            .run(
-                |cr, engine: Arc<Engine<A>>| async move { engine.reconcile(cr).await },
-                |cr, error: &EngineError, engine: Arc<Engine<A>>| {
-                    tracing::warn!(kind = engine.kind(), cr = cr.name_any(), reason = error.reason(), %error, "reconcile failed");
-                    Requeue::requeue(ERROR_REQUEUE)
-                },
-                engine.clone(),
-            )
-            .for_each(|result| async move {
-                match result {
-                    // Reported by the error policy already, or harmless (an object gone).
-                    Err(
-                        error @ (kube::runtime::controller::Error::ReconcilerFailed(..)
-                        | kube::runtime::controller::Error::ObjectNotFound(_)),
-                    ) => tracing::debug!(%error, "controller"),
-                    Err(error) => tracing::warn!(%error, "CR watch or queue failed; retried with backoff"),
-                    Ok(_) => {}
-                }
-            })
-            .await;
-    }
 }

@@ -1,0 +1,293 @@
+//! Executing a decision: the one write to the server or to the CR it asks for, the status
+//! write that records the last-synced state, the Event, and the write counters.
+
+use super::*;
+
+/// What an executed action leaves behind.
+pub(super) struct Executed<K> {
+    /// The last-synced record the action made true.
+    pub(super) last_synced: Option<LastSynced>,
+    /// The CR as the API server returned it after a spec write.
+    pub(super) cr_after: Option<K>,
+    /// The CR is gone (or going): no status to write.
+    pub(super) cr_gone: bool,
+}
+
+impl<A: KindAdapter> Engine<A> {
+    /// Whether the store's copy of the CR predates our own last write to it.
+    pub(super) fn is_stale(&self, cr: &A::Cr) -> bool {
+        let uid = cr.uid().unwrap_or_default();
+        let version = cr.resource_version();
+        Self::lock(&self.replaced_versions, |replaced| {
+            match replaced.get(&uid) {
+                Some((old, at)) if Some(old) == version.as_ref() && at.elapsed() < STALE_LIMIT => {
+                    true
+                }
+                Some(_) => {
+                    replaced.remove(&uid);
+                    false
+                }
+                None => false,
+            }
+        })
+    }
+
+    /// Records that we wrote the CR (replacing its current resourceVersion).
+    pub(super) fn wrote(&self, cr: &A::Cr) {
+        if let (Some(uid), Some(version)) = (cr.uid(), cr.resource_version()) {
+            Self::lock(&self.replaced_versions, |replaced| {
+                replaced.insert(uid, (version, Instant::now()))
+            });
+        }
+    }
+
+    pub(super) fn last_synced(&self, generation: i64, digest: String) -> LastSynced {
+        LastSynced {
+            digest,
+            generation,
+            epoch: EPOCH_UNTRACKED.to_string(),
+        }
+    }
+
+    /// Reads the server object back after our own write, so that the snapshot knows it before
+    /// the echo event arrives (which then changes nothing, design L2).
+    pub(super) async fn read_back(&self, server_name: &str) -> Result<Option<String>, EngineError> {
+        match self.adapter.read(server_name).await? {
+            Some(object) => {
+                let digest = self.adapter.digest(&object);
+                self.snapshot.present(
+                    server_name,
+                    Known {
+                        object,
+                        digest: digest.clone(),
+                    },
+                );
+                Ok(Some(digest))
+            }
+            None => {
+                self.snapshot.removed(server_name);
+                Ok(None)
+            }
+        }
+    }
+
+    pub(super) async fn execute(
+        &self,
+        cr: &A::Cr,
+        server_name: &str,
+        decision: &Decision,
+        known: Option<&Known<A::Object>>,
+    ) -> Result<Executed<A::Cr>, EngineError> {
+        let generation = cr.meta().generation.unwrap_or_default();
+        let mut executed = Executed {
+            last_synced: None,
+            cr_after: None,
+            cr_gone: false,
+        };
+        match decision.action {
+            Action::Nothing | Action::Wait(_) | Action::CreateMirrorCr { .. } => {}
+            Action::AddFinalizer => {
+                let mut finalizers = cr.finalizers().to_vec();
+                finalizers.push(RESOURCES_FINALIZER.to_string());
+                self.patch_finalizers(cr, finalizers).await?;
+            }
+            Action::RecordSynced => {
+                if let Some(known) = known {
+                    executed.last_synced = Some(self.last_synced(generation, known.digest.clone()));
+                }
+            }
+            Action::CreateOnServer | Action::UpdateServer | Action::RecreateOnServer => {
+                match decision.action {
+                    Action::CreateOnServer => self.adapter.create(server_name, cr).await?,
+                    Action::UpdateServer => self.adapter.update(server_name, cr).await?,
+                    _ => {
+                        self.adapter.delete(server_name).await?;
+                        self.count_write("server", "delete");
+                        self.adapter.create(server_name, cr).await?;
+                    }
+                }
+                self.count_write("server", action_label(decision.action));
+                tracing::info!(kind = self.kind(), cr = cr.name_any(), server_name, action = ?decision.action, "server written");
+                if let Some(digest) = self.read_back(server_name).await? {
+                    executed.last_synced = Some(self.last_synced(generation, digest));
+                }
+            }
+            Action::DeleteOnServer => {
+                self.adapter.delete(server_name).await?;
+                self.count_write("server", "delete");
+                self.snapshot.removed(server_name);
+                tracing::info!(
+                    kind = self.kind(),
+                    cr = cr.name_any(),
+                    server_name,
+                    "server object deleted"
+                );
+                self.release_finalizer(cr).await?;
+                executed.cr_gone = true;
+            }
+            Action::ReleaseFinalizer => {
+                self.release_finalizer(cr).await?;
+                executed.cr_gone = true;
+            }
+            Action::DeleteCr => {
+                self.release_finalizer(cr).await?;
+                match self
+                    .api
+                    .delete(&cr.name_any(), &DeleteParams::default())
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(error) => return Err(error.into()),
+                }
+                self.count_write("kubernetes", "delete");
+                tracing::info!(
+                    kind = self.kind(),
+                    cr = cr.name_any(),
+                    server_name,
+                    "CR deleted"
+                );
+                executed.cr_gone = true;
+            }
+            Action::UpdateCrSpecFromServer => {
+                let Some(known) = known else {
+                    return Ok(executed);
+                };
+                let spec = self
+                    .adapter
+                    .spec_patch_from_server(cr, &known.object)
+                    .await?;
+                let patch = json!({
+                    "metadata": { "resourceVersion": cr.resource_version() },
+                    "spec": spec,
+                });
+                let after = self
+                    .api
+                    .patch(
+                        &cr.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await?;
+                self.wrote(cr);
+                self.count_write("kubernetes", "update_spec");
+                tracing::info!(
+                    kind = self.kind(),
+                    cr = cr.name_any(),
+                    server_name,
+                    "CR spec updated from the server"
+                );
+                let generation = after.meta().generation.unwrap_or_default();
+                executed.last_synced = Some(self.last_synced(generation, known.digest.clone()));
+                executed.cr_after = Some(after);
+            }
+        }
+        Ok(executed)
+    }
+
+    pub(super) async fn patch_finalizers(
+        &self,
+        cr: &A::Cr,
+        finalizers: Vec<String>,
+    ) -> Result<(), EngineError> {
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": cr.resource_version(),
+                "finalizers": finalizers,
+            }
+        });
+        self.api
+            .patch(
+                &cr.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        self.wrote(cr);
+        self.count_write("kubernetes", "finalizer");
+        Ok(())
+    }
+
+    pub(super) async fn release_finalizer(&self, cr: &A::Cr) -> Result<(), EngineError> {
+        if !cr.finalizers().iter().any(|f| f == RESOURCES_FINALIZER) {
+            return Ok(());
+        }
+        let finalizers: Vec<String> = cr
+            .finalizers()
+            .iter()
+            .filter(|f| *f != RESOURCES_FINALIZER)
+            .cloned()
+            .collect();
+        match self.patch_finalizers(cr, finalizers).await {
+            Err(EngineError::Kube(kube::Error::Api(status))) if status.code == 404 => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Writes the status when it differs from the CR's; returns whether it wrote.
+    pub(super) async fn write_status(
+        &self,
+        cr: &A::Cr,
+        update: StatusUpdate,
+    ) -> Result<bool, EngineError> {
+        let old = cr.resource_status();
+        let new = next_status(old, update, Time(Timestamp::now()));
+        if old == Some(&new) {
+            return Ok(false);
+        }
+        let patch = json!({ "status": new });
+        match self
+            .api
+            .patch_status(
+                &cr.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
+            Err(error) => return Err(error.into()),
+        }
+        self.wrote(cr);
+        self.count_write("kubernetes", "status");
+        Ok(true)
+    }
+
+    pub(super) async fn publish(&self, cr: &A::Cr, decision: &Decision) {
+        let Some(event) = &decision.event else {
+            return;
+        };
+        let reference = cr.object_ref(&());
+        let event = KubeEvent {
+            type_: event.type_,
+            reason: event.reason.as_str().to_string(),
+            note: Some(event.message.clone()),
+            action: format!("{:?}", decision.action)
+                .split(|c: char| !c.is_alphanumeric())
+                .next()
+                .unwrap_or("Sync")
+                .to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(%error, "cannot publish an Event");
+        }
+    }
+
+    pub(super) fn count_write(&self, side: &str, operation: &str) {
+        self.metrics
+            .writes
+            .with_label_values(&[self.kind(), side, operation])
+            .inc();
+    }
+}
+
+fn action_label(action: Action) -> &'static str {
+    match action {
+        Action::CreateOnServer => "create",
+        Action::UpdateServer => "update",
+        Action::RecreateOnServer => "recreate",
+        _ => "other",
+    }
+}

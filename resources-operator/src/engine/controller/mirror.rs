@@ -1,0 +1,116 @@
+//! The server-only path (design S1): a server object no CR stands for gets a mirror CR in the
+//! modes that mirror, created in one call with its labels, finalizer and owner reference; and
+//! the events of the config stream entering the snapshot.
+
+use super::*;
+
+impl<A: KindAdapter> Engine<A> {
+    /// A server object changed or appeared: reconcile the CRs that stand for it, or, when none
+    /// does, decide for the object alone (a mirror CR in the modes that mirror).
+    pub async fn server_object_changed(&self, server_name: &str) -> Result<(), EngineError> {
+        if self.trigger_claimants(server_name) {
+            return Ok(());
+        }
+        self.sync_unclaimed(server_name).await
+    }
+
+    /// Server names some CR of the store stands for (one pass over the store, for the
+    /// snapshot after a replay).
+    pub fn claimed_names(&self) -> HashSet<String> {
+        self.store
+            .state()
+            .iter()
+            .filter_map(|cr| cr.server_name())
+            .collect()
+    }
+
+    /// The server-only path for an object no CR stands for (decision step 1).
+    pub async fn sync_unclaimed(&self, server_name: &str) -> Result<(), EngineError> {
+        let Some(known) = self.snapshot.get(server_name) else {
+            return Ok(());
+        };
+        let observation = Observation {
+            cr: None,
+            server: self.snapshot.view(server_name),
+            server_epoch: EPOCH_UNTRACKED.to_string(),
+            comparison: Comparison::Equal,
+            internal: self.adapter.is_internal(server_name),
+            dependencies: Default::default(),
+            mode: self.settings.mode,
+            winner: self.settings.winner,
+            caps: self.adapter.capabilities(),
+        };
+        if let Action::CreateMirrorCr { with_finalizer } = decide(&observation).action {
+            self.create_mirror(server_name, &known, with_finalizer)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Creates the mirror CR in one call: labels, finalizer, owner reference, spec.
+    pub(super) async fn create_mirror(
+        &self,
+        server_name: &str,
+        known: &Known<A::Object>,
+        with_finalizer: bool,
+    ) -> Result<(), EngineError> {
+        let name = common_crds::naming::mirror_name(&self.settings.cluster, server_name);
+        let spec = self.adapter.mirror_spec(server_name, &known.object).await?;
+        let finalizers: Vec<&str> = if with_finalizer {
+            vec![RESOURCES_FINALIZER]
+        } else {
+            Vec::new()
+        };
+        let cr: A::Cr = serde_json::from_value(json!({
+            "apiVersion": A::Cr::api_version(&()),
+            "kind": A::Cr::kind(&()),
+            "metadata": {
+                "name": name,
+                "namespace": self.settings.namespace,
+                "labels": {
+                    CLUSTER_LABEL: self.settings.cluster,
+                    ORIGIN_LABEL: ORIGIN_SERVER,
+                },
+                "finalizers": finalizers,
+                "ownerReferences": [self.settings.owner],
+            },
+            "spec": spec,
+        }))?;
+        match self.api.create(&PostParams::default(), &cr).await {
+            Ok(_) => {
+                self.count_write("kubernetes", "create_mirror");
+                tracing::info!(
+                    kind = self.kind(),
+                    server_name,
+                    cr = name,
+                    "mirror CR created"
+                );
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Applies one event of the config stream to the snapshot; returns the server name when what
+    /// is known changed.
+    pub fn apply_event(&self, event: &infinispan_rest::ConfigEvent) -> Option<String> {
+        let (name, change) = self.adapter.change_of(event)?;
+        self.metrics
+            .stream_events
+            .with_label_values(&[self.kind()])
+            .inc();
+        let changed = match change {
+            ServerChange::Present(object) => {
+                let digest = self.adapter.digest(&object);
+                self.snapshot.present(&name, Known { object, digest })
+            }
+            ServerChange::Removed => self.snapshot.removed(&name),
+        };
+        self.metrics
+            .server_objects
+            .with_label_values(&[self.kind()])
+            .set(i64::try_from(self.snapshot.len()).unwrap_or(i64::MAX));
+        changed.then_some(name)
+    }
+}

@@ -1,0 +1,100 @@
+//! The wiring of one kind's engine: the CR watch (a reflector store without managedFields)
+//! feeding kube-runtime's `Controller`, and the trigger channel through which server events
+//! reach it.
+
+use super::*;
+
+/// Builds the engine of one kind and runs its controller until `shutdown` resolves. The
+/// returned engine is also fed by the config stream (see [`super::stream`]).
+pub struct Wiring<A: KindAdapter> {
+    pub engine: Arc<Engine<A>>,
+    trigger_rx: mpsc::UnboundedReceiver<ObjectRef<A::Cr>>,
+    writer: reflector::store::Writer<A::Cr>,
+}
+
+impl<A: KindAdapter> std::fmt::Debug for Wiring<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wiring")
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<A: KindAdapter> Wiring<A> {
+    pub fn new(
+        client: kube::Client,
+        adapter: A,
+        settings: Settings,
+        metrics: Metrics,
+        readiness: Readiness,
+        recorder: Recorder,
+    ) -> Self {
+        let api = Api::<A::Cr>::namespaced(client, &settings.namespace);
+        let (store, writer) = reflector::store();
+        let (trigger, trigger_rx) = mpsc::unbounded();
+        let (ready, _) = watch::channel(false);
+        let engine = Arc::new(Engine {
+            adapter,
+            settings,
+            api,
+            store,
+            snapshot: Snapshot::default(),
+            metrics,
+            readiness,
+            recorder,
+            trigger,
+            ready,
+            comparisons: Mutex::new(HashMap::new()),
+            refusals: Mutex::new(HashMap::new()),
+            replaced_versions: Mutex::new(HashMap::new()),
+        });
+        Self {
+            engine,
+            trigger_rx,
+            writer,
+        }
+    }
+
+    /// Runs the controller until `shutdown` resolves (graceful: reconciles in flight finish).
+    pub async fn run(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+        concurrency: u16,
+    ) {
+        let Self {
+            engine,
+            trigger_rx,
+            writer,
+        } = self;
+        let config = watcher::Config::default().labels(&cluster_selector(&engine.settings.cluster));
+        let crs = watcher(engine.api.clone(), config)
+            .default_backoff()
+            .modify(|cr: &mut A::Cr| cr.managed_fields_mut().clear())
+            .reflect(writer)
+            .applied_objects();
+        Controller::for_stream(crs, engine.store.clone())
+            .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+            .reconcile_on(trigger_rx)
+            .graceful_shutdown_on(shutdown)
+            .run(
+                |cr, engine: Arc<Engine<A>>| async move { engine.reconcile(cr).await },
+                |cr, error: &EngineError, engine: Arc<Engine<A>>| {
+                    tracing::warn!(kind = engine.kind(), cr = cr.name_any(), reason = error.reason(), %error, "reconcile failed");
+                    Requeue::requeue(ERROR_REQUEUE)
+                },
+                engine.clone(),
+            )
+            .for_each(|result| async move {
+                match result {
+                    // Reported by the error policy already, or harmless (an object gone).
+                    Err(
+                        error @ (kube::runtime::controller::Error::ReconcilerFailed(..)
+                        | kube::runtime::controller::Error::ObjectNotFound(_)),
+                    ) => tracing::debug!(%error, "controller"),
+                    Err(error) => tracing::warn!(%error, "CR watch or queue failed; retried with backoff"),
+                    Ok(_) => {}
+                }
+            })
+            .await;
+    }
+}
