@@ -1,0 +1,109 @@
+//! Dedicated Infinispan nodes for the suites that must restart, wipe, stall or cut a server
+//! (node0 is shared by every suite and is never touched that way). Started and stopped with
+//! the testbed's `e2e/testbed/infinispan.sh`, each a standalone cluster of one on loopback.
+//!
+//! Port plan (REST/Hot Rod port = 11222 + offset): node0 1000; testbed suites 1300-1420;
+//! REST client suites 1501-1999; resources-operator suites 2001-2099 (JGroups port
+//! 19000 + offset - 2000). Each suite picks its own offsets from that range.
+
+use std::process::Command;
+
+use anyhow::{Context, ensure};
+use infinispan_rest::{ClientConfig, Credentials};
+
+use crate::{Testbed, repo_root, run_dir};
+
+/// One dedicated node.
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub name: String,
+    pub offset: u16,
+    pub jgroups_port: u16,
+}
+
+fn infinispan_sh(args: &[&str]) -> anyhow::Result<()> {
+    let output = Command::new(repo_root().join("e2e/testbed/infinispan.sh"))
+        .args(args)
+        .env("TESTBED_RUN_DIR", run_dir())
+        .output()
+        .context("running e2e/testbed/infinispan.sh")?;
+    ensure!(
+        output.status.success(),
+        "infinispan.sh {args:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(())
+}
+
+impl Node {
+    /// A node of the resources-operator suites' range (`offset` in 2001..=2099).
+    pub fn new(name: &str, offset: u16) -> Self {
+        assert!(
+            (2001..=2099).contains(&offset),
+            "offset {offset} is outside the range of the resources-operator suites"
+        );
+        Self {
+            name: name.to_string(),
+            offset,
+            jgroups_port: 19000 + (offset - 2000),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", 11222 + self.offset)
+    }
+
+    /// Starts the node (a cluster of its own) and waits until it is healthy. Starting a node
+    /// that runs already restarts nothing.
+    pub fn start(&self) -> anyhow::Result<()> {
+        let peers = format!("127.0.0.1[{}]", self.jgroups_port);
+        infinispan_sh(&[
+            "start",
+            &self.name,
+            "--offset",
+            &self.offset.to_string(),
+            "--jgroups-port",
+            &self.jgroups_port.to_string(),
+            "--cluster",
+            &self.name,
+            "--peers",
+            &peers,
+        ])
+    }
+
+    /// Stops the node gracefully (its persistent state is kept).
+    pub fn stop(&self) -> anyhow::Result<()> {
+        infinispan_sh(&["stop", &self.name])
+    }
+
+    /// Stops the node and deletes its state: the next start is a server that lost everything.
+    pub fn stop_and_wipe(&self) -> anyhow::Result<()> {
+        infinispan_sh(&["stop", &self.name, "--wipe"])
+    }
+
+    /// Kills the node (SIGKILL).
+    pub fn kill(&self) -> anyhow::Result<()> {
+        infinispan_sh(&["kill", &self.name])
+    }
+
+    /// A REST client for this node, with the testbed's admin credentials.
+    pub fn rest(&self, testbed: &Testbed) -> anyhow::Result<infinispan_rest::Client> {
+        Ok(infinispan_rest::Client::new(
+            ClientConfig::new(self.url()).with_credentials(Credentials::new(
+                testbed.infinispan_user.clone(),
+                testbed.infinispan_password.clone(),
+            )),
+        )?)
+    }
+}
+
+/// Stops the node when dropped (best effort: a test that fails still leaves no node behind).
+#[derive(Debug)]
+pub struct NodeGuard(pub Node);
+
+impl Drop for NodeGuard {
+    fn drop(&mut self) {
+        let _ = self.0.stop_and_wipe();
+    }
+}
