@@ -2,9 +2,13 @@
 //! prefixed `RESOURCES_OPERATOR_` (what the Helm chart and the cluster operator set).
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
+use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use common_crds::infinispan::{ConflictWinner, SyncMode};
+
+use crate::leadership::{self, Timings, TimingsError};
 
 /// Command line of the `resources-operator` binary.
 #[derive(Debug, Parser)]
@@ -22,8 +26,14 @@ pub struct Cli {
 pub enum Command {
     /// Run the sync for one Infinispan cluster (so far for Cache CRs).
     ///
-    /// Kubernetes credentials come from KUBECONFIG or the in-cluster service account. Leader
-    /// election is not implemented yet: run exactly one replica per cluster.
+    /// Kubernetes credentials come from KUBECONFIG or the in-cluster service account.
+    ///
+    /// Leader election is on by default: replicas for one cluster share the Lease
+    /// `<cluster>-resources-operator` in the namespace; the holder syncs, the others are Ready
+    /// standbys that write nothing, and one takes over when the holder stops (SIGTERM releases
+    /// the Lease) or dies (after the lease duration). A leader that loses the Lease stops all
+    /// work at once and exits with a non-zero status. `--leader-election=false` runs without a
+    /// Lease: then run exactly one replica per cluster.
     Run(RunArgs),
 }
 
@@ -71,6 +81,124 @@ pub struct RunArgs {
         default_value = "0.0.0.0:8080"
     )]
     pub metrics_address: SocketAddr,
+
+    #[command(flatten)]
+    pub election: ElectionArgs,
+}
+
+/// Leader-election options of `run`.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Leader election")]
+pub struct ElectionArgs {
+    /// Elect one leader among the replicas through a Lease (`true` or `false`).
+    #[arg(
+        long = "leader-election",
+        env = "RESOURCES_OPERATOR_LEADER_ELECTION",
+        value_name = "BOOL",
+        value_parser = BoolishValueParser::new(),
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "true",
+        default_missing_value = "true"
+    )]
+    pub enabled: bool,
+
+    /// How long a Lease holds without renewal (whole seconds; e.g. `15`, `15s`, `1m`).
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_LEASE_DURATION",
+        value_parser = parse_duration,
+        default_value = "15s"
+    )]
+    pub lease_duration: Duration,
+
+    /// How long the leader keeps trying to renew before it gives up and stops (shorter than the
+    /// lease duration; e.g. `10s`).
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_LEASE_RENEW_DEADLINE",
+        value_parser = parse_duration,
+        default_value = "10s"
+    )]
+    pub lease_renew_deadline: Duration,
+
+    /// How often the leader renews and a standby looks at the Lease (shorter than the renew
+    /// deadline; e.g. `2s`, `500ms`).
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_LEASE_RETRY_PERIOD",
+        value_parser = parse_duration,
+        default_value = "2s"
+    )]
+    pub lease_retry_period: Duration,
+
+    /// Holder identity written in the Lease; default: the environment variable POD_NAME, else
+    /// `<hostname>-<pid>`.
+    #[arg(long, env = "RESOURCES_OPERATOR_IDENTITY")]
+    pub identity: Option<String>,
+}
+
+/// Leader election as configured: who this process is, and the checked timings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Election {
+    pub identity: String,
+    pub timings: Timings,
+}
+
+impl ElectionArgs {
+    /// `None` when leader election is off; the timings checked.
+    pub fn election(&self) -> Result<Option<Election>, TimingsError> {
+        let timings = Timings::new(
+            self.lease_duration,
+            self.lease_renew_deadline,
+            self.lease_retry_period,
+        )?;
+        if !self.enabled {
+            return Ok(None);
+        }
+        let identity = match self.identity.clone().filter(|i| !i.is_empty()) {
+            Some(identity) => identity,
+            None => leadership::default_identity(std::env::var("POD_NAME").ok()),
+        };
+        Ok(Some(Election { identity, timings }))
+    }
+}
+
+/// A duration: seconds (`15`, `1.5`), or numbers with units `ms`, `s`, `m`, `h`, which may be
+/// combined (`1m30s`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let invalid = || format!("invalid duration {text:?}: use e.g. 15, 15s, 500ms, 1m30s");
+    if text.is_empty() {
+        return Err(invalid());
+    }
+    if let Ok(seconds) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds).map_err(|_| invalid());
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(invalid)?;
+        let (number, after) = rest.split_at(number_end);
+        let unit_end = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(unit_end);
+        let number: f64 = number.parse().map_err(|_| invalid())?;
+        let scale = match unit {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(invalid()),
+        };
+        let part = Duration::try_from_secs_f64(number * scale).map_err(|_| invalid())?;
+        total = total.checked_add(part).ok_or_else(invalid)?;
+        rest = after;
+    }
+    Ok(total)
 }
 
 /// `--sync-mode` values.
@@ -161,15 +289,155 @@ mod tests {
         assert_eq!(args.log_format, LogFormat::Json);
     }
 
+    const REQUIRED: [&str; 9] = [
+        "resources-operator",
+        "run",
+        "--cluster",
+        "demo",
+        "--namespace",
+        "ns",
+        "--infinispan-url",
+        "http://127.0.0.1:11222",
+        "--credentials-secret=creds",
+    ];
+
+    fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+        let cli = Cli::try_parse_from(REQUIRED.iter().chain(extra))?;
+        let Command::Run(args) = cli.command;
+        Ok(args)
+    }
+
     #[test]
-    fn leader_election_is_said_to_be_missing() {
+    fn leader_election_is_described() {
         let help = Cli::command()
             .find_subcommand_mut("run")
             .map(|c| c.render_long_help().to_string())
             .unwrap_or_default();
-        assert!(
-            help.contains("Leader election is not implemented yet"),
-            "{help}"
+        assert!(help.contains("Leader election is on by default"), "{help}");
+        assert!(help.contains("<cluster>-resources-operator"), "{help}");
+        assert!(help.contains("--leader-election=false"), "{help}");
+    }
+
+    #[test]
+    fn every_flag_has_its_environment_variable() {
+        let mut cli = Cli::command();
+        let run = cli.find_subcommand_mut("run").map(|c| c.clone());
+        let Some(run) = run else {
+            panic!("no run command");
+        };
+        for arg in run.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            let expected = format!("RESOURCES_OPERATOR_{}", id.to_uppercase());
+            match id {
+                "enabled" => assert_eq!(env.as_deref(), Some("RESOURCES_OPERATOR_LEADER_ELECTION")),
+                _ => assert_eq!(env.as_deref(), Some(expected.as_str()), "{id}"),
+            }
+        }
+    }
+
+    #[test]
+    fn leader_election_is_on_by_default_with_the_designs_timings() -> Result<(), anyhow::Error> {
+        let args = run_args(&["--identity", "pod-a"])?;
+        let election = args.election.election()?;
+        assert_eq!(
+            election,
+            Some(Election {
+                identity: "pod-a".to_string(),
+                timings: Timings::default(),
+            })
         );
+        Ok(())
+    }
+
+    #[test]
+    fn leader_election_can_be_turned_off() -> Result<(), anyhow::Error> {
+        for off in [
+            "--leader-election=false",
+            "--leader-election=0",
+            "--leader-election=no",
+        ] {
+            let args = run_args(&[off])?;
+            assert_eq!(args.election.election()?, None, "{off}");
+        }
+        for on in [
+            "--leader-election",
+            "--leader-election=true",
+            "--leader-election=1",
+        ] {
+            let args = run_args(&[on, "--identity=x"])?;
+            assert!(args.election.election()?.is_some(), "{on}");
+        }
+        assert!(run_args(&["--leader-election=maybe"]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn lease_timings_take_durations() -> Result<(), anyhow::Error> {
+        let args = run_args(&[
+            "--lease-duration",
+            "6s",
+            "--lease-renew-deadline",
+            "4",
+            "--lease-retry-period=500ms",
+            "--identity=pod-b",
+        ])?;
+        let Some(election) = args.election.election()? else {
+            anyhow::bail!("leader election is off");
+        };
+        assert_eq!(election.timings.lease_duration(), Duration::from_secs(6));
+        assert_eq!(election.timings.renew_deadline(), Duration::from_secs(4));
+        assert_eq!(election.timings.retry_period(), Duration::from_millis(500));
+        Ok(())
+    }
+
+    #[test]
+    fn inconsistent_timings_are_refused_with_a_reason() -> Result<(), anyhow::Error> {
+        let args = run_args(&["--lease-duration=10s", "--lease-renew-deadline=10s"])?;
+        let Err(error) = args.election.election() else {
+            anyhow::bail!("accepted");
+        };
+        assert!(
+            error
+                .to_string()
+                .contains("must be shorter than --lease-duration"),
+            "{error}"
+        );
+        // Checked even with leader election off, so that turning it on later cannot fail.
+        let args = run_args(&["--leader-election=false", "--lease-retry-period=20s"])?;
+        assert!(args.election.election().is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn the_identity_defaults_to_something() -> Result<(), anyhow::Error> {
+        let args = run_args(&[])?;
+        let Some(election) = args.election.election()? else {
+            anyhow::bail!("leader election is off");
+        };
+        assert!(!election.identity.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn durations_parse() {
+        let ok = |text: &str| parse_duration(text).ok();
+        assert_eq!(ok("15"), Some(Duration::from_secs(15)));
+        assert_eq!(ok("1.5"), Some(Duration::from_millis(1500)));
+        assert_eq!(ok("15s"), Some(Duration::from_secs(15)));
+        assert_eq!(ok(" 2s "), Some(Duration::from_secs(2)));
+        assert_eq!(ok("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(ok("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(ok("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(ok("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(ok("0.5s"), Some(Duration::from_millis(500)));
+        for bad in [
+            "", "s", "15x", "-1", "-1s", "1.2.3s", "15 s", "m1", "NaN", "inf",
+        ] {
+            assert_eq!(parse_duration(bad).ok(), None, "{bad:?}");
+        }
     }
 }

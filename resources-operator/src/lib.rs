@@ -3,13 +3,17 @@
 //!
 //! - [`cli`]: the command line (`run`).
 //! - [`run`]: wiring for one cluster: clients, metrics endpoint, engines, event stream, shutdown.
+//! - [`cluster`]: the Infinispan CR, watched: sync policy and drain (E5).
+//! - [`leadership`]: leader election among replicas (the Lease; a standby is Ready and idle).
 //! - [`engine`]: the generic sync engine (decision, queue, event stream, status).
 //! - [`kinds`]: the kind adapters (where a cache becomes a CR and back: [`kinds::cache`]).
 //! - [`metrics`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` endpoint.
 
 pub mod cli;
+pub mod cluster;
 pub mod engine;
 pub mod kinds;
+pub mod leadership;
 pub mod metrics;
 pub mod run;
 

@@ -37,6 +37,14 @@ pub struct Metrics {
     pub stream_disconnects: IntGauge,
     /// Config events received, by kind.
     pub stream_events: IntCounterVec,
+    /// 1 while this process leads (holds the Lease, or runs without leader election), else 0.
+    pub leader: IntGauge,
+    /// Writes to the Lease by operation (`create`, `acquire`, `renew`, `release`).
+    pub lease_writes: IntCounterVec,
+    /// 1 while draining (design E5), by kind.
+    pub draining: IntGaugeVec,
+    /// 1 once drained: no CR of the kind holds the finalizer (design E5).
+    pub drained: IntGaugeVec,
 }
 
 impl Metrics {
@@ -86,7 +94,33 @@ impl Metrics {
         registry.register(Box::new(server_objects.clone()))?;
         registry.register(Box::new(stream_connections.clone()))?;
         registry.register(Box::new(stream_disconnects.clone()))?;
+        let leader = IntGauge::new(
+            "leader",
+            "1 while this process leads (holds the Lease or runs without leader election)",
+        )?;
+        let lease_writes = IntCounterVec::new(
+            Opts::new("lease_writes_total", "Writes to the leader-election Lease"),
+            &["operation"],
+        )?;
         registry.register(Box::new(stream_events.clone()))?;
+        registry.register(Box::new(leader.clone()))?;
+        registry.register(Box::new(lease_writes.clone()))?;
+        let draining = IntGaugeVec::new(
+            Opts::new(
+                "draining",
+                "1 while draining (the Infinispan CR is deleted or disables the operator)",
+            ),
+            &["kind"],
+        )?;
+        let drained = IntGaugeVec::new(
+            Opts::new(
+                "drained",
+                "1 once no CR of the kind holds the operator's finalizer while draining",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(draining.clone()))?;
+        registry.register(Box::new(drained.clone()))?;
         Ok(Self {
             registry,
             reconciles,
@@ -96,6 +130,10 @@ impl Metrics {
             stream_connections,
             stream_disconnects,
             stream_events,
+            leader,
+            lease_writes,
+            draining,
+            drained,
         })
     }
 
@@ -109,7 +147,11 @@ impl Metrics {
     }
 }
 
-/// Readiness: the first snapshot of the server is complete and the CR store is filled.
+/// Readiness, set once and never withdrawn (design E7: it does not depend on leadership):
+/// - a standby is Ready once it has read the Lease and found it held by another replica;
+/// - the leader (or a process without leader election) is Ready once its engine has the first
+///   snapshot of the server and the CR store is filled. A standby that takes over later stays
+///   Ready.
 #[derive(Debug, Clone, Default)]
 pub struct Readiness(Arc<AtomicBool>);
 
@@ -177,7 +219,7 @@ fn respond(
         "/readyz" => (
             "503 Service Unavailable",
             TEXT,
-            "waiting for the first server snapshot\n".to_string(),
+            "waiting for the Lease or the first server snapshot\n".to_string(),
         ),
         _ => ("404 Not Found", TEXT, "not found\n".to_string()),
     }
@@ -197,6 +239,30 @@ mod tests {
         let text = metrics.render();
         assert!(
             text.contains("infinispan_resources_operator_reconciles_total{kind=\"Cache\",result=\"nothing\"} 1"),
+            "{text}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn leadership_is_exported() -> Result<(), prometheus::Error> {
+        let metrics = Metrics::new()?;
+        let text = metrics.render();
+        assert!(
+            text.contains("infinispan_resources_operator_leader 0"),
+            "{text}"
+        );
+        metrics.leader.set(1);
+        metrics.lease_writes.with_label_values(&["renew"]).inc();
+        let text = metrics.render();
+        assert!(
+            text.contains("infinispan_resources_operator_leader 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "infinispan_resources_operator_lease_writes_total{operation=\"renew\"} 1"
+            ),
             "{text}"
         );
         Ok(())

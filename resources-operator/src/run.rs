@@ -1,9 +1,12 @@
 //! `resources-operator run`: wires the pieces for one Infinispan cluster.
 //!
-//! Steps: logging; Kubernetes client (KUBECONFIG or in-cluster); the Infinispan CR (sync
-//! defaults, owner of mirror CRs); the credentials Secret; the REST client; the metrics
-//! endpoint; the cache engine (CR watch + controller) and the config event stream feeding it;
-//! graceful shutdown on SIGTERM or Ctrl-C.
+//! Steps: logging and the checked leader-election options; Kubernetes client (KUBECONFIG or
+//! in-cluster); the metrics endpoint; leader election (a standby waits here, Ready, reading
+//! the Lease and nothing else; see [`crate::leadership`]); then, as the leader: the Infinispan
+//! CR (sync defaults, owner of mirror CRs); the credentials Secret; the REST client; the cache
+//! engine (CR watch + controller) and the config event stream feeding it, while the Lease is
+//! renewed; graceful shutdown on SIGTERM or Ctrl-C (engine first, then the Lease released).
+//! A leader that loses the Lease drops the engine at once and the process exits non-zero.
 
 use std::sync::Arc;
 
@@ -13,11 +16,15 @@ use infinispan_rest::{ClientConfig, Credentials, InternalObjects, StreamOptions}
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Resource};
+use tokio::sync::watch;
 
 use crate::cli::{LogFormat, RunArgs};
+use crate::cluster;
 use crate::engine::controller::{Settings, Wiring};
+use crate::engine::epoch::ServerEpoch;
 use crate::engine::stream;
 use crate::kinds::cache::CacheAdapter;
+use crate::leadership::{self, Candidate, Leadership, Loss, TimingsError};
 use crate::metrics::{self, Metrics, Readiness};
 
 /// Name of the controller in Kubernetes Events.
@@ -54,6 +61,10 @@ pub enum RunError {
     Metrics(#[from] prometheus::Error),
     #[error("cannot listen on the metrics address: {0}")]
     Listen(#[source] std::io::Error),
+    #[error(transparent)]
+    Timings(#[from] TimingsError),
+    #[error("lost the leadership ({0}); the work in flight was aborted, exiting")]
+    LeadershipLost(#[source] Loss),
 }
 
 fn init_logging(args: &RunArgs) -> Result<(), RunError> {
@@ -93,13 +104,94 @@ async fn credentials(client: &kube::Client, args: &RunArgs) -> Result<Credential
     Ok(Credentials::new(key("username")?, key("password")?))
 }
 
-/// Runs until SIGTERM or Ctrl-C.
+/// Runs until SIGTERM or Ctrl-C, or until leadership is lost (an error: the process must end).
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
     init_logging(&args)?;
+    let election = args.election.election()?;
     let client = kube::Client::try_default()
         .await
         .map_err(RunError::Kubernetes)?;
 
+    let metrics = Metrics::new()?;
+    let readiness = Readiness::default();
+    let listener = metrics::bind(args.metrics_address)
+        .await
+        .map_err(RunError::Listen)?;
+    let endpoint = AbortOnDrop(tokio::spawn(metrics::serve(
+        listener,
+        metrics.clone(),
+        readiness.clone(),
+    )));
+    let shutdown = Shutdown::listen();
+
+    let Some(election) = election else {
+        tracing::info!(
+            cluster = args.cluster,
+            "leader election is off (--leader-election=false): this process syncs alone; \
+             run exactly one replica"
+        );
+        metrics.leader.set(1);
+        let result = sync(&args, client, metrics, readiness, None, &shutdown).await;
+        drop(endpoint);
+        tracing::info!("stopped");
+        return result;
+    };
+
+    tracing::info!(
+        cluster = args.cluster,
+        identity = election.identity,
+        lease = leadership::lease_name(&args.cluster),
+        timings = ?election.timings,
+        "leader election: waiting for the Lease"
+    );
+    let candidate = Candidate::new(
+        client.clone(),
+        &args.namespace,
+        &args.cluster,
+        election.identity,
+        election.timings,
+        metrics.clone(),
+    );
+    let mut leadership = tokio::select! {
+        leadership = candidate.acquire(&readiness) => leadership,
+        () = shutdown.wait() => {
+            tracing::info!("stopped as a standby");
+            return Ok(());
+        }
+    };
+    let result = sync(
+        &args,
+        client,
+        metrics,
+        readiness,
+        Some(&mut leadership),
+        &shutdown,
+    )
+    .await;
+    match result {
+        // Not ours any more: nothing to release.
+        Err(RunError::LeadershipLost(_)) => {}
+        // Stopped, or could not start: a standby may take over at once.
+        Ok(()) | Err(_) => leadership.release().await,
+    }
+    drop(endpoint);
+    if result.is_ok() {
+        tracing::info!("stopped");
+    }
+    result
+}
+
+/// The sync itself, once this process may write: reads the cluster's settings and credentials,
+/// wires the cache engine and its event stream, and runs them until shutdown, or until
+/// `leadership` is lost, which drops the engine (and every reconcile in flight) at once.
+async fn sync(
+    args: &RunArgs,
+    client: kube::Client,
+    metrics: Metrics,
+    readiness: Readiness,
+    leadership: Option<&mut Leadership>,
+    shutdown: &Shutdown,
+) -> Result<(), RunError> {
     let cluster = Api::<Infinispan>::namespaced(client.clone(), &args.namespace)
         .get(&args.cluster)
         .await
@@ -108,12 +200,6 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             name: args.cluster.clone(),
             source,
         })?;
-    let spec = &cluster.spec.resources_operator;
-    let mode = args.sync_mode.map(Into::into).unwrap_or(spec.sync_mode);
-    let winner = args
-        .conflict_winner
-        .map(Into::into)
-        .unwrap_or(spec.conflict_winner);
     let owner = cluster
         .controller_owner_ref(&())
         .ok_or_else(|| RunError::ClusterIdentity {
@@ -123,15 +209,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 
     let rest = infinispan_rest::Client::new(
         ClientConfig::new(args.infinispan_url.clone())
-            .with_credentials(credentials(&client, &args).await?),
+            .with_credentials(credentials(&client, args).await?),
     )?;
-
-    let metrics = Metrics::new()?;
-    let readiness = Readiness::default();
-    let listener = metrics::bind(args.metrics_address)
-        .await
-        .map_err(RunError::Listen)?;
-    let endpoint = tokio::spawn(metrics::serve(listener, metrics.clone(), readiness.clone()));
 
     let recorder = Recorder::new(
         client.clone(),
@@ -140,46 +219,159 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             instance: std::env::var("POD_NAME").ok(),
         },
     );
+    // The Infinispan CR, watched from here on: policy changes and drain (design E3, E5).
+    let overrides = cluster::Overrides {
+        mode: args.sync_mode.map(Into::into),
+        winner: args.conflict_winner.map(Into::into),
+    };
+    let initial = cluster::state_of(Some(&cluster), overrides);
+    let (state_tx, state) = watch::channel(initial);
+    let _cluster_watch = AbortOnDrop(tokio::spawn(cluster::watch(
+        Api::<Infinispan>::namespaced(client.clone(), &args.namespace),
+        args.cluster.clone(),
+        overrides,
+        state_tx,
+    )));
     let settings = Settings {
         cluster: args.cluster.clone(),
         namespace: args.namespace.clone(),
-        mode,
-        winner,
+        state: state.clone(),
         owner,
     };
     tracing::info!(
         cluster = args.cluster,
         namespace = args.namespace,
         url = args.infinispan_url,
-        ?mode,
-        ?winner,
-        "starting; leader election is not implemented yet: run one replica"
+        state = ?initial,
+        "starting the sync"
     );
 
     let caches = Wiring::new(
         client,
         CacheAdapter::new(rest.clone(), InternalObjects::default()),
         settings,
+        ServerEpoch::default(),
         metrics,
         readiness,
         recorder,
     );
     let events = rest.config_events(StreamOptions::default());
-    let stream_task = tokio::spawn(stream::run(Arc::clone(&caches.engine), events));
+    // Aborted however this function ends.
+    let _stream = AbortOnDrop(tokio::spawn(stream::run(
+        Arc::clone(&caches.engine),
+        events,
+        rest.clone(),
+    )));
+    let (resume_tx, resume) = futures::channel::oneshot::channel::<()>();
+    let _follow = AbortOnDrop(tokio::spawn(follow_cluster(
+        Arc::clone(&caches.engine),
+        state,
+        initial,
+        resume_tx,
+    )));
+    // The engine stops on SIGTERM, or when a drained cluster is enabled again (the process
+    // then exits, and a fresh start resumes the sync: in a pod, a restart).
+    let stop = futures::future::select(Box::pin(shutdown.signalled()), resume).map(|_| ());
+    let engine = caches.run(stop, CONCURRENCY);
+    match leadership {
+        None => {
+            engine.await;
+            Ok(())
+        }
+        Some(leadership) => tokio::select! {
+            () = engine => Ok(()),
+            loss = leadership.hold() => Err(RunError::LeadershipLost(loss)),
+        },
+    }
+}
 
-    let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
-    let signals = tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("shutting down");
-        let _ = stop_tx.send(());
-    });
-    caches.run(stop_rx.map(|_| ()), CONCURRENCY).await;
+/// Applies the Infinispan CR's state to the engine: a policy change re-decides every object; a
+/// drain starts draining; enabled again after a drain sends `resume`.
+async fn follow_cluster<A: crate::engine::kind::KindAdapter>(
+    engine: Arc<crate::engine::controller::Engine<A>>,
+    mut state: watch::Receiver<cluster::ClusterState>,
+    mut last: cluster::ClusterState,
+    resume: futures::channel::oneshot::Sender<()>,
+) {
+    use cluster::ClusterState::{Active, Draining};
+    if let Draining(cause) = last {
+        engine.start_draining(cause);
+    }
+    while state.changed().await.is_ok() {
+        let now = *state.borrow_and_update();
+        match (last, now) {
+            (Active(before), Active(after)) if before != after => {
+                tracing::info!(
+                    ?before,
+                    ?after,
+                    "sync policy changed: every object is decided again"
+                );
+                engine.resync().await;
+            }
+            (Active(_), Draining(cause)) => engine.start_draining(cause),
+            (Draining(_), Active(_)) => {
+                tracing::info!(
+                    "the cluster is enabled again: stopping so that a fresh start resumes the sync"
+                );
+                let _ = resume.send(());
+                return;
+            }
+            _ => {}
+        }
+        last = now;
+    }
+}
 
-    stream_task.abort();
-    endpoint.abort();
-    signals.abort();
-    tracing::info!("stopped");
-    Ok(())
+/// Aborts a task when dropped.
+#[derive(Debug)]
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// SIGTERM or Ctrl-C, seen by every part that must stop.
+#[derive(Debug)]
+struct Shutdown {
+    signalled: watch::Receiver<bool>,
+    _listener: AbortOnDrop<()>,
+}
+
+impl Shutdown {
+    fn listen() -> Self {
+        let (tx, signalled) = watch::channel(false);
+        let listener = tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down");
+            tx.send_replace(true);
+            // Keep the sender: receivers wait on the value, not on the channel closing.
+            std::future::pending::<()>().await;
+        });
+        Self {
+            signalled,
+            _listener: AbortOnDrop(listener),
+        }
+    }
+
+    /// Resolves at the signal.
+    async fn wait(&self) {
+        let mut signalled = self.signalled.clone();
+        let _ = signalled.wait_for(|s| *s).await;
+    }
+
+    /// A future resolving at the signal, as the engine's graceful shutdown wants it.
+    fn signalled(&self) -> impl std::future::Future<Output = ()> + Send + Sync + 'static {
+        let (tx, rx) = futures::channel::oneshot::channel::<()>();
+        let mut signalled = self.signalled.clone();
+        tokio::spawn(async move {
+            if signalled.wait_for(|s| *s).await.is_ok() {
+                let _ = tx.send(());
+            }
+        });
+        rx.map(|_| ())
+    }
 }
 
 async fn wait_for_signal() {

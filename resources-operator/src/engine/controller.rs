@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use common_crds::ServerResource;
 use common_crds::common::LastSynced;
 use common_crds::conditions::Reason;
-use common_crds::infinispan::{ConflictWinner, SyncMode};
 use common_crds::labels::{
     CLUSTER_LABEL, MANAGED_ANNOTATION, MANAGED_FALSE, ORIGIN_LABEL, ORIGIN_SERVER,
     PAUSE_RECONCILIATION_ANNOTATION, PAUSE_RECONCILIATION_TRUE, RESOURCES_FINALIZER,
@@ -42,18 +41,22 @@ use super::claims;
 use super::decision::{
     Action, Comparison, CrView, Decision, Observation, ServerView, Status, decide,
 };
+use super::epoch::{ServerEpoch, proven_absence};
 use super::kind::{Compared, KindAdapter, KindError, ServerChange};
 use super::snapshot::{Known, Snapshot};
 use super::status::{StatusUpdate, next_status};
+use crate::cluster::{ClusterState, Policy};
 use crate::metrics::{Metrics, Readiness};
 
+mod drain;
 mod execute;
 mod mirror;
 mod wiring;
 
 pub use wiring::Wiring;
 
-/// The server epoch recorded in `lastSynced` until the epoch marker (design R2) exists.
+/// The server epoch recorded in `lastSynced` by versions without epoch markers (design R2); an
+/// epoch that never matches a real one.
 pub const EPOCH_UNTRACKED: &str = "untracked";
 
 /// Requeue of an object waiting for something (the server, a dependency).
@@ -73,8 +76,9 @@ pub struct Settings {
     /// Name of the Infinispan CR (the value of the cluster label).
     pub cluster: String,
     pub namespace: String,
-    pub mode: SyncMode,
-    pub winner: ConflictWinner,
+    /// What the Infinispan CR says: the policy (mode, winner), or drain (design E5). Read on
+    /// every decision.
+    pub state: watch::Receiver<ClusterState>,
     /// Owner reference to the Infinispan CR, put on mirror CRs (design E6).
     pub owner: OwnerReference,
 }
@@ -118,6 +122,8 @@ pub struct Engine<A: KindAdapter> {
     pub api: Api<A::Cr>,
     pub store: Store<A::Cr>,
     pub snapshot: Snapshot<A::Object>,
+    /// The server's epoch (shared by every kind's engine).
+    pub epoch: ServerEpoch,
     pub metrics: Metrics,
     pub readiness: Readiness,
     recorder: Recorder,
@@ -130,6 +136,8 @@ pub struct Engine<A: KindAdapter> {
     /// would repeat the write.
     /// Bounded in time: a write the API server took as a no-op never brings a new version.
     replaced_versions: Mutex<HashMap<String, (String, Instant)>>,
+    /// Draining is complete (design E5), logged once.
+    drained: std::sync::atomic::AtomicBool,
 }
 
 impl<A: KindAdapter> std::fmt::Debug for Engine<A> {
@@ -146,6 +154,19 @@ impl<A: KindAdapter> Engine<A> {
         match mutex.lock() {
             Ok(mut guard) => f(&mut guard),
             Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// What the Infinispan CR says now.
+    pub fn cluster_state(&self) -> ClusterState {
+        *self.settings.state.borrow()
+    }
+
+    /// The sync policy, `None` while draining.
+    pub fn policy(&self) -> Option<Policy> {
+        match self.cluster_state() {
+            ClusterState::Active(policy) => Some(policy),
+            ClusterState::Draining(_) => None,
         }
     }
 
@@ -194,9 +215,15 @@ impl<A: KindAdapter> Engine<A> {
         self.readiness.set_ready();
     }
 
+    /// Waits for the first complete server snapshot, unless draining: a drain needs no server
+    /// (the cluster may be gone already).
     pub(super) async fn wait_ready(&self) {
         let mut ready = self.ready.subscribe();
-        let _ = ready.wait_for(|ready| *ready).await;
+        let mut state = self.settings.state.clone();
+        tokio::select! {
+            _ = ready.wait_for(|ready| *ready) => {}
+            _ = state.wait_for(|s| matches!(s, ClusterState::Draining(_))) => {}
+        }
     }
 
     // ---- Reconcile of one CR ---------------------------------------------------------------
@@ -269,10 +296,25 @@ impl<A: KindAdapter> Engine<A> {
         if self.is_stale(cr) {
             return Ok(("stale", Requeue::requeue(STALE_REQUEUE)));
         }
+        let policy = match self.cluster_state() {
+            ClusterState::Active(policy) => policy,
+            ClusterState::Draining(cause) => return self.drain_one(cr, cause).await,
+        };
         let server_name = cr.server_name().ok_or(EngineError::NoName)?;
         let cr_view = self.cr_view(cr, &server_name);
         let generation = cr_view.generation;
-        let server = self.snapshot.view(&server_name);
+        // Without a known epoch nothing about the server can be judged: as unreachable.
+        let epoch = self.epoch.current();
+        let server = match (&epoch, self.snapshot.view(&server_name)) {
+            (None, _) => ServerView::Unreachable,
+            (Some(current), ServerView::Absent(seen)) => ServerView::Absent(proven_absence(
+                seen,
+                cr_view.last_synced.as_ref().map(|l| l.epoch.as_str()),
+                current,
+                self.adapter.persistent(cr),
+            )),
+            (Some(_), view) => view,
+        };
         let known = self.snapshot.get(&server_name);
         // A CR being deleted is not compared: its document may be one the server refuses, which
         // must not keep the deletion from happening.
@@ -302,15 +344,15 @@ impl<A: KindAdapter> Engine<A> {
         let observation = Observation {
             cr: Some(cr_view.clone()),
             server,
-            server_epoch: EPOCH_UNTRACKED.to_string(),
+            server_epoch: epoch.unwrap_or_else(|| EPOCH_UNTRACKED.to_string()),
             comparison: compared
                 .as_ref()
                 .map(|c| c.comparison)
                 .unwrap_or(Comparison::Equal),
             internal: self.adapter.is_internal(&server_name),
             dependencies: self.adapter.dependencies(cr),
-            mode: self.settings.mode,
-            winner: self.settings.winner,
+            mode: policy.mode,
+            winner: policy.winner,
             caps: self.adapter.capabilities(),
         };
         let mut decision = decide(&observation);

@@ -61,8 +61,10 @@ pub struct Observation {
     pub cr: Option<CrView>,
     /// The server's current object.
     pub server: ServerView,
-    /// The server's current epoch (the identity of its state, kept in the operator's marker on
-    /// the server, design R2). Ignored while the server is [`ServerView::Unreachable`].
+    /// The server's current epoch, `<state>/<session>` (the identity of its state and of its
+    /// current run, kept in the operator's markers on the server, design R2; see
+    /// `engine::epoch`). Only the state part tells a lost or replaced state (R3); the whole
+    /// epoch is recorded at each sync. Ignored while the server is [`ServerView::Unreachable`].
     pub server_epoch: String,
     /// The CR's desired object compared with the server's current one, semantically (server
     /// defaults and document format do not count, design L3). Ignored unless both exist.
@@ -79,6 +81,13 @@ pub struct Observation {
     pub winner: ConflictWinner,
     /// What the server can do with this kind.
     pub caps: KindCapabilities,
+}
+
+/// The state part of an epoch `<state>/<session>` (design R2, see `engine::epoch`): the
+/// identity of the server's state, kept across restarts that keep it. An epoch without a
+/// session part is all state.
+pub fn epoch_state(epoch: &str) -> &str {
+    epoch.split_once('/').map_or(epoch, |(state, _)| state)
 }
 
 /// What the decision needs of a CR.
@@ -631,10 +640,11 @@ impl<'a> Base<'a> {
         }
     }
 
-    /// The server's state was lost or replaced since (R3).
+    /// The server's state was lost or replaced since (R3). A restart that kept the state (a
+    /// new session) is not a change of state.
     fn epoch_changed(self, server_epoch: &str) -> bool {
         match self {
-            Self::Recorded(recorded) => recorded.epoch != server_epoch,
+            Self::Recorded(recorded) => epoch_state(&recorded.epoch) != epoch_state(server_epoch),
             Self::MirrorCreation => false,
         }
     }

@@ -156,4 +156,13 @@ pub trait KindAdapter: Send + Sync + 'static {
 
     /// What the CR's object needs or what uses it (design D1); found in the engine's stores.
     fn dependencies(&self, cr: &Self::Cr) -> Dependencies;
+
+    /// The CR's server object survives a server restart that keeps the server's state (design
+    /// R2: only then does its absence after a restart prove a removal). Default: objects the
+    /// operator created from a user CR are persistent (the engine creates them so); a mirrored
+    /// object may have been created volatile by another client, which the server does not tell.
+    /// Kinds with a storage attribute (counters) say it exactly.
+    fn persistent(&self, cr: &Self::Cr) -> bool {
+        super::claims::origin(cr) == super::decision::Origin::Kubernetes
+    }
 }

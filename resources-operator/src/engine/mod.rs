@@ -9,6 +9,8 @@
 //!   reconcile of one CR (observe, decide, execute, status).
 //! - [`stream`]: the server's config event stream: the snapshot, reconcile triggers, and the
 //!   server-only path that creates mirror CRs.
+//! - [`epoch`]: the server's epoch (markers the operator keeps on the server) that tells a
+//!   removal from a loss (design R2, R3).
 //! - [`snapshot`]: what is known of the server's objects; [`claims`]: who stands for a server
 //!   name; [`status`]: the status of a CR; [`digest`]: digests of server objects.
 
@@ -16,6 +18,7 @@ pub mod claims;
 pub mod controller;
 pub mod decision;
 pub mod digest;
+pub mod epoch;
 pub mod kind;
 pub mod snapshot;
 pub mod status;

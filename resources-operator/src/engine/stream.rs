@@ -12,10 +12,16 @@ use futures::StreamExt;
 use infinispan_rest::{ConfigEventStream, StreamItem};
 
 use super::controller::Engine;
+use super::epoch::MarkerWriter;
 use super::kind::KindAdapter;
 
-/// Runs until the stream ends (never, unless dropped).
-pub async fn run<A: KindAdapter>(engine: Arc<Engine<A>>, mut stream: ConfigEventStream) {
+/// Runs until the stream ends (never, unless dropped). `markers` creates the epoch markers
+/// (design R2) the server lacks.
+pub async fn run<A: KindAdapter>(
+    engine: Arc<Engine<A>>,
+    mut stream: ConfigEventStream,
+    markers: impl MarkerWriter,
+) {
     let mut first_snapshot = true;
     while let Some(item) = stream.next().await {
         match item {
@@ -25,9 +31,19 @@ pub async fn run<A: KindAdapter>(engine: Arc<Engine<A>>, mut stream: ConfigEvent
                     connection,
                     "config event stream connected; replay under way"
                 );
+                engine.epoch.connecting();
                 engine.snapshot.connecting();
             }
             StreamItem::Event(event) => {
+                if engine.epoch.apply(&event) {
+                    // A marker was removed while connected: replace it; every CR is judged
+                    // again in the new epoch. (Markers are not objects of any kind.)
+                    if engine.snapshot.is_connected() && engine.epoch.current().is_none() {
+                        engine.epoch.ensure(&markers).await;
+                        engine.trigger_all();
+                    }
+                    continue;
+                }
                 let changed = engine.apply_event(&event);
                 if let Some(name) = changed
                     && engine.snapshot.is_connected()
@@ -36,11 +52,14 @@ pub async fn run<A: KindAdapter>(engine: Arc<Engine<A>>, mut stream: ConfigEvent
                 }
             }
             StreamItem::ReplayComplete { connection } => {
+                // The epoch first: the snapshot counts as reachable as soon as it is complete.
+                engine.epoch.complete_replay(&markers).await;
                 let gone = engine.snapshot.replay_complete();
                 tracing::info!(
                     connection,
                     objects = engine.snapshot.len(),
                     gone = gone.len(),
+                    epoch = engine.epoch.current(),
                     "server snapshot complete"
                 );
                 if first_snapshot {
@@ -57,17 +76,7 @@ pub async fn run<A: KindAdapter>(engine: Arc<Engine<A>>, mut stream: ConfigEvent
                         "ready: CR store and server snapshot complete"
                     );
                 }
-                // Every CR is reconciled against the new snapshot; every object no CR stands
-                // for takes the server-only path. One pass over the store, not one per object.
-                let claimed = engine.claimed_names();
-                for (name, _) in engine.snapshot.objects() {
-                    if !claimed.contains(&name)
-                        && let Err(error) = engine.sync_unclaimed(&name).await
-                    {
-                        tracing::warn!(server_name = name, %error, "cannot sync a server object without CR; retried on its next event or reconnect");
-                    }
-                }
-                engine.trigger_all();
+                engine.resync().await;
             }
             StreamItem::Disconnected {
                 error,
@@ -75,6 +84,7 @@ pub async fn run<A: KindAdapter>(engine: Arc<Engine<A>>, mut stream: ConfigEvent
                 failures,
             } => {
                 engine.metrics.stream_disconnects.inc();
+                engine.epoch.disconnected();
                 engine.snapshot.disconnected();
                 tracing::warn!(%error, ?retry_in, failures, "config event stream disconnected");
             }

@@ -45,7 +45,10 @@ impl<A: KindAdapter> Engine<A> {
         LastSynced {
             digest,
             generation,
-            epoch: EPOCH_UNTRACKED.to_string(),
+            epoch: self
+                .epoch
+                .current()
+                .unwrap_or_else(|| EPOCH_UNTRACKED.to_string()),
         }
     }
 

@@ -24,20 +24,43 @@ impl<A: KindAdapter> Engine<A> {
             .collect()
     }
 
+    /// Every CR is reconciled against the snapshot; every object no CR stands for takes the
+    /// server-only path. One pass over the store, not one per object. After every replay and
+    /// when the sync policy changes.
+    pub async fn resync(&self) {
+        let claimed = self.claimed_names();
+        for (name, _) in self.snapshot.objects() {
+            if !claimed.contains(&name)
+                && let Err(error) = self.sync_unclaimed(&name).await
+            {
+                tracing::warn!(server_name = name, %error, "cannot sync a server object without CR; retried on its next event or reconnect");
+            }
+        }
+        self.trigger_all();
+    }
+
     /// The server-only path for an object no CR stands for (decision step 1).
     pub async fn sync_unclaimed(&self, server_name: &str) -> Result<(), EngineError> {
         let Some(known) = self.snapshot.get(server_name) else {
             return Ok(());
         };
+        let Some(policy) = self.policy() else {
+            // Draining (design E5): no new mirror CRs.
+            return Ok(());
+        };
+        let Some(server_epoch) = self.epoch.current() else {
+            // Decided again once the epoch is known (every object is, after a replay).
+            return Ok(());
+        };
         let observation = Observation {
             cr: None,
             server: self.snapshot.view(server_name),
-            server_epoch: EPOCH_UNTRACKED.to_string(),
+            server_epoch,
             comparison: Comparison::Equal,
             internal: self.adapter.is_internal(server_name),
             dependencies: Default::default(),
-            mode: self.settings.mode,
-            winner: self.settings.winner,
+            mode: policy.mode,
+            winner: policy.winner,
             caps: self.adapter.capabilities(),
         };
         if let Action::CreateMirrorCr { with_finalizer } = decide(&observation).action {

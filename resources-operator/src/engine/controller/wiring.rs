@@ -25,6 +25,7 @@ impl<A: KindAdapter> Wiring<A> {
         client: kube::Client,
         adapter: A,
         settings: Settings,
+        epoch: ServerEpoch,
         metrics: Metrics,
         readiness: Readiness,
         recorder: Recorder,
@@ -39,6 +40,7 @@ impl<A: KindAdapter> Wiring<A> {
             api,
             store,
             snapshot: Snapshot::default(),
+            epoch,
             metrics,
             readiness,
             recorder,
@@ -47,6 +49,7 @@ impl<A: KindAdapter> Wiring<A> {
             comparisons: Mutex::new(HashMap::new()),
             refusals: Mutex::new(HashMap::new()),
             replaced_versions: Mutex::new(HashMap::new()),
+            drained: Default::default(),
         });
         Self {
             engine,

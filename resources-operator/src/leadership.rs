@@ -1,0 +1,1071 @@
+//! Leader election (design E7): replicas of the operator for one cluster share a `Lease`
+//! (coordination.k8s.io/v1) named [`lease_name`] in the operator's namespace. One holds it and
+//! syncs; the others are standbys: Ready, reading the Lease every retry period, writing nothing.
+//!
+//! The protocol is client-go's, in small steps:
+//! 1. observe the Lease (a read; the leader skips it while its own last write is current);
+//! 2. decide (the pure [`decide`]): create it, acquire it, renew it, wait, or stop;
+//! 3. write with optimistic concurrency: `create` fails when another candidate created it first,
+//!    `replace` carries the resourceVersion that was observed, so of two candidates acting on
+//!    the same observation exactly one wins; a 409 Conflict means someone else won this round.
+//!
+//! Time. Whether another holder's Lease has expired is judged on this process's monotonic
+//! clock, from the moment it first saw the Lease's current version (a renewal changes the
+//! version), never by comparing the Lease's `renewTime` with the local wall clock: node clocks
+//! may disagree. The price: a fresh process facing a Lease left by a dead holder waits one full
+//! lease duration. A Lease naming this process's own identity (a restarted container of the
+//! same pod) and a released Lease (empty holder) are taken at once, so a single replica, or a
+//! restart, starts without delay.
+//!
+//! Safety. The leader notes the instant *before* each renewal request; if no renewal succeeds
+//! within the renew deadline (shorter than the lease duration) it stops. A candidate takes over
+//! only a lease duration after it saw the last renewal, which is later than that instant, so
+//! the old leader has stopped before the new one starts (give or take the drift between the two
+//! monotonic clocks over one lease duration).
+//!
+//! Losing the Lease ends the process. [`Leadership::hold`] returns the [`Loss`]; the caller
+//! drops the engine at once (in-flight reconciles are futures of the engine and are dropped with
+//! it; the event stream task is aborted) and exits with a non-zero status. A fresh process
+//! (in Kubernetes, the restarted container) then starts again as a standby, with empty caches:
+//! simpler and safer than resetting an engine's state in place.
+//!
+//! On SIGTERM the leader stops its engine first, then releases the Lease the client-go way
+//! (holder cleared, `leaseDurationSeconds: 1`) so that a standby takes over within one retry
+//! period.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+
+use crate::metrics::{Metrics, Readiness};
+
+/// Default `--lease-duration`.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+/// Default `--lease-renew-deadline`.
+pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
+/// Default `--lease-retry-period`.
+pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+
+/// The longest a release may take on shutdown (the pod's grace period must cover it).
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Name of the Lease of the resources operator of `cluster`.
+pub fn lease_name(cluster: &str) -> String {
+    format!("{cluster}-resources-operator")
+}
+
+/// The identity written as the Lease's holder when `--identity` is not given: `POD_NAME`, else
+/// `<hostname>-<pid>`.
+pub fn default_identity(pod_name: Option<String>) -> String {
+    match pod_name.filter(|name| !name.is_empty()) {
+        Some(name) => name,
+        None => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .or_else(|| std::env::var("HOSTNAME").ok())
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "localhost".to_string());
+            format!("{host}-{}", std::process::id())
+        }
+    }
+}
+
+/// Timings of the election, checked: retry period < renew deadline < lease duration, and the
+/// lease duration a whole number of seconds (it is written as `leaseDurationSeconds`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timings {
+    lease_duration: Duration,
+    renew_deadline: Duration,
+    retry_period: Duration,
+}
+
+/// Why timings are refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimingsError {
+    #[error("--lease-duration must be a whole number of seconds, at least 1s (got {0:?})")]
+    LeaseDuration(Duration),
+    #[error("--lease-retry-period must be more than zero")]
+    RetryPeriod,
+    #[error(
+        "--lease-renew-deadline ({renew_deadline:?}) must be shorter than --lease-duration \
+         ({lease_duration:?}): a leader must give up before others may take over"
+    )]
+    RenewDeadline {
+        renew_deadline: Duration,
+        lease_duration: Duration,
+    },
+    #[error(
+        "--lease-retry-period ({retry_period:?}) must be shorter than --lease-renew-deadline \
+         ({renew_deadline:?}): a leader must get more than one try to renew"
+    )]
+    RetryNotBelowDeadline {
+        retry_period: Duration,
+        renew_deadline: Duration,
+    },
+}
+
+impl Timings {
+    pub fn new(
+        lease_duration: Duration,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    ) -> Result<Self, TimingsError> {
+        let seconds = lease_duration.as_secs();
+        if lease_duration.subsec_nanos() != 0 || seconds == 0 || seconds > i32::MAX as u64 {
+            return Err(TimingsError::LeaseDuration(lease_duration));
+        }
+        if retry_period.is_zero() {
+            return Err(TimingsError::RetryPeriod);
+        }
+        if renew_deadline >= lease_duration {
+            return Err(TimingsError::RenewDeadline {
+                renew_deadline,
+                lease_duration,
+            });
+        }
+        if retry_period >= renew_deadline {
+            return Err(TimingsError::RetryNotBelowDeadline {
+                retry_period,
+                renew_deadline,
+            });
+        }
+        Ok(Self {
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        })
+    }
+
+    pub fn lease_duration(&self) -> Duration {
+        self.lease_duration
+    }
+
+    pub fn renew_deadline(&self) -> Duration {
+        self.renew_deadline
+    }
+
+    pub fn retry_period(&self) -> Duration {
+        self.retry_period
+    }
+
+    fn lease_duration_seconds(&self) -> i32 {
+        i32::try_from(self.lease_duration.as_secs()).unwrap_or(i32::MAX)
+    }
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self {
+            lease_duration: DEFAULT_LEASE_DURATION,
+            renew_deadline: DEFAULT_RENEW_DEADLINE,
+            retry_period: DEFAULT_RETRY_PERIOD,
+        }
+    }
+}
+
+/// What this process knows of the Lease at one round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// It could not be read this round.
+    Unknown,
+    /// There is no Lease.
+    Absent,
+    /// The Lease's current version, and when this process first saw that version.
+    Present {
+        /// `holderIdentity`; empty counts as none (a released Lease).
+        holder: Option<String>,
+        /// `leaseDurationSeconds`, when positive.
+        lease_duration: Option<Duration>,
+        since: Instant,
+    },
+}
+
+impl Seen {
+    /// `lease` as first seen at `since`.
+    pub fn of(lease: &Lease, since: Instant) -> Self {
+        let spec = lease.spec.as_ref();
+        Self::Present {
+            holder: spec
+                .and_then(|s| s.holder_identity.clone())
+                .filter(|h| !h.is_empty()),
+            lease_duration: spec
+                .and_then(|s| s.lease_duration_seconds)
+                .and_then(|s| u64::try_from(s).ok())
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs),
+            since,
+        }
+    }
+}
+
+/// Where this process stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Candidate,
+    /// Leading since its last successful renewal, whose request started at `renewed_at`.
+    Leader {
+        renewed_at: Instant,
+    },
+}
+
+/// What to do this round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// There is no Lease: create it, naming this process.
+    Create,
+    /// Take the Lease (free, released, expired, or naming this identity already): replace it at
+    /// the observed version.
+    Acquire,
+    /// Leading and named by the Lease: replace it with a new `renewTime`.
+    Renew,
+    /// Try again after the retry period.
+    Wait,
+    /// Leading no more: stop at once.
+    Lost(Loss),
+}
+
+/// Why a leader stops.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Loss {
+    #[error("no renewal succeeded within the renew deadline (last one {since_renewal:?} ago)")]
+    RenewDeadline { since_renewal: Duration },
+    #[error("the Lease is held by {0:?} now")]
+    TakenBy(String),
+    #[error("the Lease was released by someone else")]
+    Released,
+    #[error("the Lease was deleted")]
+    Deleted,
+}
+
+/// The election step: given where this process stands, what it sees of the Lease, its
+/// identity, the timings and the current instant, what it must do. No I/O.
+///
+/// A leader carries on only while the Lease names it and it renewed within the renew deadline.
+/// A candidate takes a Lease that is absent, released, its own, or unchanged for longer than
+/// the Lease's duration (its `leaseDurationSeconds`, else ours).
+pub fn decide(role: Role, seen: &Seen, me: &str, timings: &Timings, now: Instant) -> Step {
+    match role {
+        Role::Leader { renewed_at } => {
+            let since_renewal = now.saturating_duration_since(renewed_at);
+            if since_renewal >= timings.renew_deadline {
+                return Step::Lost(Loss::RenewDeadline { since_renewal });
+            }
+            match seen {
+                Seen::Unknown => Step::Wait,
+                Seen::Absent => Step::Lost(Loss::Deleted),
+                Seen::Present { holder: None, .. } => Step::Lost(Loss::Released),
+                Seen::Present {
+                    holder: Some(holder),
+                    ..
+                } if holder == me => Step::Renew,
+                Seen::Present {
+                    holder: Some(holder),
+                    ..
+                } => Step::Lost(Loss::TakenBy(holder.clone())),
+            }
+        }
+        Role::Candidate => match seen {
+            Seen::Unknown => Step::Wait,
+            Seen::Absent => Step::Create,
+            Seen::Present { holder: None, .. } => Step::Acquire,
+            Seen::Present {
+                holder: Some(holder),
+                ..
+            } if holder == me => Step::Acquire,
+            Seen::Present {
+                holder: Some(_),
+                lease_duration,
+                since,
+            } => {
+                let duration = lease_duration.unwrap_or(timings.lease_duration);
+                if now.saturating_duration_since(*since) >= duration {
+                    Step::Acquire
+                } else {
+                    Step::Wait
+                }
+            }
+        },
+    }
+}
+
+/// The Lease's spec once `me` has created, acquired or renewed it at `now`: the acquire time
+/// and transitions carry over while the holder stays the same.
+pub fn claimed(
+    previous: Option<&LeaseSpec>,
+    me: &str,
+    timings: &Timings,
+    now: Timestamp,
+) -> LeaseSpec {
+    let previous = previous.cloned().unwrap_or_default();
+    let same_holder = previous.holder_identity.as_deref() == Some(me);
+    let existed = previous.holder_identity.is_some() || previous.renew_time.is_some();
+    let transitions = previous.lease_transitions.unwrap_or(0);
+    LeaseSpec {
+        holder_identity: Some(me.to_string()),
+        lease_duration_seconds: Some(timings.lease_duration_seconds()),
+        acquire_time: match previous.acquire_time {
+            Some(time) if same_holder => Some(time),
+            _ => Some(MicroTime(now)),
+        },
+        renew_time: Some(MicroTime(now)),
+        lease_transitions: Some(if same_holder || !existed {
+            transitions
+        } else {
+            transitions.saturating_add(1)
+        }),
+        ..previous
+    }
+}
+
+/// The Lease's spec once released at `now` (client-go's convention: no holder, a one-second
+/// duration, so that a candidate takes it at its next look).
+pub fn released(previous: Option<&LeaseSpec>, now: Timestamp) -> LeaseSpec {
+    let previous = previous.cloned().unwrap_or_default();
+    LeaseSpec {
+        holder_identity: None,
+        lease_duration_seconds: Some(1),
+        acquire_time: Some(MicroTime(now)),
+        renew_time: Some(MicroTime(now)),
+        ..previous
+    }
+}
+
+/// The parts of the election that talk to the API server.
+struct Elector {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    timings: Timings,
+    metrics: Metrics,
+    /// The Lease as last read or written, and when its version was first seen.
+    last: Option<(Lease, Instant)>,
+}
+
+/// What a write came to.
+enum Wrote {
+    Done,
+    /// Another writer was first (409): observe again.
+    Lost,
+    /// Anything else (logged); retried after the retry period.
+    Failed,
+}
+
+impl Elector {
+    /// Reads the Lease and returns what is seen of it.
+    async fn observe(&mut self) -> Seen {
+        match self.api.get_opt(&self.name).await {
+            Ok(Some(lease)) => self.remember(lease),
+            Ok(None) => {
+                self.last = None;
+                Seen::Absent
+            }
+            Err(error) => {
+                tracing::warn!(lease = self.name, %error, "cannot read the Lease");
+                Seen::Unknown
+            }
+        }
+    }
+
+    /// Keeps `lease`; a new version counts from now.
+    fn remember(&mut self, lease: Lease) -> Seen {
+        let now = Instant::now();
+        let since = match &self.last {
+            Some((last, since))
+                if last.metadata.resource_version == lease.metadata.resource_version =>
+            {
+                *since
+            }
+            _ => now,
+        };
+        let seen = Seen::of(&lease, since);
+        self.last = Some((lease, since));
+        seen
+    }
+
+    fn count(&self, operation: &str) {
+        self.metrics
+            .lease_writes
+            .with_label_values(&[operation])
+            .inc();
+    }
+
+    /// Creates the Lease naming this process.
+    async fn create(&mut self) -> Wrote {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(claimed(
+                None,
+                &self.identity,
+                &self.timings,
+                Timestamp::now(),
+            )),
+        };
+        match self.api.create(&PostParams::default(), &lease).await {
+            Ok(created) => {
+                self.count("create");
+                self.remember(created);
+                Wrote::Done
+            }
+            Err(kube::Error::Api(status)) if status.is_already_exists() => {
+                tracing::debug!(
+                    lease = self.name,
+                    "another candidate created the Lease first"
+                );
+                Wrote::Lost
+            }
+            Err(error) => {
+                tracing::warn!(lease = self.name, %error, "cannot create the Lease");
+                Wrote::Failed
+            }
+        }
+    }
+
+    /// Replaces the Lease last seen (at its resourceVersion) with `spec`.
+    async fn replace(
+        &mut self,
+        operation: &str,
+        spec: impl FnOnce(Option<&LeaseSpec>) -> LeaseSpec,
+    ) -> Wrote {
+        let Some((last, _)) = &self.last else {
+            return Wrote::Lost;
+        };
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                resource_version: last.metadata.resource_version.clone(),
+                ..last.metadata.clone()
+            },
+            spec: Some(spec(last.spec.as_ref())),
+        };
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(replaced) => {
+                self.count(operation);
+                self.remember(replaced);
+                Wrote::Done
+            }
+            Err(kube::Error::Api(status)) if status.is_conflict() || status.is_not_found() => {
+                tracing::debug!(lease = self.name, operation, "the Lease changed meanwhile");
+                self.last = None;
+                Wrote::Lost
+            }
+            Err(error) => {
+                tracing::warn!(lease = self.name, operation, %error, "cannot write the Lease");
+                self.last = None;
+                Wrote::Failed
+            }
+        }
+    }
+}
+
+/// A replica that does not lead (yet).
+pub struct Candidate {
+    elector: Elector,
+}
+
+impl std::fmt::Debug for Candidate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Candidate")
+            .field("lease", &self.elector.name)
+            .field("identity", &self.elector.identity)
+            .field("timings", &self.elector.timings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Candidate {
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        cluster: &str,
+        identity: String,
+        timings: Timings,
+        metrics: Metrics,
+    ) -> Self {
+        metrics.leader.set(0);
+        Self {
+            elector: Elector {
+                api: Api::namespaced(client, namespace),
+                name: lease_name(cluster),
+                identity,
+                timings,
+                metrics,
+                last: None,
+            },
+        }
+    }
+
+    /// Observes the Lease every retry period until this process holds it. After the first
+    /// round that leaves it a standby (the Lease was read, someone else holds it), `readiness`
+    /// is set: a standby is Ready.
+    pub async fn acquire(self, readiness: &Readiness) -> Leadership {
+        let Self { mut elector } = self;
+        let mut standby_said = false;
+        loop {
+            let seen = elector.observe().await;
+            let step = decide(
+                Role::Candidate,
+                &seen,
+                &elector.identity,
+                &elector.timings,
+                Instant::now(),
+            );
+            let started = Instant::now();
+            let wrote = match step {
+                Step::Create => Some(elector.create().await),
+                Step::Acquire | Step::Renew => {
+                    let (identity, timings) = (elector.identity.clone(), elector.timings);
+                    Some(
+                        elector
+                            .replace("acquire", |previous| {
+                                claimed(previous, &identity, &timings, Timestamp::now())
+                            })
+                            .await,
+                    )
+                }
+                Step::Wait | Step::Lost(_) => None,
+            };
+            if let Some(Wrote::Done) = wrote {
+                let previous = match &seen {
+                    Seen::Present {
+                        holder: Some(holder),
+                        ..
+                    } => holder.as_str(),
+                    _ => "nobody",
+                };
+                tracing::info!(
+                    lease = elector.name,
+                    identity = elector.identity,
+                    previous,
+                    "became the leader"
+                );
+                elector.metrics.leader.set(1);
+                return Leadership {
+                    elector,
+                    renewed_at: started,
+                };
+            }
+            if !standby_said && let Seen::Present { holder, .. } = &seen {
+                standby_said = true;
+                tracing::info!(
+                    lease = elector.name,
+                    identity = elector.identity,
+                    holder = holder.as_deref().unwrap_or(""),
+                    "standby: another replica holds the Lease"
+                );
+                readiness.set_ready();
+            }
+            tokio::time::sleep(elector.timings.retry_period).await;
+        }
+    }
+}
+
+/// This process holds the Lease.
+pub struct Leadership {
+    elector: Elector,
+    /// When the request of the last successful renewal (or the acquisition) started.
+    renewed_at: Instant,
+}
+
+impl std::fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leadership")
+            .field("lease", &self.elector.name)
+            .field("identity", &self.elector.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Leadership {
+    /// Renews the Lease every retry period; returns only when leadership is lost (the caller
+    /// must stop all work at once).
+    pub async fn hold(&mut self) -> Loss {
+        let timings = self.elector.timings;
+        let mut last_attempt = Instant::now();
+        // After a 409 the Lease is read and decided on at once, once.
+        let mut look_now = false;
+        loop {
+            if !look_now {
+                let deadline = self.renewed_at + timings.renew_deadline;
+                let next = (last_attempt + timings.retry_period).min(deadline);
+                tokio::time::sleep_until(next.into()).await;
+            }
+            let conflict_before = std::mem::take(&mut look_now);
+            // The leader's own last write is what it sees, unless it must read.
+            let seen = match &self.elector.last {
+                Some((lease, since)) => Seen::of(lease, *since),
+                None => self.elector.observe().await,
+            };
+            let now = Instant::now();
+            let role = Role::Leader {
+                renewed_at: self.renewed_at,
+            };
+            match decide(role, &seen, &self.elector.identity, &timings, now) {
+                Step::Lost(loss) => return self.lose(loss),
+                Step::Wait => {}
+                Step::Create | Step::Acquire | Step::Renew => {
+                    last_attempt = now;
+                    let left =
+                        (self.renewed_at + timings.renew_deadline).saturating_duration_since(now);
+                    let identity = self.elector.identity.clone();
+                    let renew = self.elector.replace("renew", |previous| {
+                        claimed(previous, &identity, &timings, Timestamp::now())
+                    });
+                    match tokio::time::timeout(left, renew).await {
+                        Ok(Wrote::Done) => self.renewed_at = now,
+                        Ok(Wrote::Lost) => look_now = !conflict_before,
+                        Ok(Wrote::Failed) => {}
+                        Err(_) => {
+                            self.elector.last = None;
+                            tracing::warn!(
+                                lease = self.elector.name,
+                                "renewing the Lease timed out"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn lose(&mut self, loss: Loss) -> Loss {
+        self.elector.metrics.leader.set(0);
+        tracing::error!(
+            lease = self.elector.name,
+            identity = self.elector.identity,
+            %loss,
+            "lost the leadership: stopping all work at once"
+        );
+        loss
+    }
+
+    /// Releases the Lease (shutdown): a standby takes it at its next look.
+    pub async fn release(mut self) {
+        self.elector.metrics.leader.set(0);
+        let elector = &mut self.elector;
+        let release = async {
+            if elector.last.is_none() {
+                elector.observe().await;
+            }
+            let holder = elector
+                .last
+                .as_ref()
+                .and_then(|(lease, _)| lease.spec.as_ref()?.holder_identity.clone());
+            if holder.as_deref() != Some(elector.identity.as_str()) {
+                tracing::warn!(
+                    lease = elector.name,
+                    ?holder,
+                    "not releasing the Lease: it does not name this process"
+                );
+                return;
+            }
+            match elector
+                .replace("release", |previous| released(previous, Timestamp::now()))
+                .await
+            {
+                Wrote::Done => tracing::info!(
+                    lease = elector.name,
+                    identity = elector.identity,
+                    "released the Lease"
+                ),
+                Wrote::Lost | Wrote::Failed => tracing::warn!(
+                    lease = elector.name,
+                    "could not release the Lease; a standby takes over when it expires"
+                ),
+            }
+        };
+        if tokio::time::timeout(RELEASE_TIMEOUT, release)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                lease = self.elector.name,
+                "releasing the Lease timed out; a standby takes over when it expires"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: &str = "pod-a";
+    const OTHER: &str = "pod-b";
+
+    fn timings() -> Timings {
+        Timings::default()
+    }
+
+    fn held(holder: &str, lease_duration: Option<u64>, since: Instant) -> Seen {
+        Seen::Present {
+            holder: Some(holder.to_string()),
+            lease_duration: lease_duration.map(Duration::from_secs),
+            since,
+        }
+    }
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    // Candidate.
+
+    #[test]
+    fn a_missing_lease_is_created() {
+        let now = Instant::now();
+        let step = decide(Role::Candidate, &Seen::Absent, ME, &timings(), now);
+        assert_eq!(step, Step::Create);
+    }
+
+    #[test]
+    fn a_released_lease_is_acquired_at_once() {
+        let now = Instant::now();
+        let seen = Seen::Present {
+            holder: None,
+            lease_duration: Some(secs(1)),
+            since: now,
+        };
+        assert_eq!(
+            decide(Role::Candidate, &seen, ME, &timings(), now),
+            Step::Acquire
+        );
+    }
+
+    #[test]
+    fn an_empty_holder_counts_as_released() {
+        let now = Instant::now();
+        let lease = Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: Some(String::new()),
+                lease_duration_seconds: Some(15),
+                ..LeaseSpec::default()
+            }),
+            ..Lease::default()
+        };
+        let seen = Seen::of(&lease, now);
+        assert_eq!(
+            seen,
+            Seen::Present {
+                holder: None,
+                lease_duration: Some(secs(15)),
+                since: now
+            }
+        );
+        assert_eq!(
+            decide(Role::Candidate, &seen, ME, &timings(), now),
+            Step::Acquire
+        );
+    }
+
+    #[test]
+    fn a_lease_naming_me_is_taken_at_once_by_a_fresh_process() {
+        let now = Instant::now();
+        let seen = held(ME, Some(15), now);
+        assert_eq!(
+            decide(Role::Candidate, &seen, ME, &timings(), now),
+            Step::Acquire
+        );
+    }
+
+    #[test]
+    fn a_lease_held_by_another_is_waited_for_until_it_expires() {
+        let since = Instant::now();
+        let seen = held(OTHER, Some(15), since);
+        let t = timings();
+        assert_eq!(decide(Role::Candidate, &seen, ME, &t, since), Step::Wait);
+        assert_eq!(
+            decide(Role::Candidate, &seen, ME, &t, since + secs(14)),
+            Step::Wait
+        );
+        let just_before = since + secs(15) - Duration::from_nanos(1);
+        assert_eq!(
+            decide(Role::Candidate, &seen, ME, &t, just_before),
+            Step::Wait
+        );
+        // Expired exactly at the lease duration, and after.
+        assert_eq!(
+            decide(Role::Candidate, &seen, ME, &t, since + secs(15)),
+            Step::Acquire
+        );
+        assert_eq!(
+            decide(Role::Candidate, &seen, ME, &t, since + secs(3600)),
+            Step::Acquire
+        );
+    }
+
+    #[test]
+    fn expiry_follows_the_holders_lease_duration() {
+        let since = Instant::now();
+        let t = timings();
+        // The holder promised 30 s: our 15 s do not count.
+        let long = held(OTHER, Some(30), since);
+        assert_eq!(
+            decide(Role::Candidate, &long, ME, &t, since + secs(20)),
+            Step::Wait
+        );
+        assert_eq!(
+            decide(Role::Candidate, &long, ME, &t, since + secs(30)),
+            Step::Acquire
+        );
+        // The holder promised 5 s.
+        let short = held(OTHER, Some(5), since);
+        assert_eq!(
+            decide(Role::Candidate, &short, ME, &t, since + secs(5)),
+            Step::Acquire
+        );
+    }
+
+    #[test]
+    fn a_missing_or_invalid_lease_duration_falls_back_to_ours() {
+        let since = Instant::now();
+        let t = timings();
+        for seconds in [None, Some(0), Some(-5)] {
+            let lease = Lease {
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(OTHER.to_string()),
+                    lease_duration_seconds: seconds,
+                    ..LeaseSpec::default()
+                }),
+                ..Lease::default()
+            };
+            let seen = Seen::of(&lease, since);
+            assert_eq!(
+                decide(Role::Candidate, &seen, ME, &t, since + secs(14)),
+                Step::Wait,
+                "{seconds:?}"
+            );
+            assert_eq!(
+                decide(Role::Candidate, &seen, ME, &t, since + secs(15)),
+                Step::Acquire,
+                "{seconds:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_lease_without_spec_is_free() {
+        let now = Instant::now();
+        let seen = Seen::of(&Lease::default(), now);
+        assert_eq!(
+            decide(Role::Candidate, &seen, ME, &timings(), now),
+            Step::Acquire
+        );
+    }
+
+    #[test]
+    fn an_observation_from_the_future_never_expires_early() {
+        // Instants are monotonic; should `since` still be later than `now`, nothing has elapsed.
+        let now = Instant::now();
+        let seen = held(OTHER, Some(1), now + secs(10));
+        assert_eq!(
+            decide(Role::Candidate, &seen, ME, &timings(), now),
+            Step::Wait
+        );
+    }
+
+    #[test]
+    fn an_unreadable_lease_means_wait() {
+        let now = Instant::now();
+        assert_eq!(
+            decide(Role::Candidate, &Seen::Unknown, ME, &timings(), now),
+            Step::Wait
+        );
+    }
+
+    // Leader.
+
+    #[test]
+    fn a_leader_named_by_the_lease_renews() {
+        let renewed_at = Instant::now();
+        let seen = held(ME, Some(15), renewed_at);
+        let role = Role::Leader { renewed_at };
+        let t = timings();
+        assert_eq!(
+            decide(role, &seen, ME, &t, renewed_at + secs(2)),
+            Step::Renew
+        );
+        // Even long after the lease duration by the record: its own renew deadline governs.
+        let just_before = renewed_at + secs(10) - Duration::from_nanos(1);
+        assert_eq!(decide(role, &seen, ME, &t, just_before), Step::Renew);
+    }
+
+    #[test]
+    fn a_leader_past_its_renew_deadline_has_lost() {
+        let renewed_at = Instant::now();
+        let seen = held(ME, Some(15), renewed_at);
+        let role = Role::Leader { renewed_at };
+        let t = timings();
+        assert_eq!(
+            decide(role, &seen, ME, &t, renewed_at + secs(10)),
+            Step::Lost(Loss::RenewDeadline {
+                since_renewal: secs(10)
+            })
+        );
+        // Whatever it sees, unreadable included.
+        assert!(matches!(
+            decide(role, &Seen::Unknown, ME, &t, renewed_at + secs(11)),
+            Step::Lost(Loss::RenewDeadline { .. })
+        ));
+    }
+
+    #[test]
+    fn a_leader_that_cannot_read_retries_within_its_deadline() {
+        let renewed_at = Instant::now();
+        let role = Role::Leader { renewed_at };
+        assert_eq!(
+            decide(role, &Seen::Unknown, ME, &timings(), renewed_at + secs(9)),
+            Step::Wait
+        );
+    }
+
+    #[test]
+    fn a_leader_renewed_in_the_future_keeps_leading() {
+        let now = Instant::now();
+        let role = Role::Leader {
+            renewed_at: now + secs(60),
+        };
+        let seen = held(ME, Some(15), now);
+        assert_eq!(decide(role, &seen, ME, &timings(), now), Step::Renew);
+    }
+
+    #[test]
+    fn a_leader_sees_another_holder_and_stops() {
+        let now = Instant::now();
+        let role = Role::Leader { renewed_at: now };
+        let seen = held(OTHER, Some(15), now);
+        assert_eq!(
+            decide(role, &seen, ME, &timings(), now),
+            Step::Lost(Loss::TakenBy(OTHER.to_string()))
+        );
+    }
+
+    #[test]
+    fn a_leader_whose_lease_was_released_or_deleted_stops() {
+        let now = Instant::now();
+        let role = Role::Leader { renewed_at: now };
+        let released = Seen::Present {
+            holder: None,
+            lease_duration: Some(secs(1)),
+            since: now,
+        };
+        assert_eq!(
+            decide(role, &released, ME, &timings(), now),
+            Step::Lost(Loss::Released)
+        );
+        assert_eq!(
+            decide(role, &Seen::Absent, ME, &timings(), now),
+            Step::Lost(Loss::Deleted)
+        );
+    }
+
+    // Lease specs.
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn a_new_lease_names_me_with_no_transition() {
+        let spec = claimed(None, ME, &timings(), at(100));
+        assert_eq!(spec.holder_identity.as_deref(), Some(ME));
+        assert_eq!(spec.lease_duration_seconds, Some(15));
+        assert_eq!(spec.acquire_time, Some(MicroTime(at(100))));
+        assert_eq!(spec.renew_time, Some(MicroTime(at(100))));
+        assert_eq!(spec.lease_transitions, Some(0));
+    }
+
+    #[test]
+    fn a_renewal_keeps_acquire_time_and_transitions() {
+        let first = claimed(None, ME, &timings(), at(100));
+        let renewed = claimed(Some(&first), ME, &timings(), at(102));
+        assert_eq!(renewed.acquire_time, Some(MicroTime(at(100))));
+        assert_eq!(renewed.renew_time, Some(MicroTime(at(102))));
+        assert_eq!(renewed.lease_transitions, Some(0));
+    }
+
+    #[test]
+    fn a_takeover_counts_a_transition() {
+        let theirs = claimed(None, OTHER, &timings(), at(100));
+        let mine = claimed(Some(&theirs), ME, &timings(), at(130));
+        assert_eq!(mine.holder_identity.as_deref(), Some(ME));
+        assert_eq!(mine.acquire_time, Some(MicroTime(at(130))));
+        assert_eq!(mine.lease_transitions, Some(1));
+        let back = released(Some(&mine), at(140));
+        let again = claimed(Some(&back), OTHER, &timings(), at(141));
+        assert_eq!(again.lease_transitions, Some(2));
+    }
+
+    #[test]
+    fn a_released_lease_has_no_holder_and_one_second() {
+        let mine = claimed(None, ME, &timings(), at(100));
+        let spec = released(Some(&mine), at(110));
+        assert_eq!(spec.holder_identity, None);
+        assert_eq!(spec.lease_duration_seconds, Some(1));
+        assert_eq!(spec.renew_time, Some(MicroTime(at(110))));
+        assert_eq!(spec.lease_transitions, Some(0));
+    }
+
+    // Timings.
+
+    #[test]
+    fn default_timings_are_the_designs() -> Result<(), TimingsError> {
+        let t = Timings::new(secs(15), secs(10), secs(2))?;
+        assert_eq!(t, Timings::default());
+        Ok(())
+    }
+
+    #[test]
+    fn timings_are_checked() {
+        let ms = Duration::from_millis;
+        assert_eq!(
+            Timings::new(secs(10), secs(10), secs(2)),
+            Err(TimingsError::RenewDeadline {
+                renew_deadline: secs(10),
+                lease_duration: secs(10)
+            })
+        );
+        assert_eq!(
+            Timings::new(secs(15), secs(10), secs(10)),
+            Err(TimingsError::RetryNotBelowDeadline {
+                retry_period: secs(10),
+                renew_deadline: secs(10)
+            })
+        );
+        assert_eq!(
+            Timings::new(ms(1500), ms(1000), ms(200)),
+            Err(TimingsError::LeaseDuration(ms(1500)))
+        );
+        assert_eq!(
+            Timings::new(Duration::ZERO, Duration::ZERO, Duration::ZERO),
+            Err(TimingsError::LeaseDuration(Duration::ZERO))
+        );
+        assert_eq!(
+            Timings::new(secs(15), secs(10), Duration::ZERO),
+            Err(TimingsError::RetryPeriod)
+        );
+        assert!(Timings::new(secs(2), ms(1500), ms(100)).is_ok());
+        assert!(Timings::new(secs(1 << 40), secs(10), secs(2)).is_err());
+    }
+
+    #[test]
+    fn identity_defaults_to_the_pod_name() {
+        assert_eq!(default_identity(Some("op-7d9f-x".to_string())), "op-7d9f-x");
+        let fallback = default_identity(Some(String::new()));
+        assert!(
+            fallback.ends_with(&format!("-{}", std::process::id())),
+            "{fallback}"
+        );
+        assert_eq!(lease_name("demo"), "demo-resources-operator");
+    }
+}
