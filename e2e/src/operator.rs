@@ -96,6 +96,12 @@ impl Launch {
         self.args = args.iter().map(|a| a.to_string()).collect();
         self
     }
+
+    /// The `POD_NAME` the process gets (its leader-election identity): one per instance, so a
+    /// restart of the same instance is the same pod restarting, and two instances are two pods.
+    pub fn pod_name(&self) -> String {
+        format!("resources-operator-{}", self.instance)
+    }
 }
 
 /// The running operator process.
@@ -152,6 +158,7 @@ impl Operator {
             ])
             .args(&launch.args)
             .env("KUBECONFIG", &launch.kubeconfig)
+            .env("POD_NAME", launch.pod_name())
             .stdout(std::process::Stdio::null())
             .stderr(log_file)
             .kill_on_drop(true)

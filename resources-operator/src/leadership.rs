@@ -440,6 +440,8 @@ impl Elector {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
                 resource_version: last.metadata.resource_version.clone(),
+                // Unchanged when left out.
+                managed_fields: None,
                 ..last.metadata.clone()
             },
             spec: Some(spec(last.spec.as_ref())),

@@ -20,8 +20,8 @@ use tokio::sync::watch;
 
 use crate::cli::{LogFormat, RunArgs};
 use crate::cluster;
+use crate::engine::ServerState;
 use crate::engine::controller::{Settings, Wiring};
-use crate::engine::epoch::ServerEpoch;
 use crate::engine::stream;
 use crate::kinds::cache::CacheAdapter;
 use crate::leadership::{self, Candidate, Leadership, Loss, TimingsError};
@@ -250,7 +250,7 @@ async fn sync(
         client,
         CacheAdapter::new(rest.clone(), InternalObjects::default()),
         settings,
-        ServerEpoch::default(),
+        ServerState::default(),
         metrics,
         readiness,
         recorder,

@@ -37,6 +37,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
+use super::catalog::{Needed, ServerCatalog};
 use super::claims;
 use super::decision::{
     Action, Comparison, CrView, Decision, Observation, ServerView, Status, decide,
@@ -124,6 +125,8 @@ pub struct Engine<A: KindAdapter> {
     pub snapshot: Snapshot<A::Object>,
     /// The server's epoch (shared by every kind's engine).
     pub epoch: ServerEpoch,
+    /// The names of the server's objects (shared by every kind's engine).
+    pub catalog: ServerCatalog,
     pub metrics: Metrics,
     pub readiness: Readiness,
     recorder: Recorder,
@@ -138,6 +141,8 @@ pub struct Engine<A: KindAdapter> {
     replaced_versions: Mutex<HashMap<String, (String, Instant)>>,
     /// Draining is complete (design E5), logged once.
     drained: std::sync::atomic::AtomicBool,
+    /// CRs waiting for a server object they need (design D1), by that object.
+    waiting: Mutex<HashMap<Needed, HashSet<ObjectRef<A::Cr>>>>,
 }
 
 impl<A: KindAdapter> std::fmt::Debug for Engine<A> {
@@ -154,6 +159,43 @@ impl<A: KindAdapter> Engine<A> {
         match mutex.lock() {
             Ok(mut guard) => f(&mut guard),
             Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// The CR's dependencies: the adapter's, plus the server objects it needs that the server
+    /// does not have; the CR is recorded as waiting for those (design D1).
+    fn dependencies(&self, cr: &A::Cr) -> super::decision::Dependencies {
+        let mut dependencies = self.adapter.dependencies(cr);
+        let missing: Vec<Needed> = self
+            .adapter
+            .needs(cr)
+            .into_iter()
+            .filter(|needed| !self.catalog.contains(needed))
+            .collect();
+        let key = ObjectRef::from_obj(cr);
+        Self::lock(&self.waiting, |waiting| {
+            waiting.retain(|_, crs| {
+                crs.remove(&key);
+                !crs.is_empty()
+            });
+            for needed in &missing {
+                waiting
+                    .entry(needed.clone())
+                    .or_default()
+                    .insert(key.clone());
+            }
+        });
+        dependencies
+            .missing
+            .extend(missing.iter().map(Needed::describe));
+        dependencies
+    }
+
+    /// A server object appeared: the CRs waiting for it are reconciled (design D1).
+    pub fn dependency_appeared(&self, needed: &Needed) {
+        let waiting = Self::lock(&self.waiting, |waiting| waiting.remove(needed));
+        for key in waiting.into_iter().flatten() {
+            let _ = self.trigger.unbounded_send(key);
         }
     }
 
@@ -350,7 +392,7 @@ impl<A: KindAdapter> Engine<A> {
                 .map(|c| c.comparison)
                 .unwrap_or(Comparison::Equal),
             internal: self.adapter.is_internal(&server_name),
-            dependencies: self.adapter.dependencies(cr),
+            dependencies: self.dependencies(cr),
             mode: policy.mode,
             winner: policy.winner,
             caps: self.adapter.capabilities(),

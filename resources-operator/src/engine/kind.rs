@@ -157,6 +157,13 @@ pub trait KindAdapter: Send + Sync + 'static {
     /// What the CR's object needs or what uses it (design D1); found in the engine's stores.
     fn dependencies(&self, cr: &Self::Cr) -> Dependencies;
 
+    /// Server objects the CR's object needs (design D1: a Cache's Template, its Schemas). Until
+    /// the server has them, the CR waits with `DependencyMissing` and is reconciled again as
+    /// soon as one appears. Default: nothing.
+    fn needs(&self, _cr: &Self::Cr) -> Vec<super::catalog::Needed> {
+        Vec::new()
+    }
+
     /// The CR's server object survives a server restart that keeps the server's state (design
     /// R2: only then does its absence after a restart prove a removal). Default: objects the
     /// operator created from a user CR are persistent (the engine creates them so); a mirrored

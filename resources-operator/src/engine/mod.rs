@@ -11,9 +11,11 @@
 //!   server-only path that creates mirror CRs.
 //! - [`epoch`]: the server's epoch (markers the operator keeps on the server) that tells a
 //!   removal from a loss (design R2, R3).
+//! - [`catalog`]: the names of every server object, by kind, for dependencies (design D1).
 //! - [`snapshot`]: what is known of the server's objects; [`claims`]: who stands for a server
 //!   name; [`status`]: the status of a CR; [`digest`]: digests of server objects.
 
+pub mod catalog;
 pub mod claims;
 pub mod controller;
 pub mod decision;
@@ -23,3 +25,10 @@ pub mod kind;
 pub mod snapshot;
 pub mod status;
 pub mod stream;
+
+/// What the engines of every kind share about the server: its epoch and the names it has.
+#[derive(Debug, Clone, Default)]
+pub struct ServerState {
+    pub epoch: epoch::ServerEpoch,
+    pub catalog: catalog::ServerCatalog,
+}

@@ -32,9 +32,13 @@ pub async fn run<A: KindAdapter>(
                     "config event stream connected; replay under way"
                 );
                 engine.epoch.connecting();
+                engine.catalog.connecting();
                 engine.snapshot.connecting();
             }
             StreamItem::Event(event) => {
+                if let Some(appeared) = engine.catalog.apply(&event) {
+                    engine.dependency_appeared(&appeared);
+                }
                 if engine.epoch.apply(&event) {
                     // A marker was removed while connected: replace it; every CR is judged
                     // again in the new epoch. (Markers are not objects of any kind.)
@@ -54,6 +58,7 @@ pub async fn run<A: KindAdapter>(
             StreamItem::ReplayComplete { connection } => {
                 // The epoch first: the snapshot counts as reachable as soon as it is complete.
                 engine.epoch.complete_replay(&markers).await;
+                engine.catalog.replay_complete();
                 let gone = engine.snapshot.replay_complete();
                 tracing::info!(
                     connection,

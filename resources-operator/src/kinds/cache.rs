@@ -17,6 +17,7 @@ use infinispan_rest::{
 };
 use serde_json::{Value, json};
 
+use crate::engine::catalog::Needed;
 use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
 use crate::engine::digest::json_digest;
 use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange};
@@ -219,6 +220,17 @@ impl KindAdapter for CacheAdapter {
 
     fn dependencies(&self, _cr: &Cache) -> Dependencies {
         Dependencies::default()
+    }
+
+    /// A user template named by `templateName` (design D1). The server's own templates
+    /// (`org.infinispan.*`) are always there (not all of them are replayed by the stream).
+    fn needs(&self, cr: &Cache) -> Vec<Needed> {
+        match cr.spec.template_name.as_deref() {
+            Some(template) if !self.internal.is_internal(template) => {
+                vec![Needed::new(EventKind::Template, template)]
+            }
+            _ => Vec::new(),
+        }
     }
 }
 

@@ -25,7 +25,7 @@ impl<A: KindAdapter> Wiring<A> {
         client: kube::Client,
         adapter: A,
         settings: Settings,
-        epoch: ServerEpoch,
+        server: crate::engine::ServerState,
         metrics: Metrics,
         readiness: Readiness,
         recorder: Recorder,
@@ -40,7 +40,8 @@ impl<A: KindAdapter> Wiring<A> {
             api,
             store,
             snapshot: Snapshot::default(),
-            epoch,
+            epoch: server.epoch,
+            catalog: server.catalog,
             metrics,
             readiness,
             recorder,
@@ -50,6 +51,7 @@ impl<A: KindAdapter> Wiring<A> {
             refusals: Mutex::new(HashMap::new()),
             replaced_versions: Mutex::new(HashMap::new()),
             drained: Default::default(),
+            waiting: Mutex::new(HashMap::new()),
         });
         Self {
             engine,
