@@ -73,6 +73,31 @@ fn server_document(object: &Value) -> ConfigDocument {
     ConfigDocument::json(object.to_string())
 }
 
+impl CacheAdapter {
+    /// The configuration a cache created from `template` has: the template's own (the server
+    /// resolves the template at creation and keeps no reference to it). `None` when the server
+    /// has no such template.
+    async fn template_document(&self, template: &str) -> Result<Option<ConfigDocument>, KindError> {
+        let templates = self.client.list_templates().await?;
+        Ok(templates.into_iter().find(|t| t.name == template).map(|t| {
+            let inner = t
+                .configuration
+                .get(template)
+                .cloned()
+                .unwrap_or(t.configuration);
+            server_document(&inner)
+        }))
+    }
+
+    /// What the CR asks the server's cache to be, as a document: its own, or its template's.
+    async fn desired_document(&self, cr: &Cache) -> Result<Option<ConfigDocument>, KindError> {
+        match desired(cr)? {
+            Desired::Document(document) => Ok(Some(document)),
+            Desired::Template(template) => self.template_document(&template).await,
+        }
+    }
+}
+
 impl KindAdapter for CacheAdapter {
     type Cr = Cache;
     type Object = Value;
@@ -135,12 +160,17 @@ impl KindAdapter for CacheAdapter {
         Ok(())
     }
 
+    /// A CR naming a template updates the cache to the template's configuration.
     async fn update(&self, server_name: &str, cr: &Cache) -> Result<(), KindError> {
-        match desired(cr)? {
-            Desired::Document(document) => {
-                Ok(self.client.update_cache(server_name, &document).await?)
-            }
-            Desired::Template(_) => Ok(()),
+        match self.desired_document(cr).await? {
+            Some(document) => Ok(self.client.update_cache(server_name, &document).await?),
+            None => Err(KindError::Invalid {
+                what: "Cache spec.templateName".to_string(),
+                message: format!(
+                    "the server has no template {:?}",
+                    cr.spec.template_name.as_deref().unwrap_or_default()
+                ),
+            }),
         }
     }
 
@@ -152,14 +182,13 @@ impl KindAdapter for CacheAdapter {
     }
 
     async fn compare(&self, cr: &Cache, object: &Value) -> Result<Compared, KindError> {
-        let document = match desired(cr)? {
-            Desired::Document(document) => document,
-            Desired::Template(_) => {
-                return Ok(Compared {
-                    comparison: Comparison::Equal,
-                    reasons: Vec::new(),
-                });
-            }
+        // A CR naming a template is compared through the template's configuration; without
+        // the template (removed since) there is nothing to compare with: taken as equal.
+        let Some(document) = self.desired_document(cr).await? else {
+            return Ok(Compared {
+                comparison: Comparison::Equal,
+                reasons: Vec::new(),
+            });
         };
         let server = server_document(object);
         match self
