@@ -87,6 +87,24 @@ async fn s1_server_cache_appears_as_a_mirror_cr() -> anyhow::Result<()> {
             serde_json::from_str(cr.spec.template.as_deref().context("no template")?)?;
         ensure!(template == config, "template {template}");
         f.wait_ready(mirror, "Synced").await?;
+        // The lag from the server event to the mirror CR is measured.
+        let (_, metrics) = f.operator.get("/metrics").await?;
+        let lag_count = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with(
+                    "infinispan_resources_operator_event_to_cr_seconds_count{kind=\"Cache\"}",
+                )
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or_default();
+        ensure!(lag_count >= 1.0, "no event-to-CR lag observed:\n{metrics}");
+        ensure!(
+            metrics.contains("infinispan_resources_operator_queue_depth{kind=\"Cache\"}")
+                && metrics
+                    .contains("infinispan_resources_operator_reconciles_in_flight{kind=\"Cache\"}"),
+            "queue metrics missing"
+        );
         // E4: the server's internal caches (___protobuf_metadata, ___script_cache) are never
         // mirrored.
         let internal: Vec<String> = f

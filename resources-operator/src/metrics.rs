@@ -45,6 +45,15 @@ pub struct Metrics {
     pub draining: IntGaugeVec,
     /// 1 once drained: no CR of the kind holds the finalizer (design E5).
     pub drained: IntGaugeVec,
+    /// Reconciles running now, by kind.
+    pub reconciles_in_flight: IntGaugeVec,
+    /// Reconcile requests the engine queued (server events, dependencies, resyncs) not started
+    /// yet, by kind. Requests from CR watch events are queued inside kube-runtime and not
+    /// counted.
+    pub queue_depth: IntGaugeVec,
+    /// From a server event that changed an object to the CR write it caused (S1, S2, S3), by
+    /// kind.
+    pub event_to_cr_seconds: HistogramVec,
 }
 
 impl Metrics {
@@ -121,6 +130,30 @@ impl Metrics {
         )?;
         registry.register(Box::new(draining.clone()))?;
         registry.register(Box::new(drained.clone()))?;
+        let reconciles_in_flight = IntGaugeVec::new(
+            Opts::new("reconciles_in_flight", "Reconciles running now"),
+            &["kind"],
+        )?;
+        let queue_depth = IntGaugeVec::new(
+            Opts::new(
+                "queue_depth",
+                "Reconcile requests queued by the engine (server events, dependencies, resyncs) not started yet",
+            ),
+            &["kind"],
+        )?;
+        let event_to_cr_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "event_to_cr_seconds",
+                "From a server event that changed an object to the CR write it caused",
+            )
+            .buckets(vec![
+                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            ]),
+            &["kind"],
+        )?;
+        registry.register(Box::new(reconciles_in_flight.clone()))?;
+        registry.register(Box::new(queue_depth.clone()))?;
+        registry.register(Box::new(event_to_cr_seconds.clone()))?;
         Ok(Self {
             registry,
             reconciles,
@@ -134,6 +167,9 @@ impl Metrics {
             lease_writes,
             draining,
             drained,
+            reconciles_in_flight,
+            queue_depth,
+            event_to_cr_seconds,
         })
     }
 

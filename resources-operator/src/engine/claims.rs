@@ -2,9 +2,13 @@
 //! store (unmanaged ones included): a user CR beats a mirror CR, the oldest user CR beats the
 //! others (ties by UID).
 
+use std::collections::{HashMap, HashSet};
+
 use common_crds::ServerResource;
 use common_crds::labels::{ORIGIN_LABEL, ORIGIN_SERVER};
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 
 use super::decision::{Claim, Origin};
 
@@ -52,6 +56,77 @@ where
     }
 }
 
+/// The index on server name over the CRs of the watch (design N2, P1): who claims a name is
+/// found without a pass over the store. Kept from the watch's own events, so it moves with the
+/// store (a server name never changes: `spec.name` is immutable, and so is `metadata.name`).
+#[derive(Debug)]
+pub struct ClaimIndex<K: kube::Resource<DynamicType = ()>> {
+    by_name: HashMap<String, HashSet<ObjectRef<K>>>,
+    /// Entries of a relist under way, swapped in when it is complete.
+    relisting: Option<HashMap<String, HashSet<ObjectRef<K>>>>,
+}
+
+impl<K: kube::Resource<DynamicType = ()>> Default for ClaimIndex<K> {
+    fn default() -> Self {
+        Self {
+            by_name: HashMap::new(),
+            relisting: None,
+        }
+    }
+}
+
+impl<K> ClaimIndex<K>
+where
+    K: ServerResource + kube::Resource<DynamicType = ()>,
+{
+    fn insert(map: &mut HashMap<String, HashSet<ObjectRef<K>>>, cr: &K) {
+        if let Some(name) = cr.server_name() {
+            map.entry(name).or_default().insert(ObjectRef::from_obj(cr));
+        }
+    }
+
+    /// Follows one event of the watch.
+    pub fn apply(&mut self, event: &watcher::Event<K>) {
+        match event {
+            watcher::Event::Apply(cr) => Self::insert(&mut self.by_name, cr),
+            watcher::Event::Delete(cr) => {
+                if let Some(name) = cr.server_name()
+                    && let Some(set) = self.by_name.get_mut(&name)
+                {
+                    set.remove(&ObjectRef::from_obj(cr));
+                    if set.is_empty() {
+                        self.by_name.remove(&name);
+                    }
+                }
+            }
+            watcher::Event::Init => self.relisting = Some(HashMap::new()),
+            watcher::Event::InitApply(cr) => {
+                if let Some(map) = self.relisting.as_mut() {
+                    Self::insert(map, cr);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(map) = self.relisting.take() {
+                    self.by_name = map;
+                }
+            }
+        }
+    }
+
+    /// The CRs that claim `server_name`.
+    pub fn claimants(&self, server_name: &str) -> Vec<ObjectRef<K>> {
+        self.by_name
+            .get(server_name)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Every server name some CR claims.
+    pub fn names(&self) -> HashSet<String> {
+        self.by_name.keys().cloned().collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +164,52 @@ mod tests {
             Claim::SupersededMirror { .. }
         ));
         assert_eq!(resolve(&mirror, "c", [&mirror]), Claim::Owner);
+    }
+}
+
+#[cfg(test)]
+mod index_tests {
+    use super::*;
+    use common_crds::{Cache, CacheSpec};
+
+    fn cache(name: &str, spec_name: Option<&str>) -> Cache {
+        let mut cr = Cache::new(name, CacheSpec::default());
+        cr.metadata.namespace = Some("ns".to_string());
+        cr.spec.common.name = spec_name.map(str::to_string);
+        cr
+    }
+
+    #[test]
+    fn follows_the_watch_including_relists() {
+        let mut index = ClaimIndex::<Cache>::default();
+        let a = cache("a", Some("shared"));
+        let b = cache("b", Some("shared"));
+        let c = cache("c", None);
+        index.apply(&watcher::Event::Apply(a.clone()));
+        index.apply(&watcher::Event::Apply(b.clone()));
+        index.apply(&watcher::Event::Apply(c.clone()));
+        let mut claimants: Vec<String> = index
+            .claimants("shared")
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        claimants.sort();
+        assert_eq!(claimants, ["a", "b"]);
+        assert_eq!(
+            index.claimants("c").len(),
+            1,
+            "metadata.name when spec.name is unset"
+        );
+
+        index.apply(&watcher::Event::Delete(a));
+        assert_eq!(index.claimants("shared").len(), 1);
+
+        // A relist replaces everything once complete; until then the old index answers.
+        index.apply(&watcher::Event::Init);
+        index.apply(&watcher::Event::InitApply(c));
+        assert_eq!(index.claimants("shared").len(), 1);
+        index.apply(&watcher::Event::InitDone);
+        assert!(index.claimants("shared").is_empty());
+        assert_eq!(index.names(), HashSet::from(["c".to_string()]));
     }
 }

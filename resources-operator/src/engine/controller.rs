@@ -143,6 +143,13 @@ pub struct Engine<A: KindAdapter> {
     drained: std::sync::atomic::AtomicBool,
     /// CRs waiting for a server object they need (design D1), by that object.
     waiting: Mutex<HashMap<Needed, HashSet<ObjectRef<A::Cr>>>>,
+    /// Who claims which server name (design N2, P1), kept from the watch.
+    claims: Mutex<claims::ClaimIndex<A::Cr>>,
+    /// Reconcile requests sent and not started yet (the `queue_depth` metric).
+    queued: Mutex<HashSet<ObjectRef<A::Cr>>>,
+    /// When a server event last changed an object whose CR write is still to come (the
+    /// `event_to_cr_seconds` metric).
+    events_pending: Mutex<HashMap<String, Instant>>,
 }
 
 impl<A: KindAdapter> std::fmt::Debug for Engine<A> {
@@ -195,7 +202,7 @@ impl<A: KindAdapter> Engine<A> {
     pub fn dependency_appeared(&self, needed: &Needed) {
         let waiting = Self::lock(&self.waiting, |waiting| waiting.remove(needed));
         for key in waiting.into_iter().flatten() {
-            let _ = self.trigger.unbounded_send(key);
+            self.send(key);
         }
     }
 
@@ -216,16 +223,50 @@ impl<A: KindAdapter> Engine<A> {
         A::Cr::KIND.as_str()
     }
 
+    /// Queues a reconcile of one CR.
+    pub(super) fn send(&self, key: ObjectRef<A::Cr>) {
+        let depth = Self::lock(&self.queued, |queued| {
+            queued.insert(key.clone());
+            queued.len()
+        });
+        self.metrics
+            .queue_depth
+            .with_label_values(&[self.kind()])
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+        let _ = self.trigger.unbounded_send(key);
+    }
+
+    /// A reconcile of `cr` starts: it leaves the engine's queue.
+    fn started(&self, cr: &A::Cr) {
+        let depth = Self::lock(&self.queued, |queued| {
+            queued.remove(&ObjectRef::from_obj(cr));
+            queued.len()
+        });
+        self.metrics
+            .queue_depth
+            .with_label_values(&[self.kind()])
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// Follows one event of the CR watch (the claims index).
+    pub(super) fn index(&self, event: &watcher::Event<A::Cr>) {
+        Self::lock(&self.claims, |claims| claims.apply(event));
+    }
+
+    /// The CRs of the store that claim `server_name`, from the index.
+    fn claimants(&self, server_name: &str) -> Vec<Arc<A::Cr>> {
+        Self::lock(&self.claims, |claims| claims.claimants(server_name))
+            .iter()
+            .filter_map(|key| self.store.get(key))
+            .collect()
+    }
+
     /// Sends a reconcile request for every CR of the store that stands for `server_name`;
     /// returns whether there was one.
     pub fn trigger_claimants(&self, server_name: &str) -> bool {
-        let claimants = self
-            .store
-            .state_filter(|cr| cr.server_name().as_deref() == Some(server_name));
+        let claimants = self.claimants(server_name);
         for cr in &claimants {
-            let _ = self
-                .trigger
-                .unbounded_send(ObjectRef::from_obj(cr.as_ref()));
+            self.send(ObjectRef::from_obj(cr.as_ref()));
         }
         !claimants.is_empty()
     }
@@ -233,21 +274,38 @@ impl<A: KindAdapter> Engine<A> {
     /// Sends a reconcile request for the other CRs of the store that claim `server_name`.
     pub(super) fn trigger_rivals(&self, cr: &A::Cr, server_name: &str) {
         let uid = cr.uid();
-        for rival in self.store.state_filter(|other| {
-            other.uid() != uid && other.server_name().as_deref() == Some(server_name)
-        }) {
-            let _ = self
-                .trigger
-                .unbounded_send(ObjectRef::from_obj(rival.as_ref()));
+        for rival in self.claimants(server_name) {
+            if rival.uid() != uid {
+                self.send(ObjectRef::from_obj(rival.as_ref()));
+            }
         }
     }
 
     /// Sends a reconcile request for every CR of the store.
     pub fn trigger_all(&self) {
         for cr in self.store.state() {
-            let _ = self
-                .trigger
-                .unbounded_send(ObjectRef::from_obj(cr.as_ref()));
+            self.send(ObjectRef::from_obj(cr.as_ref()));
+        }
+    }
+
+    /// A server event changed `server_name` (for the `event_to_cr_seconds` metric).
+    pub(super) fn event_arrived(&self, server_name: &str) {
+        Self::lock(&self.events_pending, |pending| {
+            pending
+                .entry(server_name.to_string())
+                .or_insert_with(Instant::now);
+        });
+    }
+
+    /// The object's events are handled: observed in `event_to_cr_seconds` when it took a CR
+    /// write; forgotten otherwise (an echo, a mode that does not mirror).
+    pub(super) fn event_handled(&self, server_name: &str, wrote_cr: bool) {
+        let since = Self::lock(&self.events_pending, |pending| pending.remove(server_name));
+        if let (Some(since), true) = (since, wrote_cr) {
+            self.metrics
+                .event_to_cr_seconds
+                .with_label_values(&[self.kind()])
+                .observe(since.elapsed().as_secs_f64());
         }
     }
 
@@ -272,8 +330,15 @@ impl<A: KindAdapter> Engine<A> {
 
     pub(super) async fn reconcile(&self, cr: Arc<A::Cr>) -> Result<Requeue, EngineError> {
         self.wait_ready().await;
+        self.started(&cr);
         let started = Instant::now();
+        let in_flight = self
+            .metrics
+            .reconciles_in_flight
+            .with_label_values(&[self.kind()]);
+        in_flight.inc();
         let result = self.sync(&cr).await;
+        in_flight.dec();
         self.metrics
             .reconcile_duration
             .with_label_values(&[self.kind()])
@@ -291,7 +356,7 @@ impl<A: KindAdapter> Engine<A> {
 
     pub(super) fn cr_view(&self, cr: &A::Cr, server_name: &str) -> CrView {
         let annotations = cr.annotations();
-        let all = self.store.state();
+        let rivals = self.claimants(server_name);
         CrView {
             generation: cr.meta().generation.unwrap_or_default(),
             deleting: cr.meta().deletion_timestamp.is_some(),
@@ -305,7 +370,7 @@ impl<A: KindAdapter> Engine<A> {
             deletion_policy: cr.spec_common().deletion_policy,
             update_strategy: self.adapter.update_strategy(cr),
             last_synced: cr.resource_status().and_then(|s| s.last_synced.clone()),
-            claim: claims::resolve(cr, server_name, all.iter().map(Arc::as_ref)),
+            claim: claims::resolve(cr, server_name, rivals.iter().map(Arc::as_ref)),
         }
     }
 
@@ -451,6 +516,13 @@ impl<A: KindAdapter> Engine<A> {
             }
             Err(error) => return Err(error),
         };
+        self.event_handled(
+            &server_name,
+            matches!(
+                decision.action,
+                Action::UpdateCrSpecFromServer | Action::DeleteCr
+            ),
+        );
         if executed.cr_gone {
             self.publish(cr, &decision).await;
             return Ok(("wrote", Requeue::await_change()));

@@ -66,6 +66,9 @@ impl<A: KindAdapter> Engine<A> {
         if let Action::CreateMirrorCr { with_finalizer } = decide(&observation).action {
             self.create_mirror(server_name, &known, with_finalizer)
                 .await?;
+            self.event_handled(server_name, true);
+        } else {
+            self.event_handled(server_name, false);
         }
         Ok(())
     }
@@ -134,6 +137,9 @@ impl<A: KindAdapter> Engine<A> {
             .server_objects
             .with_label_values(&[self.kind()])
             .set(i64::try_from(self.snapshot.len()).unwrap_or(i64::MAX));
+        if changed {
+            self.event_arrived(&name);
+        }
         changed.then_some(name)
     }
 }

@@ -52,6 +52,9 @@ impl<A: KindAdapter> Wiring<A> {
             replaced_versions: Mutex::new(HashMap::new()),
             drained: Default::default(),
             waiting: Mutex::new(HashMap::new()),
+            claims: Mutex::new(claims::ClaimIndex::default()),
+            queued: Mutex::new(HashSet::new()),
+            events_pending: Mutex::new(HashMap::new()),
         });
         Self {
             engine,
@@ -76,6 +79,14 @@ impl<A: KindAdapter> Wiring<A> {
             .default_backoff()
             .modify(|cr: &mut A::Cr| cr.managed_fields_mut().clear())
             .reflect(writer)
+            .inspect({
+                let engine = Arc::clone(&engine);
+                move |event| {
+                    if let Ok(event) = event {
+                        engine.index(event);
+                    }
+                }
+            })
             .applied_objects();
         Controller::for_stream(crs, engine.store.clone())
             .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
