@@ -16,10 +16,11 @@ build: ## build every crate (debug)
 	$(CARGO) build --workspace --all-targets
 
 .PHONY: crds
-crds: ## regenerate the CRD and admission-policy YAML for the Helm chart and the OLM bundle
+crds: ## regenerate the CRD, admission-policy and RBAC-rules YAML for the Helm chart and the OLM bundle
 	mkdir -p helm/infinispan-operator/crds helm/infinispan-operator/files olm/bundle/manifests
 	$(CARGO) run -q -p cluster-operator -- crd > helm/infinispan-operator/crds/infinispan.org.yaml
 	$(CARGO) run -q -p cluster-operator -- admission-policy > helm/infinispan-operator/files/label-policy.yaml
+	$(CARGO) run -q -p cluster-operator -- resources-operator-rules > helm/infinispan-operator/files/resources-operator-rules.yaml
 	$(CARGO) run -q -p cluster-operator -- crd --split olm/bundle/manifests
 
 .PHONY: testbed-build

@@ -21,6 +21,10 @@ pub enum Command {
     /// Print the ValidatingAdmissionPolicy that keeps the infinispan.org/cluster label of resource
     /// CRs, and its binding, as YAML.
     AdmissionPolicy,
+    /// Print the RBAC rules of the resources operator without their per-cluster names (what the
+    /// cluster operator must hold to grant each cluster's Role), as a YAML list with a comment
+    /// header; the Helm chart includes it.
+    ResourcesOperatorRules,
     /// Run the controller.
     Run,
 }
@@ -58,6 +62,10 @@ mod tests {
         assert!(matches!(
             parse(&["cluster-operator", "admission-policy"]),
             Ok(Command::AdmissionPolicy)
+        ));
+        assert!(matches!(
+            parse(&["cluster-operator", "resources-operator-rules"]),
+            Ok(Command::ResourcesOperatorRules)
         ));
         assert!(matches!(
             parse(&["cluster-operator", "run"]),

@@ -2,7 +2,8 @@
 //! `cluster-operator` binary (so that tests drive it too).
 //!
 //! - [`cli`]: the command line.
-//! - [`manifests`]: the CRD and admission-policy YAML (`crd`, `admission-policy`).
+//! - [`manifests`]: the CRD, admission-policy and RBAC-rules YAML (`crd`, `admission-policy`,
+//!   `resources-operator-rules`).
 //!
 //! The controller itself (`run`) is not implemented yet.
 
@@ -30,6 +31,9 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
             manifests::write_crd_files(&dir)?;
         }
         Command::AdmissionPolicy => manifests::print(&manifests::admission_policy()?)?,
+        Command::ResourcesOperatorRules => {
+            manifests::print(&manifests::resources_operator_rules()?)?
+        }
         Command::Run => return Err(Error::ControllerNotImplemented),
     }
     Ok(())

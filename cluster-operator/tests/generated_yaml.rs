@@ -66,6 +66,14 @@ fn helm_chart_label_policy_is_up_to_date() {
 }
 
 #[test]
+fn helm_chart_resources_operator_rules_are_up_to_date() {
+    assert_same(
+        "helm/infinispan-operator/files/resources-operator-rules.yaml",
+        &run(&["resources-operator-rules"]),
+    );
+}
+
+#[test]
 fn olm_bundle_crds_are_up_to_date() {
     let dir = std::env::temp_dir().join(format!("cluster-operator-crds-{}", std::process::id()));
     let dir_arg = dir.to_str().expect("UTF-8 temporary directory");

@@ -9,6 +9,8 @@
 //! - [`cache`], [`template`], [`counter`], [`schema`], [`task`]: the five resource kinds v2alpha1,
 //!   kept in sync with the server by each cluster's resources operator; [`common`] holds what they
 //!   share.
+//! - [`rbac`]: the ServiceAccount, Role and RoleBinding of one cluster's resources operator, and
+//!   the name of its leader-election Lease.
 
 pub mod backup;
 pub mod cache;
@@ -19,6 +21,7 @@ pub mod generate;
 pub mod infinispan;
 pub mod labels;
 pub mod naming;
+pub mod rbac;
 pub mod restore;
 pub mod schema;
 pub mod task;

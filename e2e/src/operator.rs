@@ -7,6 +7,9 @@
 //! Cache CRs are removed before the namespace goes, so that deleting the namespace never
 //! deletes a server cache (mirror CRs exist for every cache of the shared node).
 //!
+//! The operator runs as its own ServiceAccount, bound to the Role of `common_crds::rbac` (see
+//! [`crate::identity`]), unless a test asks for the admin ([`Identity::Admin`]).
+//!
 //! Suites that share node0 run one test at a time ([`SERIAL`]): every operator mirrors every
 //! cache of node0, so parallel tests would only add noise to each other.
 
@@ -27,6 +30,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::identity::OperatorIdentity;
 use crate::{TestNamespace, Testbed, eventually};
 
 /// Name of the `Infinispan` CR of a fixture.
@@ -257,6 +261,18 @@ pub struct Options {
     pub infinispan_url: Option<String>,
     /// The server the test itself talks to (default: `infinispan_url`, else node0).
     pub test_url: Option<String>,
+    /// The Kubernetes identity the operator runs as.
+    pub identity: Identity,
+}
+
+/// The Kubernetes identity of a fixture's operator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Identity {
+    /// Its own ServiceAccount with the Role of `common_crds::rbac`: what an install gives it.
+    #[default]
+    ServiceAccount,
+    /// The testbed's admin (`system:masters`).
+    Admin,
 }
 
 impl Default for Options {
@@ -266,6 +282,7 @@ impl Default for Options {
             args: Vec::new(),
             infinispan_url: None,
             test_url: None,
+            identity: Identity::default(),
         }
     }
 }
@@ -278,6 +295,8 @@ pub struct Fixture {
     pub rest: infinispan_rest::Client,
     pub caches: Api<Cache>,
     pub launch: Launch,
+    /// The operator's ServiceAccount ([`Identity::ServiceAccount`]).
+    pub identity: Option<OperatorIdentity>,
     pub operator: Operator,
     /// Server caches to remove at the end.
     pub server_names: Vec<String>,
@@ -344,6 +363,19 @@ impl Fixture {
         if let Some(url) = options.infinispan_url {
             launch.infinispan_url = url;
         }
+        let identity = match options.identity {
+            Identity::ServiceAccount => {
+                let scope = common_crds::rbac::OperatorScope {
+                    cluster: CLUSTER,
+                    namespace: &ns.name,
+                    credentials_secret: SECRET,
+                };
+                let identity = OperatorIdentity::create(&client, &testbed, scope).await?;
+                launch.kubeconfig = identity.kubeconfig.clone();
+                Some(identity)
+            }
+            Identity::Admin => None,
+        };
         let operator = Operator::start(&launch).await?;
         let caches = Api::<Cache>::namespaced(client.clone(), &ns.name);
         Ok(Self {
@@ -353,6 +385,7 @@ impl Fixture {
             rest,
             caches,
             launch,
+            identity,
             operator,
             server_names: Vec::new(),
         })
@@ -502,6 +535,8 @@ impl Fixture {
             rest,
             caches,
             launch: _,
+            // Its token dies with the namespace (the API server looks the account up).
+            identity: _,
             operator,
             server_names,
         } = self;
