@@ -149,7 +149,7 @@ pub struct ResourceStatus {
 
     /// Ready (with a reason from a fixed list: Synced, Pending, Rejected, Immutable,
     /// DependencyMissing, Conflict, ClusterNotFound, ServerUnavailable, Unsupported, SchemaError,
-    /// ReadOnlyMode, Unmanaged) and ReconciliationPaused.
+    /// ReadOnlyMode, Unmanaged, WriteLoop) and ReconciliationPaused.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

@@ -117,11 +117,14 @@ pub enum Reason {
     ReadOnlyMode,
     /// The CR has `infinispan.org/managed: "false"` (design E1).
     Unmanaged,
+    /// Another writer keeps changing the object against the operator: its writes for it are
+    /// held for a while instead of fighting forever.
+    WriteLoop,
 }
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 13] = [
         Self::Synced,
         Self::Pending,
         Self::Rejected,
@@ -134,6 +137,7 @@ impl Reason {
         Self::SchemaError,
         Self::ReadOnlyMode,
         Self::Unmanaged,
+        Self::WriteLoop,
     ];
 
     /// The `reason` of the condition.
@@ -151,6 +155,7 @@ impl Reason {
             Self::SchemaError => "SchemaError",
             Self::ReadOnlyMode => "ReadOnlyMode",
             Self::Unmanaged => "Unmanaged",
+            Self::WriteLoop => "WriteLoop",
         }
     }
 

@@ -454,6 +454,32 @@ impl Fixture {
         Ok(())
     }
 
+    /// Waits for a Kubernetes Event about the CR `name` with `reason` (events.k8s.io/v1, as
+    /// the operator publishes them); returns its type and note.
+    pub async fn wait_event(&self, name: &str, reason: &str) -> anyhow::Result<(String, String)> {
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), &self.ns.name);
+        let events = &events;
+        eventually(
+            &format!("an Event {reason} about {name}"),
+            SLOW,
+            || async move {
+                let found = events
+                    .list(&ListParams::default())
+                    .await?
+                    .into_iter()
+                    .find(|e| {
+                        e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                            && e.reason.as_deref() == Some(reason)
+                    })
+                    .map(|e| (e.type_.unwrap_or_default(), e.note.unwrap_or_default()));
+                Ok(found)
+            },
+        )
+        .await
+        .map_err(|e| self.operator.with_log(e))
+    }
+
     /// Waits for a condition of `type_` with `status` and `reason`.
     pub async fn wait_condition(
         &self,

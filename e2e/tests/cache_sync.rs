@@ -580,6 +580,8 @@ async fn e3_to_server_mode_ignores_and_reverts_server_changes() -> anyhow::Resul
         );
         let cr = f.caches.get(user).await?;
         ensure!(cr.metadata.generation == Some(1), "the CR was rewritten");
+        let (type_, note) = f.wait_event(user, "ServerChangeReverted").await?;
+        ensure!(type_ == "Warning", "{type_}: {note}");
         Ok(())
     })
     .await
@@ -677,6 +679,8 @@ async fn c1_conflict_winner_decides() -> anyhow::Result<()> {
             .await
             .map_err(|e| f.operator.with_log(e))?;
             f.wait_ready(name, "Synced").await?;
+            let (type_, note) = f.wait_event(name, "ConflictResolved").await?;
+            ensure!(type_ == "Warning", "{type_}: {note}");
         }
 
         // Round 2, winner Server.
@@ -700,6 +704,8 @@ async fn c1_conflict_winner_decides() -> anyhow::Result<()> {
         );
         f.wait_ready(name, "Synced").await?;
         ensure!(lifespan(&f.server_config(name).await?).as_deref() == Some("22000"));
+        let (type_, note) = f.wait_event(name, "ConflictResolved").await?;
+        ensure!(type_ == "Warning", "{type_}: {note}");
         Ok(())
     })
     .await

@@ -44,6 +44,7 @@ use super::decision::{
 };
 use super::epoch::{ServerEpoch, proven_absence};
 use super::kind::{Compared, KindAdapter, KindError, ServerChange};
+use super::loop_guard::{self, Verdict};
 use super::snapshot::{Known, Snapshot};
 use super::status::{StatusUpdate, next_status};
 use crate::cluster::{ClusterState, Policy};
@@ -147,6 +148,8 @@ pub struct Engine<A: KindAdapter> {
     claims: Mutex<claims::ClaimIndex<A::Cr>>,
     /// Reconcile requests sent and not started yet (the `queue_depth` metric).
     queued: Mutex<HashSet<ObjectRef<A::Cr>>>,
+    /// Content writes per object, against write loops.
+    loop_guard: Mutex<loop_guard::LoopGuard>,
     /// When a server event last changed an object whose CR write is still to come (the
     /// `event_to_cr_seconds` metric).
     events_pending: Mutex<HashMap<String, Instant>>,
@@ -504,6 +507,23 @@ impl<A: KindAdapter> Engine<A> {
             }
         }
 
+        // A content write that would continue a write loop is held (see `loop_guard`).
+        let content_write = matches!(
+            decision.action,
+            Action::CreateOnServer
+                | Action::UpdateServer
+                | Action::RecreateOnServer
+                | Action::UpdateCrSpecFromServer
+        );
+        let uid = cr.uid().unwrap_or_default();
+        let now = Instant::now();
+        if content_write
+            && let Verdict::Held { until, writes } =
+                Self::lock(&self.loop_guard, |guard| guard.check(&uid, now))
+        {
+            return self.held(cr, &server_name, generation, until, writes).await;
+        }
+
         let executed = match self
             .execute(cr, &server_name, &decision, known.as_ref())
             .await
@@ -516,6 +536,12 @@ impl<A: KindAdapter> Engine<A> {
             }
             Err(error) => return Err(error),
         };
+        if content_write {
+            Self::lock(&self.loop_guard, |guard| {
+                guard.wrote(&uid, now);
+                guard.prune(now);
+            });
+        }
         self.event_handled(
             &server_name,
             matches!(
@@ -545,6 +571,55 @@ impl<A: KindAdapter> Engine<A> {
             Action::Wait(_) => ("wait", Requeue::requeue(WAIT_REQUEUE)),
             _ => ("wrote", Requeue::requeue(AFTER_WRITE_REQUEUE)),
         })
+    }
+
+    /// The object is held by the loop guard: say so (status, and one Warning Event when the
+    /// status changes) and come back when the hold ends.
+    async fn held(
+        &self,
+        cr: &A::Cr,
+        server_name: &str,
+        generation: i64,
+        until: Instant,
+        writes: usize,
+    ) -> Result<(&'static str, Requeue), EngineError> {
+        let wait = until.saturating_duration_since(Instant::now());
+        let message = format!(
+            "{writes} writes to this object within {} s: another writer keeps changing it against \
+             this operator (a second operator or a client pointed at the same server?). Its \
+             writes for this object are held for {} s; fix the other writer or pause this CR",
+            loop_guard::WINDOW.as_secs(),
+            wait.as_secs()
+        );
+        tracing::warn!(
+            kind = self.kind(),
+            cr = cr.name_any(),
+            server_name,
+            writes,
+            "write loop: held"
+        );
+        let update = StatusUpdate {
+            conditions: Some(Status::Ready {
+                reason: Reason::WriteLoop,
+                message: message.clone(),
+            }),
+            last_synced: None,
+            generation: Some(generation),
+            server_name: server_name.to_string(),
+        };
+        if self.write_status(cr, update).await? {
+            let event = KubeEvent {
+                type_: kube::runtime::events::EventType::Warning,
+                reason: Reason::WriteLoop.as_str().to_string(),
+                note: Some(message),
+                action: "Hold".to_string(),
+                secondary: None,
+            };
+            if let Err(error) = self.recorder.publish(&event, &cr.object_ref(&())).await {
+                tracing::warn!(%error, "cannot publish an Event");
+            }
+        }
+        Ok(("held", Requeue::requeue(wait.max(Duration::from_secs(1)))))
     }
 
     /// A server call failed: a refusal is reported (`Rejected`, the server's message) and not

@@ -12,6 +12,7 @@
 //! - [`epoch`]: the server's epoch (markers the operator keeps on the server) that tells a
 //!   removal from a loss (design R2, R3).
 //! - [`catalog`]: the names of every server object, by kind, for dependencies (design D1).
+//! - [`loop_guard`]: holds an object another writer keeps fighting over (no endless loop).
 //! - [`snapshot`]: what is known of the server's objects; [`claims`]: who stands for a server
 //!   name; [`status`]: the status of a CR; [`digest`]: digests of server objects.
 
@@ -22,6 +23,7 @@ pub mod decision;
 pub mod digest;
 pub mod epoch;
 pub mod kind;
+pub mod loop_guard;
 pub mod snapshot;
 pub mod status;
 pub mod stream;

@@ -55,6 +55,7 @@ impl<A: KindAdapter> Wiring<A> {
             claims: Mutex::new(claims::ClaimIndex::default()),
             queued: Mutex::new(HashSet::new()),
             events_pending: Mutex::new(HashMap::new()),
+            loop_guard: Mutex::default(),
         });
         Self {
             engine,

@@ -1,0 +1,147 @@
+//! A guard against write loops: the decision never writes twice for one change (design L2), but
+//! another writer can fight the operator over one object (a second operator pointed at the same
+//! server in `ToServer` mode, a script that keeps rewriting a cache). Each would revert the
+//! other forever. The guard counts the operator's content writes per object (server writes and
+//! CR spec writes, not status) over a sliding window; past the limit the object is held: no
+//! content write for it until the hold ends, `Ready=False, reason=WriteLoop` and one Warning
+//! Event say why. A loop then costs at most `LIMIT` writes per window plus hold.
+//!
+//! Pure bookkeeping with the clock passed in; the engine keeps one [`LoopGuard`] per kind.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Content writes for one object allowed within [`WINDOW`].
+pub const LIMIT: usize = 8;
+/// The sliding window.
+pub const WINDOW: Duration = Duration::from_secs(60);
+/// How long a looping object is held.
+pub const HOLD: Duration = Duration::from_secs(300);
+
+/// What the guard says about a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Go ahead.
+    Allowed,
+    /// Held (until the instant): this write would continue a loop.
+    Held { until: Instant, writes: usize },
+}
+
+#[derive(Debug, Default)]
+struct Object {
+    writes: VecDeque<Instant>,
+    held_until: Option<Instant>,
+}
+
+/// Write counts per object key (the CR's uid).
+#[derive(Debug, Default)]
+pub struct LoopGuard {
+    objects: HashMap<String, Object>,
+}
+
+impl LoopGuard {
+    /// Whether a content write for `key` may happen at `now`.
+    pub fn check(&mut self, key: &str, now: Instant) -> Verdict {
+        let Some(object) = self.objects.get_mut(key) else {
+            return Verdict::Allowed;
+        };
+        while object
+            .writes
+            .front()
+            .is_some_and(|at| now.duration_since(*at) > WINDOW)
+        {
+            object.writes.pop_front();
+        }
+        match object.held_until {
+            Some(until) if now < until => Verdict::Held {
+                until,
+                writes: object.writes.len(),
+            },
+            Some(_) => {
+                // The hold is over: a fresh start.
+                object.held_until = None;
+                object.writes.clear();
+                Verdict::Allowed
+            }
+            None if object.writes.len() >= LIMIT => {
+                let until = now + HOLD;
+                object.held_until = Some(until);
+                Verdict::Held {
+                    until,
+                    writes: object.writes.len(),
+                }
+            }
+            None => Verdict::Allowed,
+        }
+    }
+
+    /// Records a content write for `key` at `now`.
+    pub fn wrote(&mut self, key: &str, now: Instant) {
+        self.objects
+            .entry(key.to_string())
+            .or_default()
+            .writes
+            .push_back(now);
+    }
+
+    /// Forgets objects without writes in the window and not held (bounded memory).
+    pub fn prune(&mut self, now: Instant) {
+        self.objects.retain(|_, object| {
+            object.held_until.is_some_and(|until| now < until)
+                || object
+                    .writes
+                    .back()
+                    .is_some_and(|at| now.duration_since(*at) <= WINDOW)
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loop_is_held_and_released_after_the_hold() {
+        let mut guard = LoopGuard::default();
+        let t0 = Instant::now();
+        for i in 0..LIMIT {
+            let now = t0 + Duration::from_secs(i as u64);
+            assert_eq!(guard.check("a", now), Verdict::Allowed, "write {i}");
+            guard.wrote("a", now);
+        }
+        let now = t0 + Duration::from_secs(LIMIT as u64);
+        let Verdict::Held { until, writes } = guard.check("a", now) else {
+            panic!("not held after {LIMIT} writes in a minute");
+        };
+        assert_eq!(writes, LIMIT);
+        assert_eq!(until, now + HOLD);
+        // Other objects are not concerned.
+        assert_eq!(guard.check("b", now), Verdict::Allowed);
+        // Still held just before the end, free after it.
+        assert!(matches!(
+            guard.check("a", until - Duration::from_secs(1)),
+            Verdict::Held { .. }
+        ));
+        assert_eq!(guard.check("a", until), Verdict::Allowed);
+    }
+
+    #[test]
+    fn writes_spread_over_time_never_trip_it() {
+        let mut guard = LoopGuard::default();
+        let t0 = Instant::now();
+        for i in 0..100u64 {
+            let now = t0 + Duration::from_secs(i * 10);
+            assert_eq!(guard.check("a", now), Verdict::Allowed, "write {i}");
+            guard.wrote("a", now);
+        }
+    }
+
+    #[test]
+    fn prune_forgets_quiet_objects() {
+        let mut guard = LoopGuard::default();
+        let t0 = Instant::now();
+        guard.wrote("a", t0);
+        guard.prune(t0 + WINDOW + Duration::from_secs(1));
+        assert!(guard.objects.is_empty());
+    }
+}
