@@ -34,7 +34,7 @@ const MARGIN: Duration = Duration::from_secs(4);
 const LOCAL: &str = r#"{"local-cache":{}}"#;
 
 fn lease_name() -> String {
-    format!("{CLUSTER}-resources-operator")
+    common_crds::rbac::leader_lease_name(CLUSTER)
 }
 
 fn options(extra: &[&str]) -> Options {

@@ -54,7 +54,7 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Name of the Lease of the resources operator of `cluster`.
 pub fn lease_name(cluster: &str) -> String {
-    format!("{cluster}-resources-operator")
+    common_crds::rbac::leader_lease_name(cluster)
 }
 
 /// The identity written as the Lease's holder when `--identity` is not given: `POD_NAME`, else
