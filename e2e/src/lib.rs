@@ -19,6 +19,7 @@ use kube::{Client, Config};
 pub mod identity;
 pub mod node;
 pub mod operator;
+pub mod proxy;
 
 /// Field manager the test harness applies with.
 pub const TEST_FIELD_MANAGER: &str = "infinispan-operators-e2e";
