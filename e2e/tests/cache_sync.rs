@@ -2,8 +2,8 @@
 //! CRs and the caches of the testbed's node0 in sync (design "The sync contract", caches).
 //!
 //! Each test gets a fresh namespace with an `Infinispan` CR and a credentials Secret, starts the
-//! operator for that cluster with the testbed's admin kubeconfig (least-privilege RBAC comes
-//! with the RBAC issue), uses cache names unique to the test (node0 is shared) and removes its
+//! operator for that cluster as its own ServiceAccount bound to the least-privilege Role of
+//! `common_crds::rbac` (on an API server enforcing RBAC), uses cache names unique to the test (node0 is shared) and removes its
 //! server caches at the end. The tests of this file run one at a time: every operator mirrors
 //! every cache of node0, so parallel tests would only add noise to each other.
 //!

@@ -54,6 +54,8 @@ pub struct Metrics {
     /// From a server event that changed an object to the CR write it caused (S1, S2, S3), by
     /// kind.
     pub event_to_cr_seconds: HistogramVec,
+    /// CRs the operator could not read (each watch event of one), by kind.
+    pub invalid_crs: IntCounterVec,
 }
 
 impl Metrics {
@@ -154,6 +156,14 @@ impl Metrics {
         registry.register(Box::new(reconciles_in_flight.clone()))?;
         registry.register(Box::new(queue_depth.clone()))?;
         registry.register(Box::new(event_to_cr_seconds.clone()))?;
+        let invalid_crs = IntCounterVec::new(
+            Opts::new(
+                "invalid_crs_total",
+                "CRs the operator could not read (per watch event)",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(invalid_crs.clone()))?;
         Ok(Self {
             registry,
             reconciles,
@@ -170,6 +180,7 @@ impl Metrics {
             reconciles_in_flight,
             queue_depth,
             event_to_cr_seconds,
+            invalid_crs,
         })
     }
 

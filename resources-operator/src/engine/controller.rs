@@ -53,6 +53,7 @@ use crate::metrics::{Metrics, Readiness};
 mod drain;
 mod execute;
 mod mirror;
+mod screen;
 mod wiring;
 
 pub use wiring::Wiring;

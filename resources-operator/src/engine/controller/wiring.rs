@@ -8,6 +8,8 @@ use super::*;
 /// returned engine is also fed by the config stream (see [`super::stream`]).
 pub struct Wiring<A: KindAdapter> {
     pub engine: Arc<Engine<A>>,
+    /// The CR API read through `DeserializeGuard` (see `screen`).
+    guarded: Api<kube::core::DeserializeGuard<A::Cr>>,
     trigger_rx: mpsc::UnboundedReceiver<ObjectRef<A::Cr>>,
     writer: reflector::store::Writer<A::Cr>,
 }
@@ -30,6 +32,7 @@ impl<A: KindAdapter> Wiring<A> {
         readiness: Readiness,
         recorder: Recorder,
     ) -> Self {
+        let guarded = Api::namespaced(client.clone(), &settings.namespace);
         let api = Api::<A::Cr>::namespaced(client, &settings.namespace);
         let (store, writer) = reflector::store();
         let (trigger, trigger_rx) = mpsc::unbounded();
@@ -59,6 +62,7 @@ impl<A: KindAdapter> Wiring<A> {
         });
         Self {
             engine,
+            guarded,
             trigger_rx,
             writer,
         }
@@ -72,12 +76,31 @@ impl<A: KindAdapter> Wiring<A> {
     ) {
         let Self {
             engine,
+            guarded,
             trigger_rx,
             writer,
         } = self;
         let config = watcher::Config::default().labels(&cluster_selector(&engine.settings.cluster));
-        let crs = watcher(engine.api.clone(), config)
+        let crs = watcher(guarded, config)
             .default_backoff()
+            .filter_map({
+                let engine = Arc::clone(&engine);
+                move |event| {
+                    let engine = Arc::clone(&engine);
+                    async move {
+                        match event {
+                            Ok(event) => {
+                                let (event, invalid) = super::screen::screen(event);
+                                for object in invalid {
+                                    engine.report_invalid(object).await;
+                                }
+                                event.map(Ok)
+                            }
+                            Err(error) => Some(Err(error)),
+                        }
+                    }
+                }
+            })
             .modify(|cr: &mut A::Cr| cr.managed_fields_mut().clear())
             .reflect(writer)
             .inspect({
