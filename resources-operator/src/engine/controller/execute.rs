@@ -254,7 +254,24 @@ impl<A: KindAdapter> Engine<A> {
         }
         self.wrote(cr);
         self.count_write("kubernetes", "status");
+        if let Some(ready) = needs_the_user(old, &new) {
+            self.warn(cr, &ready.reason, &ready.message).await;
+        }
         Ok(true)
+    }
+
+    /// A Warning Event about the CR, outside any decision (a refusal found while executing).
+    pub(super) async fn warn(&self, cr: &A::Cr, reason: &str, message: &str) {
+        let event = KubeEvent {
+            type_: kube::runtime::events::EventType::Warning,
+            reason: reason.to_string(),
+            note: Some(event_note(message)),
+            action: "Sync".to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &cr.object_ref(&())).await {
+            tracing::warn!(%error, "cannot publish an Event");
+        }
     }
 
     pub(super) async fn publish(&self, cr: &A::Cr, decision: &Decision) {
@@ -286,11 +303,122 @@ impl<A: KindAdapter> Engine<A> {
     }
 }
 
+/// Reasons of a `Ready=False` that wait for the user to change the CR: the server refused its
+/// document, or the change needs a recreation the CR does not allow.
+const NEEDS_THE_USER: [Reason; 2] = [Reason::Rejected, Reason::Immutable];
+
+/// The `Ready` condition of `new` when it newly says the CR needs the user (reason, message or
+/// generation differ from `old`'s): such a status change is also a Warning Event, so a refusal
+/// shows in `kubectl describe`, `kubectl events` and Event-based alerting, once per change and
+/// never while idle (design L1).
+fn needs_the_user(
+    old: Option<&common_crds::ResourceStatus>,
+    new: &common_crds::ResourceStatus,
+) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    let ready = |status: &common_crds::ResourceStatus| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == common_crds::conditions::ConditionType::Ready.as_str())
+            .cloned()
+    };
+    let now = ready(new)?;
+    if now.status != "False" || !NEEDS_THE_USER.iter().any(|r| r.as_str() == now.reason) {
+        return None;
+    }
+    let before = old.and_then(ready);
+    let same = before.is_some_and(|before| {
+        before.reason == now.reason
+            && before.message == now.message
+            && before.observed_generation == now.observed_generation
+    });
+    (!same).then_some(now)
+}
+
+/// The Events API takes notes of at most 1 KiB; a server's message can be longer (one line per
+/// incompatible attribute): cut at a character boundary, marked.
+fn event_note(message: &str) -> String {
+    const LIMIT: usize = 1024;
+    const MARK: &str = " [...]";
+    if message.len() <= LIMIT {
+        return message.to_string();
+    }
+    let mut end = LIMIT - MARK.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MARK}", &message[..end])
+}
+
 fn action_label(action: Action) -> &'static str {
     match action {
         Action::CreateOnServer => "create",
         Action::UpdateServer => "update",
         Action::RecreateOnServer => "recreate",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common_crds::ResourceStatus;
+    use common_crds::conditions::{ConditionStatus, ConditionType, new_condition};
+
+    fn status(reason: Reason, message: &str, generation: i64) -> ResourceStatus {
+        ResourceStatus {
+            conditions: vec![new_condition(
+                ConditionType::Ready,
+                ConditionStatus::from(reason == Reason::Synced),
+                reason.as_str(),
+                message.to_string(),
+                Some(generation),
+                Time(Timestamp::UNIX_EPOCH),
+            )],
+            ..ResourceStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_new_refusal_is_an_event_once() {
+        let rejected = status(Reason::Rejected, "ISPN000686: bad", 2);
+        let synced = status(Reason::Synced, "", 1);
+        assert!(needs_the_user(None, &rejected).is_some());
+        assert!(needs_the_user(Some(&synced), &rejected).is_some());
+        // The same refusal again (e.g. a status rewrite for another field): no second Event.
+        assert!(needs_the_user(Some(&rejected), &rejected).is_none());
+        // Another message, or the same one for a new generation: a new Event.
+        let other = status(Reason::Rejected, "ISPN000687: worse", 2);
+        assert!(needs_the_user(Some(&rejected), &other).is_some());
+        let next = status(Reason::Rejected, "ISPN000686: bad", 3);
+        assert!(needs_the_user(Some(&rejected), &next).is_some());
+        let immutable = status(Reason::Immutable, "ISPN000961", 4);
+        assert!(needs_the_user(Some(&synced), &immutable).is_some());
+    }
+
+    #[test]
+    fn other_reasons_are_no_event() {
+        let synced = status(Reason::Synced, "", 1);
+        for reason in [
+            Reason::Synced,
+            Reason::Pending,
+            Reason::ServerUnavailable,
+            Reason::Conflict,
+        ] {
+            assert!(
+                needs_the_user(Some(&synced), &status(reason, "x", 2)).is_none(),
+                "{reason:?}"
+            );
+        }
+        assert!(needs_the_user(None, &ResourceStatus::default()).is_none());
+    }
+
+    #[test]
+    fn notes_fit_the_events_api() {
+        assert_eq!(event_note("short"), "short");
+        let long = "é".repeat(2000);
+        let note = event_note(&long);
+        assert!(note.len() <= 1024, "{}", note.len());
+        assert!(note.ends_with(" [...]"));
     }
 }
