@@ -72,6 +72,28 @@ impl Node {
         ])
     }
 
+    /// Starts the node with another server configuration (a file of
+    /// `e2e/testbed/infinispan/`).
+    pub fn start_with_config(&self, config: &str) -> anyhow::Result<()> {
+        let peers = format!("127.0.0.1[{}]", self.jgroups_port);
+        let config = repo_root().join("e2e/testbed/infinispan").join(config);
+        let config = config.to_string_lossy();
+        infinispan_sh(&[
+            "start",
+            &self.name,
+            "--offset",
+            &self.offset.to_string(),
+            "--jgroups-port",
+            &self.jgroups_port.to_string(),
+            "--cluster",
+            &self.name,
+            "--peers",
+            &peers,
+            "--config",
+            &config,
+        ])
+    }
+
     /// Stops the node gracefully (its persistent state is kept).
     pub fn stop(&self) -> anyhow::Result<()> {
         infinispan_sh(&["stop", &self.name])

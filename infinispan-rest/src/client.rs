@@ -212,32 +212,34 @@ impl Client {
         Client::new(c)
     }
 
-    fn authorization(&self, method: &Method, path: &str) -> Option<String> {
+    /// The `Authorization` header for one request, and the DIGEST nonce it answers.
+    fn authorization(&self, method: &Method, path: &str) -> Option<(String, Option<String>)> {
         let creds = self.inner.config.credentials.as_ref()?;
         let mut st = self.inner.auth.lock().unwrap_or_else(|p| p.into_inner());
         match st.resolved {
-            Some(AuthMethod::Basic) => Some(basic_authorization(creds)),
+            Some(AuthMethod::Basic) => Some((basic_authorization(creds), None)),
             Some(AuthMethod::Digest) => {
                 let ch = st.challenge.clone()?;
+                let nonce = ch.nonce.clone();
                 st.nc = st.nc.wrapping_add(1);
                 let nc = st.nc;
                 let cnonce = format!("{:016x}", fastrand::u64(..));
                 let uri = format!("{}{path}", self.inner.base_path);
-                Some(digest_authorization(
-                    creds,
-                    &ch,
-                    method.as_str(),
-                    &uri,
-                    nc,
-                    &cnonce,
+                Some((
+                    digest_authorization(creds, &ch, method.as_str(), &uri, nc, &cnonce),
+                    Some(nonce),
                 ))
             }
             _ => None,
         }
     }
 
-    /// Learns from a 401; true when a retry with new credentials makes sense.
-    fn learn(&self, headers: &HeaderMap) -> bool {
+    /// Learns from a 401 to a request that answered the DIGEST nonce `used` (if any); true
+    /// when a retry makes sense. Concurrent requests share one nonce and counter; the server
+    /// refuses a counter that arrives out of order, so several requests can get a 401 at once:
+    /// only the first one that answered the current nonce replaces it, the others retry with
+    /// whatever is current (one reset, not one per refused request).
+    fn learn(&self, headers: &HeaderMap, used: Option<&str>) -> bool {
         if self.inner.config.credentials.is_none() {
             return false;
         }
@@ -260,23 +262,31 @@ impl Client {
             let Some(c) = ch.digest.into_iter().next() else {
                 return false;
             };
-            st.challenge = Some(c);
-            st.nc = 0;
+            let current = st.challenge.as_ref().map(|c| c.nonce.as_str());
+            if current.is_none() || current == used {
+                st.challenge = Some(c);
+                st.nc = 0;
+            }
         }
         true
     }
 
     /// Sends a request and returns once the response headers arrived (body unread). Answers
-    /// one authentication challenge. No timeout: callers bound it.
+    /// authentication challenges (at most [`MAX_CHALLENGES`]) and retries a read once on a
+    /// pooled connection the server closed. No timeout: callers bound it.
     pub(crate) async fn send(&self, req: &Req, what: &str) -> Result<Response<Incoming>, Error> {
         let url = format!("{}{}", self.inner.base, req.path);
-        for attempt in 0..2 {
+        let mut challenges = 0;
+        let mut reconnected = false;
+        loop {
             let mut b = Request::builder().method(req.method.clone()).uri(&url);
-            if let Some(a) = self.authorization(&req.method, &req.path) {
+            let mut nonce = None;
+            if let Some((a, used)) = self.authorization(&req.method, &req.path) {
                 let mut v = HeaderValue::from_str(&a)
                     .map_err(|_| Error::Config("credentials contain invalid characters".into()))?;
                 v.set_sensitive(true);
                 b = b.header(AUTHORIZATION, v);
+                nonce = used;
             }
             if let Some(ct) = &req.content_type {
                 b = b.header(CONTENT_TYPE, ct);
@@ -290,23 +300,29 @@ impl Client {
             let request = b
                 .body(Full::new(req.body.clone()))
                 .map_err(|e| Error::Config(format!("request for {what}: {e}")))?;
-            let resp = self
-                .inner
-                .http
-                .request(request)
-                .await
-                .map_err(|e| request_error(what, &e))?;
+            let resp = match self.inner.http.request(request).await {
+                Ok(resp) => resp,
+                // A pooled connection the server closed meanwhile (it restarted): a read is
+                // safe to send again, once, on a fresh connection.
+                Err(e)
+                    if !reconnected
+                        && (req.method == Method::GET || req.method == Method::HEAD)
+                        && closed_while_idle(&e) =>
+                {
+                    reconnected = true;
+                    continue;
+                }
+                Err(e) => return Err(request_error(what, &e)),
+            };
             if resp.status() == StatusCode::UNAUTHORIZED
-                && attempt == 0
-                && self.learn(resp.headers())
+                && challenges < MAX_CHALLENGES
+                && self.learn(resp.headers(), nonce.as_deref())
             {
+                challenges += 1;
                 continue;
             }
             return Ok(resp);
         }
-        Err(Error::Unauthorized {
-            what: what.to_owned(),
-        })
     }
 
     /// Sends a request and reads the whole response, within the request timeout.
@@ -343,6 +359,24 @@ impl Client {
             Err(from_response(what, r.status, &r.text()))
         }
     }
+}
+
+/// 401s answered with a retry per request: the first one learns the scheme; the others absorb
+/// DIGEST counters that reached the server out of order under concurrency.
+const MAX_CHALLENGES: u32 = 4;
+
+/// The request failed because the (pooled) connection was closed before a response came.
+fn closed_while_idle(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(e);
+    while let Some(error) = source {
+        if let Some(hyper) = error.downcast_ref::<hyper::Error>()
+            && (hyper.is_incomplete_message() || hyper.is_canceled())
+        {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// Maps a failed request (connect, TLS handshake, I/O) to an [`Error`]: [`Error::Tls`] when

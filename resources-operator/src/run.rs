@@ -246,19 +246,23 @@ async fn sync(
         "starting the sync"
     );
 
+    let server = ServerState::default();
     let caches = Wiring::new(
         client,
         CacheAdapter::new(rest.clone(), InternalObjects::default()),
         settings,
-        ServerState::default(),
-        metrics,
+        server.clone(),
+        metrics.clone(),
         readiness,
         recorder,
     );
     let events = rest.config_events(StreamOptions::default());
-    // Aborted however this function ends.
+    // One stream for the engines of every kind; aborted however this function ends.
+    let sinks: Vec<Arc<dyn stream::KindSink>> = vec![caches.engine.clone()];
     let _stream = AbortOnDrop(tokio::spawn(stream::run(
-        Arc::clone(&caches.engine),
+        sinks,
+        server,
+        metrics,
         events,
         rest.clone(),
     )));

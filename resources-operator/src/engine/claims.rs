@@ -1,6 +1,7 @@
 //! Claims on server names (design N2), resolved over the CRs of the cluster in the engine's
-//! store (unmanaged ones included): a user CR beats a mirror CR, the oldest user CR beats the
-//! others (ties by UID).
+//! store (unmanaged ones included): a user CR beats a mirror CR; among user CRs, one that has
+//! synced keeps the claim (creation timestamps have one-second precision: a CR created in the
+//! same second must not take over), then the oldest wins, ties by UID.
 
 use std::collections::{HashMap, HashSet};
 
@@ -40,7 +41,10 @@ where
             None => Claim::Owner,
         },
         Origin::Kubernetes => {
-            let key = |k: &K| (k.creation_timestamp().map(|t| t.0), k.uid());
+            let key = |k: &K| {
+                let never_synced = k.resource_status().is_none_or(|s| s.last_synced.is_none());
+                (never_synced, k.creation_timestamp().map(|t| t.0), k.uid())
+            };
             let mine = key(cr);
             match rivals
                 .into_iter()
@@ -85,30 +89,50 @@ where
         }
     }
 
-    /// Follows one event of the watch.
-    pub fn apply(&mut self, event: &watcher::Event<K>) {
+    /// Follows one event of the watch. Returns the server names that lost a claimant: the
+    /// others that claim them (or the server-only path) must decide again (design N2: a
+    /// deleted winner hands over).
+    pub fn apply(&mut self, event: &watcher::Event<K>) -> Vec<String> {
         match event {
-            watcher::Event::Apply(cr) => Self::insert(&mut self.by_name, cr),
+            watcher::Event::Apply(cr) => {
+                Self::insert(&mut self.by_name, cr);
+                Vec::new()
+            }
             watcher::Event::Delete(cr) => {
-                if let Some(name) = cr.server_name()
-                    && let Some(set) = self.by_name.get_mut(&name)
-                {
+                let Some(name) = cr.server_name() else {
+                    return Vec::new();
+                };
+                if let Some(set) = self.by_name.get_mut(&name) {
                     set.remove(&ObjectRef::from_obj(cr));
                     if set.is_empty() {
                         self.by_name.remove(&name);
                     }
                 }
+                vec![name]
             }
-            watcher::Event::Init => self.relisting = Some(HashMap::new()),
+            watcher::Event::Init => {
+                self.relisting = Some(HashMap::new());
+                Vec::new()
+            }
             watcher::Event::InitApply(cr) => {
                 if let Some(map) = self.relisting.as_mut() {
                     Self::insert(map, cr);
                 }
+                Vec::new()
             }
             watcher::Event::InitDone => {
-                if let Some(map) = self.relisting.take() {
-                    self.by_name = map;
-                }
+                let Some(map) = self.relisting.take() else {
+                    return Vec::new();
+                };
+                let old = std::mem::replace(&mut self.by_name, map);
+                old.into_iter()
+                    .filter(|(name, claimants)| {
+                        self.by_name
+                            .get(name)
+                            .is_none_or(|now| !claimants.is_subset(now))
+                    })
+                    .map(|(name, _)| name)
+                    .collect()
             }
         }
     }
@@ -165,6 +189,29 @@ mod tests {
         ));
         assert_eq!(resolve(&mirror, "c", [&mirror]), Claim::Owner);
     }
+
+    #[test]
+    fn a_synced_cr_keeps_its_claim_against_one_of_the_same_second() {
+        // Same creation second; the newcomer's UID sorts first.
+        let mut synced = cache("synced", "9", 10, "kubernetes", Some("c"));
+        synced.status = Some(common_crds::ResourceStatus {
+            last_synced: Some(common_crds::common::LastSynced {
+                digest: "d".to_string(),
+                generation: 1,
+                epoch: "e/s".to_string(),
+            }),
+            ..Default::default()
+        });
+        let newcomer = cache("newcomer", "1", 10, "kubernetes", Some("c"));
+        let all = [synced.clone(), newcomer.clone()];
+        assert_eq!(resolve(&synced, "c", &all), Claim::Owner);
+        assert_eq!(
+            resolve(&newcomer, "c", &all),
+            Claim::LosesTo {
+                winner: "synced".to_string()
+            }
+        );
+    }
 }
 
 #[cfg(test)]
@@ -201,14 +248,21 @@ mod index_tests {
             "metadata.name when spec.name is unset"
         );
 
-        index.apply(&watcher::Event::Delete(a));
+        assert_eq!(
+            index.apply(&watcher::Event::Delete(a)),
+            vec!["shared".to_string()]
+        );
         assert_eq!(index.claimants("shared").len(), 1);
 
         // A relist replaces everything once complete; until then the old index answers.
         index.apply(&watcher::Event::Init);
         index.apply(&watcher::Event::InitApply(c));
         assert_eq!(index.claimants("shared").len(), 1);
-        index.apply(&watcher::Event::InitDone);
+        assert_eq!(
+            index.apply(&watcher::Event::InitDone),
+            vec!["shared".to_string()],
+            "b went while the watch was down"
+        );
         assert!(index.claimants("shared").is_empty());
         assert_eq!(index.names(), HashSet::from(["c".to_string()]));
     }

@@ -252,9 +252,10 @@ impl<A: KindAdapter> Engine<A> {
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
 
-    /// Follows one event of the CR watch (the claims index).
-    pub(super) fn index(&self, event: &watcher::Event<A::Cr>) {
-        Self::lock(&self.claims, |claims| claims.apply(event));
+    /// Follows one event of the CR watch (the claims index); returns the server names that
+    /// lost a claimant.
+    pub(super) fn index(&self, event: &watcher::Event<A::Cr>) -> Vec<String> {
+        Self::lock(&self.claims, |claims| claims.apply(event))
     }
 
     /// The CRs of the store that claim `server_name`, from the index.
@@ -435,6 +436,18 @@ impl<A: KindAdapter> Engine<A> {
             && !self.adapter.is_internal(&server_name)
             && cr_view.claim == super::decision::Claim::Owner
             && matches!(server, ServerView::Present(_));
+        // A comparison the server refused for this very generation and server object is not
+        // asked again (a resync, a relist or our own status write must not call the server).
+        if needs_comparison && let Some(known) = &known {
+            let refusal = Refusal {
+                generation,
+                digest: Some(known.digest.clone()),
+            };
+            let uid = cr.uid().unwrap_or_default();
+            if Self::lock(&self.refusals, |r| r.get(&uid) == Some(&refusal)) {
+                return Ok(("rejected", Requeue::await_change()));
+            }
+        }
         let compared = match (&known, needs_comparison) {
             (Some(known), true) => match self.compare(cr, generation, known).await {
                 Ok(compared) => Some(compared),
@@ -561,7 +574,13 @@ impl<A: KindAdapter> Engine<A> {
             generation: current.meta().generation,
             server_name: server_name.clone(),
         };
-        let status_written = self.write_status(current, update).await?;
+        // Adding the finalizer says nothing new: the next step writes the status (design L2: a
+        // new CR costs one finalizer write and one status write).
+        let status_written = if decision.action == Action::AddFinalizer {
+            false
+        } else {
+            self.write_status(current, update).await?
+        };
         self.publish(cr, &decision).await;
         if decision.action.writes_server() {
             Self::lock(&self.refusals, |r| r.remove(&cr.uid().unwrap_or_default()));
@@ -640,6 +659,15 @@ impl<A: KindAdapter> Engine<A> {
             (Reason::Rejected, false)
         };
         tracing::warn!(kind = self.kind(), cr = cr.name_any(), server_name, %error, "server call failed");
+        // A transient failure while the CR is in sync changes nothing the user should see: it is
+        // retried, and the status keeps saying Synced (the server only blinked).
+        let in_sync = cr
+            .resource_status()
+            .and_then(|s| s.last_synced.as_ref())
+            .is_some_and(|l| l.generation == generation && Some(&l.digest) == digest.as_ref());
+        if retry && in_sync {
+            return Err(error.into());
+        }
         let update = StatusUpdate {
             conditions: Some(Status::Ready {
                 reason,

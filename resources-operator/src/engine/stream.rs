@@ -9,97 +9,202 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use infinispan_rest::{ConfigEventStream, StreamItem};
+use futures::future::BoxFuture;
+use infinispan_rest::{ConfigEvent, ConfigEventStream, StreamItem};
 
+use super::ServerState;
+use super::catalog::Needed;
 use super::controller::Engine;
 use super::epoch::MarkerWriter;
 use super::kind::KindAdapter;
+use crate::metrics::Metrics;
 
-/// Runs until the stream ends (never, unless dropped). `markers` creates the epoch markers
-/// (design R2) the server lacks.
-pub async fn run<A: KindAdapter>(
-    engine: Arc<Engine<A>>,
+/// What the stream needs of one kind's engine (object-safe, so that one stream feeds the
+/// engines of every kind).
+pub trait KindSink: Send + Sync {
+    fn kind(&self) -> &'static str;
+    /// A connection is made; its replay starts.
+    fn connecting(&self);
+    /// The connection ended.
+    fn disconnected(&self);
+    /// Takes one event; the server name when it concerned this kind and changed what is known.
+    fn apply_event(&self, event: &ConfigEvent) -> Option<String>;
+    /// The replay is complete; returns how many objects were not replayed.
+    fn replay_complete(&self) -> usize;
+    /// Objects known now.
+    fn objects(&self) -> usize;
+    /// A server object of this kind changed while connected.
+    fn object_changed<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()>;
+    /// Waits for the CR store's initial list; false when the store is gone.
+    fn wait_for_store(&self) -> BoxFuture<'_, bool>;
+    /// The first snapshot is complete and the store filled: reconciles may decide.
+    fn set_ready(&self);
+    /// Every CR and every unclaimed server object decided again (after a replay).
+    fn resync(&self) -> BoxFuture<'_, ()>;
+    /// Every CR reconciled again (a new epoch).
+    fn trigger_all(&self);
+    /// A server object some CRs may wait for appeared (design D1).
+    fn dependency_appeared(&self, needed: &Needed);
+}
+
+impl<A: KindAdapter> KindSink for Engine<A> {
+    fn kind(&self) -> &'static str {
+        <A::Cr as common_crds::ServerResource>::KIND.as_str()
+    }
+
+    fn connecting(&self) {
+        self.snapshot.connecting();
+    }
+
+    fn disconnected(&self) {
+        self.snapshot.disconnected();
+    }
+
+    fn apply_event(&self, event: &ConfigEvent) -> Option<String> {
+        Engine::apply_event(self, event)
+    }
+
+    fn replay_complete(&self) -> usize {
+        self.snapshot.replay_complete().len()
+    }
+
+    fn objects(&self) -> usize {
+        self.snapshot.len()
+    }
+
+    fn object_changed<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Err(error) = self.server_object_changed(name).await {
+                tracing::warn!(kind = KindSink::kind(self), server_name = name, %error, "cannot sync a server object without CR; retried on its next event or reconnect");
+            }
+        })
+    }
+
+    fn wait_for_store(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async move { wait_for_store(&self.store).await.is_ok() })
+    }
+
+    fn set_ready(&self) {
+        Engine::set_ready(self);
+    }
+
+    fn resync(&self) -> BoxFuture<'_, ()> {
+        Box::pin(Engine::resync(self))
+    }
+
+    fn trigger_all(&self) {
+        Engine::trigger_all(self);
+    }
+
+    fn dependency_appeared(&self, needed: &Needed) {
+        Engine::dependency_appeared(self, needed);
+    }
+}
+
+/// Runs until the stream ends (never, unless dropped): one stream for the engines of every
+/// kind and the server state they share. `markers` creates the epoch markers (design R2) the
+/// server lacks.
+pub async fn run(
+    sinks: Vec<Arc<dyn KindSink>>,
+    server: ServerState,
+    metrics: Metrics,
     mut stream: ConfigEventStream,
     markers: impl MarkerWriter,
 ) {
     let mut first_snapshot = true;
+    let mut connected = false;
     while let Some(item) = stream.next().await {
         match item {
             StreamItem::Connected { connection, .. } => {
-                engine.metrics.stream_connections.inc();
+                metrics.stream_connections.inc();
                 tracing::info!(
                     connection,
                     "config event stream connected; replay under way"
                 );
-                engine.epoch.connecting();
-                engine.catalog.connecting();
-                engine.snapshot.connecting();
+                connected = false;
+                server.epoch.connecting();
+                server.catalog.connecting();
+                for sink in &sinks {
+                    sink.connecting();
+                }
             }
             StreamItem::Event(event) => {
-                if let Some(appeared) = engine.catalog.apply(&event) {
-                    engine.dependency_appeared(&appeared);
+                if let Some(appeared) = server.catalog.apply(&event) {
+                    for sink in &sinks {
+                        sink.dependency_appeared(&appeared);
+                    }
                 }
-                if engine.epoch.apply(&event) {
+                if server.epoch.apply(&event) {
                     // A marker was removed while connected: replace it; every CR is judged
                     // again in the new epoch. (Markers are not objects of any kind.)
-                    if engine.snapshot.is_connected() && engine.epoch.current().is_none() {
-                        engine.epoch.ensure(&markers).await;
-                        engine.trigger_all();
+                    if connected && server.epoch.current().is_none() {
+                        server.epoch.ensure(&markers).await;
+                        for sink in &sinks {
+                            sink.trigger_all();
+                        }
                     }
                     continue;
                 }
-                let changed = engine.apply_event(&event);
-                if let Some(name) = changed
-                    && engine.snapshot.is_connected()
-                {
-                    server_object_changed(&engine, &name).await;
+                for sink in &sinks {
+                    if let Some(name) = sink.apply_event(&event)
+                        && connected
+                    {
+                        sink.object_changed(&name).await;
+                    }
                 }
             }
             StreamItem::ReplayComplete { connection } => {
                 // The epoch first: the snapshot counts as reachable as soon as it is complete.
-                engine.epoch.complete_replay(&markers).await;
-                engine.catalog.replay_complete();
-                let gone = engine.snapshot.replay_complete();
-                tracing::info!(
-                    connection,
-                    objects = engine.snapshot.len(),
-                    gone = gone.len(),
-                    epoch = engine.epoch.current(),
-                    "server snapshot complete"
-                );
+                server.epoch.complete_replay(&markers).await;
+                server.catalog.replay_complete();
+                for sink in &sinks {
+                    let gone = sink.replay_complete();
+                    tracing::info!(
+                        connection,
+                        kind = sink.kind(),
+                        objects = sink.objects(),
+                        gone,
+                        epoch = server.epoch.current(),
+                        "server snapshot complete"
+                    );
+                }
+                connected = true;
                 if first_snapshot {
                     first_snapshot = false;
                     // Mirrors are decided against a filled CR store, never an empty one.
-                    tracing::info!("waiting for the CR store's initial list");
-                    if wait_for_store(&engine.store).await.is_err() {
-                        tracing::error!("the CR store is gone; stopping the stream");
-                        return;
+                    tracing::info!("waiting for the CR stores' initial lists");
+                    for sink in &sinks {
+                        if !sink.wait_for_store().await {
+                            tracing::error!(
+                                kind = sink.kind(),
+                                "a CR store is gone; stopping the stream"
+                            );
+                            return;
+                        }
                     }
-                    engine.set_ready();
-                    tracing::info!(
-                        crs = engine.store.state().len(),
-                        "ready: CR store and server snapshot complete"
-                    );
+                    for sink in &sinks {
+                        sink.set_ready();
+                    }
+                    tracing::info!("ready: CR stores and server snapshot complete");
                 }
-                engine.resync().await;
+                for sink in &sinks {
+                    sink.resync().await;
+                }
             }
             StreamItem::Disconnected {
                 error,
                 retry_in,
                 failures,
             } => {
-                engine.metrics.stream_disconnects.inc();
-                engine.epoch.disconnected();
-                engine.snapshot.disconnected();
+                metrics.stream_disconnects.inc();
+                connected = false;
+                server.epoch.disconnected();
+                for sink in &sinks {
+                    sink.disconnected();
+                }
                 tracing::warn!(%error, ?retry_in, failures, "config event stream disconnected");
             }
         }
-    }
-}
-
-async fn server_object_changed<A: KindAdapter>(engine: &Engine<A>, name: &str) {
-    if let Err(error) = engine.server_object_changed(name).await {
-        tracing::warn!(server_name = name, %error, "cannot sync a server object without CR; retried on its next event or reconnect");
     }
 }
 

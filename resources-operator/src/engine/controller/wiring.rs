@@ -107,7 +107,16 @@ impl<A: KindAdapter> Wiring<A> {
                 let engine = Arc::clone(&engine);
                 move |event| {
                     if let Ok(event) = event {
-                        engine.index(event);
+                        // A CR that went hands its server name over: the other claimants, or
+                        // the server-only path, decide again (after the store has it gone).
+                        for name in engine.index(event) {
+                            let engine = Arc::clone(&engine);
+                            tokio::spawn(async move {
+                                if let Err(error) = engine.server_object_changed(&name).await {
+                                    tracing::warn!(server_name = name, %error, "cannot hand a server name over after its CR went; retried on the next event");
+                                }
+                            });
+                        }
                     }
                 }
             })
