@@ -212,9 +212,24 @@ impl Client {
         Client::new(c)
     }
 
-    /// The `Authorization` header for one request, and the DIGEST nonce it answers.
-    fn authorization(&self, method: &Method, path: &str) -> Option<(String, Option<String>)> {
+    /// The `Authorization` header for one request, and the DIGEST nonce it answers. With a
+    /// `private` challenge (the one a 401 gave this very request) the request answers it alone,
+    /// with counter 1, so no other request can overtake it.
+    fn authorization(
+        &self,
+        method: &Method,
+        path: &str,
+        private: Option<&DigestChallenge>,
+    ) -> Option<(String, Option<String>)> {
         let creds = self.inner.config.credentials.as_ref()?;
+        if let Some(ch) = private {
+            let cnonce = format!("{:016x}", fastrand::u64(..));
+            let uri = format!("{}{path}", self.inner.base_path);
+            return Some((
+                digest_authorization(creds, ch, method.as_str(), &uri, 1, &cnonce),
+                Some(ch.nonce.clone()),
+            ));
+        }
         let mut st = self.inner.auth.lock().unwrap_or_else(|p| p.into_inner());
         match st.resolved {
             Some(AuthMethod::Basic) => Some((basic_authorization(creds), None)),
@@ -234,15 +249,16 @@ impl Client {
         }
     }
 
-    /// Learns from a 401 to a request that answered the DIGEST nonce `used` (if any); true
-    /// when a retry makes sense. Concurrent requests share one nonce and counter; the server
-    /// refuses a counter that arrives out of order, so several requests can get a 401 at once:
-    /// only the first one that answered the current nonce replaces it, the others retry with
-    /// whatever is current (one reset, not one per refused request).
-    fn learn(&self, headers: &HeaderMap, used: Option<&str>) -> bool {
-        if self.inner.config.credentials.is_none() {
-            return false;
-        }
+    /// Learns from a 401 to a request that answered the DIGEST nonce `used` (if any). `None`:
+    /// no retry; `Some(private)`: retry, answering `private` alone when given.
+    ///
+    /// Concurrent requests share one nonce and counter; the server refuses a counter that
+    /// arrives after a higher one, so requests overtaken in flight get a 401. Each of them
+    /// retries with the fresh nonce its own 401 carries (counter 1, nobody else knows it), so
+    /// a retry cannot be overtaken. The first 401 for the shared nonce drops it: the next
+    /// request learns a new shared one (a nonce the server expired is replaced that way too).
+    fn learn(&self, headers: &HeaderMap, used: Option<&str>) -> Option<Option<DigestChallenge>> {
+        self.inner.config.credentials.as_ref()?;
         let ch = parse_challenges(
             headers
                 .get_all(WWW_AUTHENTICATE)
@@ -251,24 +267,32 @@ impl Client {
         );
         let mut st = self.inner.auth.lock().unwrap_or_else(|p| p.into_inner());
         let want = match self.inner.config.auth {
-            AuthMethod::Basic => return false,
+            AuthMethod::Basic => return None,
             AuthMethod::Digest => AuthMethod::Digest,
             AuthMethod::Auto if !ch.digest.is_empty() => AuthMethod::Digest,
             AuthMethod::Auto if ch.basic => AuthMethod::Basic,
-            AuthMethod::Auto => return false,
+            AuthMethod::Auto => return None,
         };
         st.resolved = Some(want);
-        if want == AuthMethod::Digest {
-            let Some(c) = ch.digest.into_iter().next() else {
-                return false;
-            };
-            let current = st.challenge.as_ref().map(|c| c.nonce.as_str());
-            if current.is_none() || current == used {
+        if want != AuthMethod::Digest {
+            return Some(None);
+        }
+        let c = ch.digest.into_iter().next()?;
+        let current = st.challenge.as_ref().map(|c| c.nonce.clone());
+        match (current, used) {
+            // The first challenge: it becomes the shared one.
+            (None, None) => {
                 st.challenge = Some(c);
                 st.nc = 0;
+                Some(None)
             }
+            // The shared nonce failed: drop it; this request answers its own.
+            (Some(current), Some(used)) if current == used => {
+                st.challenge = None;
+                Some(Some(c))
+            }
+            _ => Some(Some(c)),
         }
-        true
     }
 
     /// Sends a request and returns once the response headers arrived (body unread). Answers
@@ -278,10 +302,11 @@ impl Client {
         let url = format!("{}{}", self.inner.base, req.path);
         let mut challenges = 0;
         let mut reconnected = false;
+        let mut private: Option<DigestChallenge> = None;
         loop {
             let mut b = Request::builder().method(req.method.clone()).uri(&url);
             let mut nonce = None;
-            if let Some((a, used)) = self.authorization(&req.method, &req.path) {
+            if let Some((a, used)) = self.authorization(&req.method, &req.path, private.as_ref()) {
                 let mut v = HeaderValue::from_str(&a)
                     .map_err(|_| Error::Config("credentials contain invalid characters".into()))?;
                 v.set_sensitive(true);
@@ -316,9 +341,10 @@ impl Client {
             };
             if resp.status() == StatusCode::UNAUTHORIZED
                 && challenges < MAX_CHALLENGES
-                && self.learn(resp.headers(), nonce.as_deref())
+                && let Some(next) = self.learn(resp.headers(), nonce.as_deref())
             {
                 challenges += 1;
+                private = next;
                 continue;
             }
             return Ok(resp);
