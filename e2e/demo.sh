@@ -12,12 +12,12 @@ say "The testbed is up (make testbed-up). Loading its environment from $RUN_DIR/
 source "$RUN_DIR/env"
 
 say "Installing the eight CRDs of infinispan.org (generated from the Rust types by 'cluster-operator crd')"
-kubectl apply --server-side --field-manager=infinispan-operators-demo -f helm/infinispan-operator/crds/infinispan.org.yaml
+kubectl apply --server-side --force-conflicts --field-manager=infinispan-operators-demo -f helm/infinispan-operator/crds/infinispan.org.yaml
 # shellcheck disable=SC2046
 kubectl wait --for condition=Established --timeout=60s $(kubectl get crd -o name | grep 'infinispan\.org$')
 
 say "Installing the admission policy that keeps the infinispan.org/cluster label immutable (design N3)"
-kubectl apply --server-side --field-manager=infinispan-operators-demo -f helm/infinispan-operator/files/label-policy.yaml
+kubectl apply --server-side --force-conflicts --field-manager=infinispan-operators-demo -f helm/infinispan-operator/files/label-policy.yaml
 
 say "The API as kubectl sees it"
 kubectl api-resources --api-group=infinispan.org
