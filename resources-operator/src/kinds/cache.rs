@@ -6,8 +6,9 @@
 //!   difference is in place unless the comparison ignoring mutable attributes still differs.
 //! - A CR whose document is YAML or XML gets server changes in its own format (the server's
 //!   `convert`, S2).
-//! - A CR with `templateName` is created from that template; it cannot be compared with the
-//!   server's configuration, so an existing cache counts as equal (no updates).
+//! - A CR with `templateName` is created from that template; the server keeps no reference to
+//!   it, so the CR is compared with (and updated to) the template's configuration. It needs
+//!   the template on the server (design D1), unless the template is the server's own.
 
 use common_crds::Cache;
 use common_crds::common::UpdateStrategy;
