@@ -121,7 +121,7 @@ Everything is still running. Try:
   curl -u "\$INFINISPAN_USER:\$INFINISPAN_PASSWORD" "\$INFINISPAN_URL/rest/v2/caches"
   kubectl apply -n demo -f <your Cache CR, label infinispan.org/cluster: demo>   # synced by the operator
   curl -s http://$METRICS/metrics                                                # its metrics
-Not there yet: Templates, Counters, Schemas and Tasks (the operator syncs Caches today), the
+Not there yet: Counters, Schemas and Tasks (the operator syncs Caches and Templates today), the
 cluster operator (the Infinispan CR is not turned into pods yet).
 Stop it with: make testbed-down   (or make testbed-wipe to also delete its state)
 EOF2

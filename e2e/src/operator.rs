@@ -571,18 +571,12 @@ impl Fixture {
             .stop()
             .await
             .with_context(|| format!("operator log: {}", log.display()))?;
-        for cr in caches.list(&ListParams::default()).await? {
-            if !cr.finalizers().is_empty() {
-                let patch = json!({ "metadata": { "finalizers": null } });
-                caches
-                    .patch(
-                        &cr.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await?;
-            }
-        }
+        release_finalizers(&caches).await?;
+        release_finalizers(&Api::<common_crds::Template>::namespaced(
+            caches.clone().into_client(),
+            &ns.name,
+        ))
+        .await?;
         ns.delete().await?;
         for name in server_names {
             match rest.delete_cache(&name).await {
@@ -592,6 +586,26 @@ impl Fixture {
         }
         Ok(())
     }
+}
+
+/// Removes the finalizers of every CR of `api` (teardown: the namespace's deletion must never
+/// wait for an operator that is gone, nor delete a server object).
+async fn release_finalizers<K>(api: &Api<K>) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for cr in api.list(&ListParams::default()).await? {
+        if !cr.finalizers().is_empty() {
+            let patch = json!({ "metadata": { "finalizers": null } });
+            api.patch(
+                &cr.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs a test body on a fixture (default cluster, Bidirectional) and always tears down.

@@ -24,7 +24,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the sync for one Infinispan cluster (so far for Cache CRs).
+    /// Run the sync for one Infinispan cluster (so far for Cache and Template CRs).
     ///
     /// Kubernetes credentials come from KUBECONFIG or the in-cluster service account.
     ///

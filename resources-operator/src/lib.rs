@@ -1,5 +1,5 @@
 //! The resources operator: keeps `Cache`, `Template`, `Counter`, `Schema` and `Task` CRs of one
-//! Infinispan cluster in sync with that cluster's server, in both directions. So far: caches.
+//! Infinispan cluster in sync with that cluster's server, in both directions. So far: caches and templates.
 //!
 //! - [`cli`]: the command line (`run`).
 //! - [`run`]: wiring for one cluster: clients, metrics endpoint, engines, event stream, shutdown.

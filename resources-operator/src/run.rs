@@ -24,6 +24,7 @@ use crate::engine::ServerState;
 use crate::engine::controller::{Settings, Wiring};
 use crate::engine::stream;
 use crate::kinds::cache::CacheAdapter;
+use crate::kinds::template::TemplateAdapter;
 use crate::leadership::{self, Candidate, Leadership, Loss, TimingsError};
 use crate::metrics::{self, Metrics, Readiness};
 
@@ -248,8 +249,17 @@ async fn sync(
 
     let server = ServerState::default();
     let caches = Wiring::new(
-        client,
+        client.clone(),
         CacheAdapter::new(rest.clone(), InternalObjects::default()),
+        settings.clone(),
+        server.clone(),
+        metrics.clone(),
+        readiness.clone(),
+        recorder.clone(),
+    );
+    let templates = Wiring::new(
+        client,
+        TemplateAdapter::new(rest.clone(), InternalObjects::default()),
         settings,
         server.clone(),
         metrics.clone(),
@@ -258,9 +268,10 @@ async fn sync(
     );
     let events = rest.config_events(StreamOptions::default());
     // One stream for the engines of every kind; aborted however this function ends.
-    let sinks: Vec<Arc<dyn stream::KindSink>> = vec![caches.engine.clone()];
+    let sinks: Vec<Arc<dyn stream::KindSink>> =
+        vec![templates.engine.clone(), caches.engine.clone()];
     let _stream = AbortOnDrop(tokio::spawn(stream::run(
-        sinks,
+        sinks.clone(),
         server,
         metrics,
         events,
@@ -268,15 +279,18 @@ async fn sync(
     )));
     let (resume_tx, resume) = futures::channel::oneshot::channel::<()>();
     let _follow = AbortOnDrop(tokio::spawn(follow_cluster(
-        Arc::clone(&caches.engine),
-        state,
-        initial,
-        resume_tx,
+        sinks, state, initial, resume_tx,
     )));
-    // The engine stops on SIGTERM, or when a drained cluster is enabled again (the process
+    // The engines stop on SIGTERM, or when a drained cluster is enabled again (the process
     // then exits, and a fresh start resumes the sync: in a pod, a restart).
-    let stop = futures::future::select(Box::pin(shutdown.signalled()), resume).map(|_| ());
-    let engine = caches.run(stop, CONCURRENCY);
+    let stop = futures::future::select(Box::pin(shutdown.signalled()), resume)
+        .map(|_| ())
+        .shared();
+    let engine = futures::future::join(
+        caches.run(stop.clone(), CONCURRENCY),
+        templates.run(stop, CONCURRENCY),
+    )
+    .map(|_| ());
     match leadership {
         None => {
             engine.await;
@@ -291,15 +305,17 @@ async fn sync(
 
 /// Applies the Infinispan CR's state to the engine: a policy change re-decides every object; a
 /// drain starts draining; enabled again after a drain sends `resume`.
-async fn follow_cluster<A: crate::engine::kind::KindAdapter>(
-    engine: Arc<crate::engine::controller::Engine<A>>,
+async fn follow_cluster(
+    engines: Vec<Arc<dyn stream::KindSink>>,
     mut state: watch::Receiver<cluster::ClusterState>,
     mut last: cluster::ClusterState,
     resume: futures::channel::oneshot::Sender<()>,
 ) {
     use cluster::ClusterState::{Active, Draining};
     if let Draining(cause) = last {
-        engine.start_draining(cause);
+        for engine in &engines {
+            engine.start_draining(cause);
+        }
     }
     while state.changed().await.is_ok() {
         let now = *state.borrow_and_update();
@@ -310,9 +326,15 @@ async fn follow_cluster<A: crate::engine::kind::KindAdapter>(
                     ?after,
                     "sync policy changed: every object is decided again"
                 );
-                engine.resync().await;
+                for engine in &engines {
+                    engine.resync().await;
+                }
             }
-            (Active(_), Draining(cause)) => engine.start_draining(cause),
+            (Active(_), Draining(cause)) => {
+                for engine in &engines {
+                    engine.start_draining(cause);
+                }
+            }
             (Draining(_), Active(_)) => {
                 tracing::info!(
                     "the cluster is enabled again: stopping so that a fresh start resumes the sync"

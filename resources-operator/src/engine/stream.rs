@@ -45,6 +45,8 @@ pub trait KindSink: Send + Sync {
     fn trigger_all(&self);
     /// A server object some CRs may wait for appeared (design D1).
     fn dependency_appeared(&self, needed: &Needed);
+    /// The Infinispan CR asks to drain (design E5).
+    fn start_draining(&self, cause: crate::cluster::DrainCause);
 }
 
 impl<A: KindAdapter> KindSink for Engine<A> {
@@ -98,6 +100,10 @@ impl<A: KindAdapter> KindSink for Engine<A> {
 
     fn dependency_appeared(&self, needed: &Needed) {
         Engine::dependency_appeared(self, needed);
+    }
+
+    fn start_draining(&self, cause: crate::cluster::DrainCause) {
+        Engine::start_draining(self, cause);
     }
 }
 

@@ -1,4 +1,5 @@
 //! The kind adapters: one file per resource kind, each one implementation of
-//! [`crate::engine::kind::KindAdapter`]. So far: [`cache`].
+//! [`crate::engine::kind::KindAdapter`]. So far: [`cache`], [`template`].
 
 pub mod cache;
+pub mod template;
