@@ -57,41 +57,33 @@ impl Node {
     /// Starts the node (a cluster of its own) and waits until it is healthy. Starting a node
     /// that runs already restarts nothing.
     pub fn start(&self) -> anyhow::Result<()> {
+        self.start_with(&[])
+    }
+
+    fn start_with(&self, extra: &[&str]) -> anyhow::Result<()> {
         let peers = format!("127.0.0.1[{}]", self.jgroups_port);
-        infinispan_sh(&[
+        let (offset, jgroups_port) = (self.offset.to_string(), self.jgroups_port.to_string());
+        let mut args = vec![
             "start",
             &self.name,
             "--offset",
-            &self.offset.to_string(),
+            &offset,
             "--jgroups-port",
-            &self.jgroups_port.to_string(),
+            &jgroups_port,
             "--cluster",
             &self.name,
             "--peers",
             &peers,
-        ])
+        ];
+        args.extend_from_slice(extra);
+        infinispan_sh(&args)
     }
 
     /// Starts the node with another server configuration (a file of
     /// `e2e/testbed/infinispan/`).
     pub fn start_with_config(&self, config: &str) -> anyhow::Result<()> {
-        let peers = format!("127.0.0.1[{}]", self.jgroups_port);
         let config = repo_root().join("e2e/testbed/infinispan").join(config);
-        let config = config.to_string_lossy();
-        infinispan_sh(&[
-            "start",
-            &self.name,
-            "--offset",
-            &self.offset.to_string(),
-            "--jgroups-port",
-            &self.jgroups_port.to_string(),
-            "--cluster",
-            &self.name,
-            "--peers",
-            &peers,
-            "--config",
-            &config,
-        ])
+        self.start_with(&["--config", &config.to_string_lossy()])
     }
 
     /// Stops the node gracefully (its persistent state is kept).

@@ -588,6 +588,26 @@ impl Fixture {
     }
 }
 
+/// A config event stream of `rest` whose replay (the server's current state) is over: what it
+/// yields next are live changes. For tests that count server writes from outside the operator.
+pub async fn live_events(
+    rest: &infinispan_rest::Client,
+) -> anyhow::Result<infinispan_rest::ConfigEventStream> {
+    use futures::StreamExt;
+    use infinispan_rest::{StreamItem, StreamOptions};
+    let mut stream = rest.config_events(StreamOptions::default());
+    loop {
+        match tokio::time::timeout(SLOW, stream.next()).await? {
+            Some(StreamItem::ReplayComplete { .. }) => return Ok(stream),
+            Some(StreamItem::Disconnected { error, .. }) => {
+                bail!("listener disconnected during the replay: {error}")
+            }
+            Some(_) => {}
+            None => bail!("the listener ended"),
+        }
+    }
+}
+
 /// Removes the finalizers of every CR of `api` (teardown: the namespace's deletion must never
 /// wait for an operator that is gone, nor delete a server object).
 async fn release_finalizers<K>(api: &Api<K>) -> anyhow::Result<()>

@@ -31,7 +31,6 @@ use e2e::{Testbed, eventually};
 use futures::StreamExt;
 use infinispan_rest::{
     Comparison, ConfigDocument, ConfigEvent, ConfigFormat, CreateCacheOptions, StreamItem,
-    StreamOptions,
 };
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -165,17 +164,7 @@ struct Listener {
 
 impl Listener {
     async fn start(rest: &infinispan_rest::Client) -> anyhow::Result<Self> {
-        let mut stream = rest.config_events(StreamOptions::default());
-        loop {
-            match tokio::time::timeout(SLOW, stream.next()).await? {
-                Some(StreamItem::ReplayComplete { .. }) => break,
-                Some(StreamItem::Disconnected { error, .. }) => {
-                    bail!("listener disconnected during the replay: {error}")
-                }
-                Some(_) => {}
-                None => bail!("the listener ended"),
-            }
-        }
+        let mut stream = live_events(rest).await?;
         let events = Arc::new(Mutex::new(Vec::new()));
         let disconnects = Arc::new(Mutex::new(Vec::new()));
         let (e, d) = (events.clone(), disconnects.clone());

@@ -17,9 +17,7 @@ use common_crds::labels::{CLUSTER_LABEL, ORIGIN_LABEL, RESOURCES_FINALIZER};
 use e2e::eventually;
 use e2e::operator::*;
 use futures::StreamExt;
-use infinispan_rest::{
-    ConfigDocument, ConfigEvent, ConfigFormat, CreateCacheOptions, StreamItem, StreamOptions,
-};
+use infinispan_rest::{ConfigDocument, ConfigEvent, ConfigFormat, CreateCacheOptions, StreamItem};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -307,16 +305,8 @@ async fn l1_idle_means_zero_writes() -> anyhow::Result<()> {
         // Let requeues after the last writes run out.
         tokio::time::sleep(Duration::from_secs(3)).await;
 
-        let mut listener = f.rest.config_events(StreamOptions::default());
+        let mut listener = live_events(&f.rest).await?;
         let names = [user.clone(), mirrored.clone()];
-        // Skip the replay.
-        loop {
-            match tokio::time::timeout(SLOW, listener.next()).await? {
-                Some(StreamItem::ReplayComplete { .. }) => break,
-                Some(_) => {}
-                None => bail!("the listener ended"),
-            }
-        }
         let versions = |crs: Vec<Cache>| -> Vec<(String, Option<String>)> {
             crs.into_iter()
                 .map(|cr| (cr.name_any(), cr.resource_version()))

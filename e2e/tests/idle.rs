@@ -11,7 +11,7 @@ use anyhow::{Context, bail, ensure};
 use e2e::node::{Node, NodeGuard};
 use e2e::operator::*;
 use futures::StreamExt;
-use infinispan_rest::{ConfigDocument, CreateCacheOptions, StreamItem, StreamOptions};
+use infinispan_rest::{ConfigDocument, CreateCacheOptions, StreamItem};
 use serde_json::Value;
 
 const IDLE: Duration = Duration::from_secs(60);
@@ -106,14 +106,7 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
         // Let requeues after the last writes run out.
         tokio::time::sleep(Duration::from_secs(5)).await;
 
-        let mut listener = f.rest.config_events(StreamOptions::default());
-        loop {
-            match tokio::time::timeout(SLOW, listener.next()).await? {
-                Some(StreamItem::ReplayComplete { .. }) => break,
-                Some(_) => {}
-                None => bail!("the listener ended"),
-            }
-        }
+        let mut listener = live_events(&f.rest).await?;
         let audit = f.testbed.run_dir.join("logs/audit.log");
         let offset = std::fs::metadata(&audit)
             .with_context(|| format!("the testbed's audit log {} is missing", audit.display()))?

@@ -39,17 +39,7 @@ async fn wait_template_ready(f: &Fixture, name: &str, reason: &str) -> anyhow::R
 
 /// The server's configuration of a template (the inner document), if it has it.
 async fn server_template(f: &Fixture, name: &str) -> anyhow::Result<Option<Value>> {
-    Ok(f.rest
-        .list_templates()
-        .await?
-        .into_iter()
-        .find(|t| t.name == name)
-        .map(|t| {
-            t.configuration
-                .get(name)
-                .cloned()
-                .unwrap_or(t.configuration)
-        }))
+    Ok(f.rest.template_definition(name).await?)
 }
 
 async fn wait_server_template(f: &Fixture, name: &str, exists: bool) -> anyhow::Result<()> {

@@ -12,7 +12,7 @@ use common_crds::{Cache, Infinispan};
 use e2e::eventually;
 use e2e::operator::*;
 use futures::StreamExt;
-use infinispan_rest::{ConfigEvent, StreamItem, StreamOptions};
+use infinispan_rest::{ConfigEvent, StreamItem};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -79,14 +79,7 @@ async fn two_writers_fighting_are_held_not_looping() -> anyhow::Result<()> {
             ensure!(type_ == "Warning", "{type_}: {note}");
 
             // Then the server is quiet: no update of the cache for 15 s.
-            let mut listener = f.rest.config_events(StreamOptions::default());
-            loop {
-                match tokio::time::timeout(SLOW, listener.next()).await? {
-                    Some(StreamItem::ReplayComplete { .. }) => break,
-                    Some(_) => {}
-                    None => bail!("the listener ended"),
-                }
-            }
+            let mut listener = live_events(&f.rest).await?;
             let quiet = tokio::time::sleep(Duration::from_secs(15));
             tokio::pin!(quiet);
             let mut updates = 0;

@@ -41,6 +41,26 @@ impl Client {
         .json(what)
     }
 
+    /// One template's configuration as JSON, without the name wrapper of the listing
+    /// (`{"distributed-cache-configuration":{...}}`); `None` when the server has no such
+    /// template.
+    pub async fn template_definition(
+        &self,
+        name: &str,
+    ) -> Result<Option<serde_json::Value>, Error> {
+        Ok(self
+            .list_templates()
+            .await?
+            .into_iter()
+            .find(|t| t.name == name)
+            .map(|t| {
+                t.configuration
+                    .get(name)
+                    .cloned()
+                    .unwrap_or(t.configuration)
+            }))
+    }
+
     pub async fn template_exists(&self, name: &str) -> Result<bool, Error> {
         Ok(self.list_templates().await?.iter().any(|t| t.name == name))
     }

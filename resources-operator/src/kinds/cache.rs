@@ -79,15 +79,11 @@ impl CacheAdapter {
     /// resolves the template at creation and keeps no reference to it). `None` when the server
     /// has no such template.
     async fn template_document(&self, template: &str) -> Result<Option<ConfigDocument>, KindError> {
-        let templates = self.client.list_templates().await?;
-        Ok(templates.into_iter().find(|t| t.name == template).map(|t| {
-            let inner = t
-                .configuration
-                .get(template)
-                .cloned()
-                .unwrap_or(t.configuration);
-            server_document(&inner)
-        }))
+        Ok(self
+            .client
+            .template_definition(template)
+            .await?
+            .map(|inner| server_document(&inner)))
     }
 
     /// What the CR asks the server's cache to be, as a document: its own, or its template's.

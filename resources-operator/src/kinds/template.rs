@@ -96,16 +96,7 @@ impl KindAdapter for TemplateAdapter {
     }
 
     async fn read(&self, server_name: &str) -> Result<Option<Value>, KindError> {
-        let templates = self.client.list_templates().await?;
-        Ok(templates
-            .into_iter()
-            .find(|t| t.name == server_name)
-            .map(|t| {
-                t.configuration
-                    .get(server_name)
-                    .cloned()
-                    .unwrap_or(t.configuration)
-            }))
+        Ok(self.client.template_definition(server_name).await?)
     }
 
     async fn create(&self, server_name: &str, cr: &Template) -> Result<(), KindError> {
