@@ -39,7 +39,8 @@ impl CounterStorage {
 }
 
 /// A counter's definition, as created and as read back. Absent options are `None` (the
-/// server's "no lifespan" `-1` reads back as `None`).
+/// server's "no lifespan" `-1` reads back as `None`, and so does a bound at `i64::MIN` or
+/// `i64::MAX`, which the server writes for the side a one-sided counter leaves open).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CounterConfig {
     Strong {
@@ -121,8 +122,10 @@ impl CounterConfig {
             Ok(CounterConfig::Strong {
                 initial_value: num(m, "initial-value")?.unwrap_or(0),
                 storage: storage(m)?,
-                lower_bound: num(m, "lower-bound")?,
-                upper_bound: num(m, "upper-bound")?,
+                // A strong counter bounded on one side reads back with the other bound at
+                // the i64 extreme: the same as unbounded on that side.
+                lower_bound: num(m, "lower-bound")?.filter(|b| *b != i64::MIN),
+                upper_bound: num(m, "upper-bound")?.filter(|b| *b != i64::MAX),
                 lifespan: num(m, "lifespan")?.filter(|l| *l >= 0),
             })
         } else if let Some(m) = v.get("weak-counter").and_then(Value::as_object) {

@@ -3,7 +3,10 @@
 //! - [`sse`]: the Server-Sent Events parser;
 //! - this module: decoding of the server's frames into [`ConfigEvent`];
 //! - [`stream`]: the connection, replay tracking, dead-connection detection and reconnects.
+//! - [`feeds`]: the same items for kinds the config stream does not carry on every version
+//!   (schemas, tasks: an internal cache's entry events; counters: a names list).
 
+pub mod feeds;
 pub mod sse;
 pub mod stream;
 
@@ -18,6 +21,8 @@ pub enum EventKind {
     Template,
     Schema,
     Counter,
+    /// Server tasks (scripts): never on the config stream, see [`feeds`].
+    Task,
 }
 
 /// One configuration change (or one replayed object) from the server.
@@ -72,6 +77,14 @@ pub enum ConfigEvent {
     CounterRemoved {
         name: String,
     },
+    /// A script task created or replaced (from [`feeds`]: no server version has task events).
+    TaskUpdated {
+        name: String,
+        script: String,
+    },
+    TaskRemoved {
+        name: String,
+    },
     /// An event this client does not know, passed through.
     Unknown {
         event: String,
@@ -100,8 +113,21 @@ impl ConfigEvent {
                 (EventKind::Schema, name)
             }
             CounterCreated { name, .. } | CounterRemoved { name } => (EventKind::Counter, name),
+            TaskUpdated { name, .. } | TaskRemoved { name } => (EventKind::Task, name),
             Unknown { .. } | Undecodable { .. } => return None,
         })
+    }
+
+    /// Whether the event says the object is gone.
+    pub fn is_removal(&self) -> bool {
+        matches!(
+            self,
+            ConfigEvent::CacheRemoved { .. }
+                | ConfigEvent::TemplateRemoved { .. }
+                | ConfigEvent::SchemaRemoved { .. }
+                | ConfigEvent::CounterRemoved { .. }
+                | ConfigEvent::TaskRemoved { .. }
+        )
     }
 
     /// Decodes one SSE frame received with `Accept: application/json`. Never fails: unknown or

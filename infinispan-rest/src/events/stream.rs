@@ -24,10 +24,11 @@ use tokio::task::JoinHandle;
 
 use super::ConfigEvent;
 use super::EventKind;
-use super::sse::SseParser;
+use super::sse::{SseEvent, SseParser};
 use crate::client::{Client, Req, error_chain};
 use crate::error::{Error, from_response};
 use crate::server::ConfigNames;
+use hyper::body::Incoming;
 
 /// Reconnect delays: exponential from `initial`, capped at `max`, with "equal jitter" (a delay
 /// is uniformly drawn from `[d/2, d]`).
@@ -139,19 +140,32 @@ impl Drop for ConfigEventStream {
     }
 }
 
+impl ConfigEventStream {
+    /// Runs `task`, which sends the items, until the stream is dropped.
+    pub(crate) fn spawn<F, Fut>(buffer: usize, task: F) -> Self
+    where
+        F: FnOnce(mpsc::Sender<StreamItem>) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel(buffer.max(1));
+        ConfigEventStream {
+            rx,
+            task: tokio::spawn(task(tx)),
+        }
+    }
+}
+
 impl Client {
     /// Opens the config event stream on this client's base URL (to listen on one specific
     /// node, use [`Client::for_node`]). Must be called inside a Tokio runtime.
     pub fn config_events(&self, options: StreamOptions) -> ConfigEventStream {
-        let (tx, rx) = mpsc::channel(options.buffer.max(1));
         let client = self.clone();
-        let task = tokio::spawn(run(client, options, tx));
-        ConfigEventStream { rx, task }
+        ConfigEventStream::spawn(options.buffer, move |tx| run(client, options, tx))
     }
 }
 
 /// Ends the task when the consumer is gone.
-struct Closed;
+pub(crate) struct Closed;
 
 async fn run(client: Client, opts: StreamOptions, tx: mpsc::Sender<StreamItem>) {
     let mut failures: u32 = 0;
@@ -193,27 +207,17 @@ async fn connect_once(
         "/rest/v2/container/config?action=listen&includeCurrentState={}",
         opts.include_current_state
     );
-    let req = Req::get(path).accept("application/json");
-    let resp = match tokio::time::timeout(opts.header_timeout, client.send(&req, what)).await {
-        Err(_) => {
-            return Ok(Error::Timeout {
-                what: what.to_owned(),
-                after: opts.header_timeout,
-            });
-        }
-        Ok(Err(e)) => return Ok(e),
-        Ok(Ok(r)) => r,
+    let mut body = match open(
+        client,
+        Req::get(path).accept("application/json"),
+        opts,
+        what,
+    )
+    .await
+    {
+        Ok(body) => body,
+        Err(e) => return Ok(e),
     };
-    if !resp.status().is_success() {
-        let status = resp.status();
-        let body = tokio::time::timeout(opts.probe_timeout, resp.into_body().collect())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-            .unwrap_or_default();
-        return Ok(from_response(what, status, &body));
-    }
     let names = match client.config_names().await {
         Ok(n) => n,
         Err(e) => return Ok(e),
@@ -246,7 +250,6 @@ async fn connect_once(
     }
     let replay_deadline = tokio::time::Instant::now() + opts.replay_timeout;
     let mut parser = SseParser::new();
-    let mut body = resp.into_body();
     loop {
         let wait = if replay_done {
             opts.probe_interval
@@ -254,12 +257,9 @@ async fn connect_once(
             opts.probe_interval
                 .min(replay_deadline.saturating_duration_since(tokio::time::Instant::now()))
         };
-        match tokio::time::timeout(wait, body.frame()).await {
-            Ok(Some(Ok(frame))) => {
-                let Ok(data) = frame.into_data() else {
-                    continue; // trailers
-                };
-                for sse in parser.feed(&data) {
+        match next(&mut body, &mut parser, wait, what).await {
+            Ok(Next::Events(events)) => {
+                for sse in events {
                     let event = ConfigEvent::decode(&sse.event, &sse.data);
                     let seen = event.object().map(|(k, n)| (k, n.to_owned()));
                     send(tx, StreamItem::Event(event)).await?;
@@ -272,14 +272,8 @@ async fn connect_once(
                     }
                 }
             }
-            Ok(Some(Err(e))) => return Ok(Error::transport(what, error_chain(&e))),
-            Ok(None) => {
-                return Ok(Error::Transport {
-                    what: what.to_owned(),
-                    message: "the server closed the event stream".to_owned(),
-                });
-            }
-            Err(_) => {
+            Err(e) => return Ok(e),
+            Ok(Next::Silence) => {
                 if !replay_done && tokio::time::Instant::now() >= replay_deadline {
                     return Ok(Error::Timeout {
                         what: format!(
@@ -289,23 +283,87 @@ async fn connect_once(
                         after: opts.replay_timeout,
                     });
                 }
-                // Silence: ask the server (read-only) whether it is still there.
-                match tokio::time::timeout(opts.probe_timeout, client.health()).await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => return Ok(e),
-                    Err(_) => {
-                        return Ok(Error::Timeout {
-                            what: "health probe of the event stream's server".to_owned(),
-                            after: opts.probe_timeout,
-                        });
-                    }
+                if let Err(e) = probe(client, opts).await {
+                    return Ok(e);
                 }
             }
         }
     }
 }
 
-async fn send(tx: &mpsc::Sender<StreamItem>, item: StreamItem) -> Result<(), Closed> {
+/// Opens a listen request: the response body once the headers arrived (bounded by
+/// `header_timeout`), or why not.
+pub(crate) async fn open(
+    client: &Client,
+    req: Req,
+    opts: &StreamOptions,
+    what: &str,
+) -> Result<Incoming, Error> {
+    let resp = match tokio::time::timeout(opts.header_timeout, client.send(&req, what)).await {
+        Err(_) => {
+            return Err(Error::Timeout {
+                what: what.to_owned(),
+                after: opts.header_timeout,
+            });
+        }
+        Ok(result) => result?,
+    };
+    if !resp.status().is_success() {
+        let status = resp.status();
+        let body = tokio::time::timeout(opts.probe_timeout, resp.into_body().collect())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+            .unwrap_or_default();
+        return Err(from_response(what, status, &body));
+    }
+    Ok(resp.into_body())
+}
+
+/// What a listen connection gave within the wait.
+pub(crate) enum Next {
+    /// Events (possibly none: a chunk that completed no event).
+    Events(Vec<SseEvent>),
+    /// Nothing for the whole wait (normal: the server sends no keep-alives).
+    Silence,
+}
+
+/// The next chunk of a listen connection, parsed; an error when the connection ended.
+pub(crate) async fn next(
+    body: &mut Incoming,
+    parser: &mut SseParser,
+    wait: Duration,
+    what: &str,
+) -> Result<Next, Error> {
+    match tokio::time::timeout(wait, body.frame()).await {
+        Ok(Some(Ok(frame))) => Ok(Next::Events(match frame.into_data() {
+            Ok(data) => parser.feed(&data),
+            Err(_) => Vec::new(), // trailers
+        })),
+        Ok(Some(Err(e))) => Err(Error::transport(what, error_chain(&e))),
+        Ok(None) => Err(Error::Transport {
+            what: what.to_owned(),
+            message: "the server closed the event stream".to_owned(),
+        }),
+        Err(_) => Ok(Next::Silence),
+    }
+}
+
+/// After silence: asks the server (read-only) whether it is still there; an error ends the
+/// connection.
+pub(crate) async fn probe(client: &Client, opts: &StreamOptions) -> Result<(), Error> {
+    match tokio::time::timeout(opts.probe_timeout, client.health()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Error::Timeout {
+            what: "health probe of the event stream's server".to_owned(),
+            after: opts.probe_timeout,
+        }),
+    }
+}
+
+pub(crate) async fn send(tx: &mpsc::Sender<StreamItem>, item: StreamItem) -> Result<(), Closed> {
     tx.send(item).await.map_err(|_| Closed)
 }
 

@@ -32,6 +32,7 @@ impl Needed {
             EventKind::Template => "Template",
             EventKind::Schema => "Schema",
             EventKind::Counter => "Counter",
+            EventKind::Task => "Task",
         };
         format!("{kind} {:?} on the server", self.name)
     }
@@ -88,13 +89,7 @@ impl ServerCatalog {
     /// Takes one event; returns the object when it appeared (it was not known before).
     pub fn apply(&self, event: &ConfigEvent) -> Option<Needed> {
         let (kind, name) = event.object()?;
-        let removed = matches!(
-            event,
-            ConfigEvent::CacheRemoved { .. }
-                | ConfigEvent::TemplateRemoved { .. }
-                | ConfigEvent::SchemaRemoved { .. }
-                | ConfigEvent::CounterRemoved { .. }
-        );
+        let removed = event.is_removal();
         self.write(|names| {
             if let Some(replayed) = names.replaying.as_mut() {
                 let set = replayed.entry(kind).or_default();

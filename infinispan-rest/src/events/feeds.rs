@@ -1,0 +1,461 @@
+//! Feeds: the config stream's items ([`StreamItem`]) for kinds it does not carry on every
+//! server version, so that the sync treats every kind alike (snapshot on each connect, then
+//! changes, reconnects with backoff).
+//!
+//! - **Schemas** and **tasks** live in internal caches (`___protobuf_metadata`,
+//!   `___script_cache`) whose entry events the REST API streams
+//!   (`GET /rest/v2/caches/{cache}?action=listen`, checked on 16.0.7): each connection lists the
+//!   cache's entries once (the snapshot: one request, contents included), then every
+//!   `cache-entry-created|modified|removed` event (data = the key) re-reads that one object.
+//!   Always `Accept: text/plain`: a listener asking for JSON makes the server fail every
+//!   later write to the cache with `ISPN000655` (the listener outlives its connection; seen on
+//!   16.0.7, a server restart clears it). The listener is registered before the list is taken,
+//!   so no change falls between the two.
+//! - **Counters** are in a private cache: their feed lists the names every `interval` and reads
+//!   the definition of each new name (definitions cannot change). A counter deleted and
+//!   re-created between two lists is not seen as changed. Counter events exist from 16.2 but
+//!   reach only the node that handled the change (design R5): the list is the one source.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use super::ConfigEvent;
+use super::sse::SseParser;
+use super::stream::{
+    Closed, ConfigEventStream, Next, StreamItem, StreamOptions, next, open, probe, send,
+};
+use crate::client::{Client, Req};
+use crate::counters::CounterConfig;
+use crate::error::Error;
+use crate::names::encode;
+use crate::server::ConfigNames;
+use crate::tasks::SCRIPT_CACHE;
+
+/// The internal cache holding Protobuf schemas (key `<name>.proto`) and their validation
+/// errors (key `<name>.proto.errors`; the key `.errors` lists the schemas with errors).
+pub const SCHEMA_CACHE: &str = "___protobuf_metadata";
+
+const ERRORS_SUFFIX: &str = ".errors";
+
+impl Client {
+    /// Schemas as [`ConfigEvent::SchemaCreated`] (snapshot) and
+    /// [`ConfigEvent::SchemaUpdated`]/[`ConfigEvent::SchemaRemoved`] (changes), with their
+    /// validation errors.
+    pub fn schema_feed(&self, options: StreamOptions) -> ConfigEventStream {
+        let client = self.clone();
+        ConfigEventStream::spawn(options.buffer, move |tx| {
+            reconnecting(client, options, tx, EntryFeed::Schemas)
+        })
+    }
+
+    /// Script tasks as [`ConfigEvent::TaskUpdated`]/[`ConfigEvent::TaskRemoved`].
+    pub fn task_feed(&self, options: StreamOptions) -> ConfigEventStream {
+        let client = self.clone();
+        ConfigEventStream::spawn(options.buffer, move |tx| {
+            reconnecting(client, options, tx, EntryFeed::Tasks)
+        })
+    }
+
+    /// Counters as [`ConfigEvent::CounterCreated`]/[`ConfigEvent::CounterRemoved`], from a
+    /// names list every `interval`.
+    pub fn counter_feed(&self, interval: Duration, options: StreamOptions) -> ConfigEventStream {
+        let client = self.clone();
+        ConfigEventStream::spawn(options.buffer, move |tx| {
+            reconnecting(client, options, tx, CounterPoll::new(interval))
+        })
+    }
+
+    /// Every entry of a cache, as text (`?action=entries`, one request).
+    pub async fn cache_entries(&self, cache: &str) -> Result<Vec<(String, String)>, Error> {
+        #[derive(Deserialize)]
+        struct Entry {
+            key: String,
+            value: String,
+        }
+        let what = format!("list the entries of cache '{cache}'");
+        let entries: Vec<Entry> = self
+            .expect(
+                Req::get(format!(
+                    "/rest/v2/caches/{}?action=entries&limit=-1",
+                    encode(cache)
+                ))
+                .accept("application/json"),
+                &what,
+                &[200],
+            )
+            .await?
+            .json(&what)?;
+        Ok(entries.into_iter().map(|e| (e.key, e.value)).collect())
+    }
+
+    /// One entry of a cache as text; `None` when absent.
+    pub async fn cache_entry(&self, cache: &str, key: &str) -> Result<Option<String>, Error> {
+        let what = format!("read entry '{key}' of cache '{cache}'");
+        let r = self
+            .call(
+                Req::get(format!("/rest/v2/caches/{}/{}", encode(cache), encode(key)))
+                    .accept("text/plain"),
+                &what,
+            )
+            .await?;
+        match r.status.as_u16() {
+            200 => Ok(Some(r.text())),
+            404 => Ok(None),
+            _ => Err(crate::error::from_response(&what, r.status, &r.text())),
+        }
+    }
+}
+
+/// One connection of a feed: sends the snapshot and then the changes; returns why it ended.
+trait Connection: Send + 'static {
+    fn what(&self) -> &'static str;
+    fn connect_once(
+        &mut self,
+        client: &Client,
+        opts: &StreamOptions,
+        tx: &mpsc::Sender<StreamItem>,
+        session: &mut Session,
+    ) -> impl Future<Output = Result<Error, Closed>> + Send;
+}
+
+/// Counts connections and consecutive failures.
+#[derive(Debug, Default)]
+struct Session {
+    connection: u64,
+    failures: u32,
+}
+
+impl Session {
+    /// A connection is made: announce it (no names: feeds end their replay themselves).
+    async fn connected(&mut self, tx: &mpsc::Sender<StreamItem>) -> Result<u64, Closed> {
+        self.connection += 1;
+        self.failures = 0;
+        send(
+            tx,
+            StreamItem::Connected {
+                connection: self.connection,
+                names: ConfigNames::default(),
+            },
+        )
+        .await?;
+        Ok(self.connection)
+    }
+}
+
+async fn reconnecting(
+    client: Client,
+    opts: StreamOptions,
+    tx: mpsc::Sender<StreamItem>,
+    mut feed: impl Connection,
+) {
+    let mut session = Session::default();
+    loop {
+        let error = match feed.connect_once(&client, &opts, &tx, &mut session).await {
+            Ok(error) => error,
+            Err(Closed) => return,
+        };
+        let retry_in = opts.backoff.delay(session.failures);
+        session.failures = session.failures.saturating_add(1);
+        tracing::debug!(feed = feed.what(), %error, ?retry_in, failures = session.failures, "feed disconnected");
+        let item = StreamItem::Disconnected {
+            error,
+            retry_in,
+            failures: session.failures,
+        };
+        if send(&tx, item).await.is_err() {
+            return;
+        }
+        tokio::time::sleep(retry_in).await;
+    }
+}
+
+/// A kind kept in an internal cache, followed through the cache's entry events.
+#[derive(Debug, Clone, Copy)]
+enum EntryFeed {
+    Schemas,
+    Tasks,
+}
+
+impl EntryFeed {
+    fn cache(self) -> &'static str {
+        match self {
+            EntryFeed::Schemas => SCHEMA_CACHE,
+            EntryFeed::Tasks => SCRIPT_CACHE,
+        }
+    }
+
+    /// The objects of a listing of the cache.
+    fn snapshot(self, entries: Vec<(String, String)>) -> Vec<ConfigEvent> {
+        match self {
+            EntryFeed::Tasks => entries
+                .into_iter()
+                .map(|(name, script)| ConfigEvent::TaskUpdated { name, script })
+                .collect(),
+            EntryFeed::Schemas => {
+                let (errors, schemas): (Vec<_>, Vec<_>) = entries
+                    .into_iter()
+                    .partition(|(key, _)| key.ends_with(ERRORS_SUFFIX));
+                let errors: HashMap<String, String> = errors
+                    .into_iter()
+                    .filter_map(|(key, text)| {
+                        key.strip_suffix(ERRORS_SUFFIX)
+                            .map(|name| (name.to_owned(), text))
+                    })
+                    .collect();
+                schemas
+                    .into_iter()
+                    .map(|(name, proto)| ConfigEvent::SchemaCreated {
+                        errors: errors.get(&name).cloned(),
+                        name,
+                        proto,
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The object an entry event is about, or `None` when the key is no object of this kind
+    /// (the schema cache's `.errors` index) or concerns none known (errors of a schema never
+    /// seen: its own entry's event follows).
+    fn object_of(self, key: &str, known: &HashSet<String>) -> Option<String> {
+        match self {
+            EntryFeed::Tasks => Some(key.to_owned()),
+            EntryFeed::Schemas => match key.strip_suffix(ERRORS_SUFFIX) {
+                Some(name) if known.contains(name) => Some(name.to_owned()),
+                Some(_) => None,
+                None => Some(key.to_owned()),
+            },
+        }
+    }
+
+    /// Reads one object again: its change event.
+    async fn read(self, client: &Client, name: &str) -> Result<ConfigEvent, Error> {
+        let name = name.to_owned();
+        match self {
+            EntryFeed::Tasks => Ok(match client.cache_entry(SCRIPT_CACHE, &name).await? {
+                Some(script) => ConfigEvent::TaskUpdated { name, script },
+                None => ConfigEvent::TaskRemoved { name },
+            }),
+            EntryFeed::Schemas => match client.cache_entry(SCHEMA_CACHE, &name).await? {
+                None => Ok(ConfigEvent::SchemaRemoved { name }),
+                Some(proto) => {
+                    let errors = client
+                        .cache_entry(SCHEMA_CACHE, &format!("{name}{ERRORS_SUFFIX}"))
+                        .await?;
+                    Ok(ConfigEvent::SchemaUpdated {
+                        name,
+                        proto,
+                        errors,
+                    })
+                }
+            },
+        }
+    }
+}
+
+impl Connection for EntryFeed {
+    fn what(&self) -> &'static str {
+        match self {
+            EntryFeed::Schemas => "listen to schema changes",
+            EntryFeed::Tasks => "listen to task changes",
+        }
+    }
+
+    async fn connect_once(
+        &mut self,
+        client: &Client,
+        opts: &StreamOptions,
+        tx: &mpsc::Sender<StreamItem>,
+        session: &mut Session,
+    ) -> Result<Error, Closed> {
+        let what = self.what();
+        let feed = *self;
+        // Never JSON here (see the module docs).
+        let listen = Req::get(format!(
+            "/rest/v2/caches/{}?action=listen&includeCurrentState=true",
+            encode(feed.cache())
+        ))
+        .accept("text/plain");
+        let mut body = match open(client, listen, opts, what).await {
+            Ok(body) => body,
+            Err(e) => return Ok(e),
+        };
+        let entries = match client.cache_entries(feed.cache()).await {
+            Ok(entries) => entries,
+            Err(e) => return Ok(e),
+        };
+        let connection = session.connected(tx).await?;
+        let mut known = HashSet::new();
+        for event in feed.snapshot(entries) {
+            if let Some((_, name)) = event.object() {
+                known.insert(name.to_owned());
+            }
+            send(tx, StreamItem::Event(event)).await?;
+        }
+        send(tx, StreamItem::ReplayComplete { connection }).await?;
+        let mut parser = SseParser::new();
+        loop {
+            match next(&mut body, &mut parser, opts.probe_interval, what).await {
+                Err(e) => return Ok(e),
+                Ok(Next::Silence) => {
+                    if let Err(e) = probe(client, opts).await {
+                        return Ok(e);
+                    }
+                }
+                Ok(Next::Events(events)) => {
+                    // One read per object, however many of its entries changed in this chunk.
+                    let mut names: Vec<String> = Vec::new();
+                    for sse in events {
+                        if let Some(name) = feed.object_of(sse.data.trim_end(), &known)
+                            && !names.contains(&name)
+                        {
+                            names.push(name);
+                        }
+                    }
+                    for name in names {
+                        let event = match feed.read(client, &name).await {
+                            Ok(event) => event,
+                            Err(e) => return Ok(e),
+                        };
+                        if event.is_removal() {
+                            known.remove(&name);
+                        } else {
+                            known.insert(name);
+                        }
+                        send(tx, StreamItem::Event(event)).await?;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Counters: the names list every `interval`.
+#[derive(Debug)]
+struct CounterPoll {
+    interval: Duration,
+}
+
+impl CounterPoll {
+    fn new(interval: Duration) -> Self {
+        Self { interval }
+    }
+}
+
+impl Connection for CounterPoll {
+    fn what(&self) -> &'static str {
+        "list counters"
+    }
+
+    async fn connect_once(
+        &mut self,
+        client: &Client,
+        _opts: &StreamOptions,
+        tx: &mpsc::Sender<StreamItem>,
+        session: &mut Session,
+    ) -> Result<Error, Closed> {
+        let mut known: HashMap<String, CounterConfig> = HashMap::new();
+        let mut connection = None;
+        loop {
+            let names = match client.list_counters().await {
+                Ok(names) => names,
+                Err(e) => return Ok(e),
+            };
+            let mut changes = Vec::new();
+            for name in &names {
+                if !known.contains_key(name) {
+                    match client.counter_config(name).await {
+                        Ok(config) => {
+                            known.insert(name.clone(), config.clone());
+                            changes.push(ConfigEvent::CounterCreated {
+                                name: name.clone(),
+                                config,
+                            });
+                        }
+                        // Deleted between the list and the read.
+                        Err(Error::NotFound { .. }) => {}
+                        Err(e) => return Ok(e),
+                    }
+                }
+            }
+            let listed: HashSet<&String> = names.iter().collect();
+            let gone: Vec<String> = known
+                .keys()
+                .filter(|name| !listed.contains(name))
+                .cloned()
+                .collect();
+            for name in gone {
+                known.remove(&name);
+                changes.push(ConfigEvent::CounterRemoved { name });
+            }
+            let first = connection.is_none();
+            if first {
+                connection = Some(session.connected(tx).await?);
+            }
+            for change in changes {
+                send(tx, StreamItem::Event(change)).await?;
+            }
+            if let (true, Some(connection)) = (first, connection) {
+                send(tx, StreamItem::ReplayComplete { connection }).await?;
+            }
+            tokio::time::sleep(self.interval).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schema_listing_pairs_schemas_with_their_errors() {
+        let entries = vec![
+            ("a.proto".to_owned(), "message A {}".to_owned()),
+            ("b.proto.errors".to_owned(), "Type not found".to_owned()),
+            (".errors".to_owned(), "b.proto".to_owned()),
+            (
+                "b.proto".to_owned(),
+                "message B { strin x = 1; }".to_owned(),
+            ),
+        ];
+        let mut events = EntryFeed::Schemas.snapshot(entries);
+        events.sort_by(|a, b| a.object().cmp(&b.object()));
+        assert_eq!(
+            events,
+            vec![
+                ConfigEvent::SchemaCreated {
+                    name: "a.proto".into(),
+                    proto: "message A {}".into(),
+                    errors: None
+                },
+                ConfigEvent::SchemaCreated {
+                    name: "b.proto".into(),
+                    proto: "message B { strin x = 1; }".into(),
+                    errors: Some("Type not found".into())
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn schema_entry_events_name_the_schema_they_concern() {
+        let known: HashSet<String> = ["a.proto".to_owned()].into();
+        let feed = EntryFeed::Schemas;
+        assert_eq!(feed.object_of("a.proto", &known), Some("a.proto".into()));
+        assert_eq!(feed.object_of("n.proto", &known), Some("n.proto".into()));
+        assert_eq!(
+            feed.object_of("a.proto.errors", &known),
+            Some("a.proto".into())
+        );
+        assert_eq!(feed.object_of("latlng.proto.errors", &known), None);
+        assert_eq!(feed.object_of(".errors", &known), None);
+        assert_eq!(
+            EntryFeed::Tasks.object_of("t.errors", &known),
+            Some("t.errors".into())
+        );
+    }
+}

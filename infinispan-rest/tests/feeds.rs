@@ -1,0 +1,262 @@
+//! The feeds of schemas, tasks and counters against the real server: the snapshot on connect,
+//! then changes made by another client (curl), validation errors included.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::{testbed, unique, wait_for};
+use infinispan_rest::names::encode;
+use infinispan_rest::{ConfigEvent, ConfigEventStream, EventKind, StreamItem, StreamOptions};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Reads up to `ReplayComplete`; returns the snapshot's events by name.
+async fn snapshot(stream: &mut ConfigEventStream) -> HashMap<String, ConfigEvent> {
+    wait_for(
+        stream,
+        WAIT,
+        |i| matches!(i, StreamItem::Connected { .. }),
+        "Connected",
+    )
+    .await;
+    let mut seen = HashMap::new();
+    loop {
+        match common::next_item(stream, WAIT).await {
+            StreamItem::Event(event) => {
+                if let Some((_, name)) = event.object() {
+                    seen.insert(name.to_owned(), event.clone());
+                }
+            }
+            StreamItem::ReplayComplete { .. } => return seen,
+            other => panic!("unexpected during the snapshot: {other:?}"),
+        }
+    }
+}
+
+/// The next event about `name`.
+async fn next_about(stream: &mut ConfigEventStream, kind: EventKind, name: &str) -> ConfigEvent {
+    match wait_for(
+        stream,
+        WAIT,
+        |i| matches!(i, StreamItem::Event(e) if e.object() == Some((kind, name))),
+        name,
+    )
+    .await
+    {
+        StreamItem::Event(event) => event,
+        _ => unreachable!(),
+    }
+}
+
+/// A Protobuf message name made of a schema name.
+fn message(schema: &str) -> String {
+    schema
+        .trim_end_matches(".proto")
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| match c.to_digit(10) {
+            Some(d) => char::from(b'G' + d as u8),
+            None => c.to_ascii_uppercase(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn schemas_snapshot_changes_errors_and_removal() {
+    let tb = testbed();
+    let good = format!("{}.proto", unique("feed-good"));
+    let bad = format!("{}.proto", unique("feed-bad"));
+    let put = |name: &str, proto: &str| {
+        let (code, body) = tb.curl(
+            "PUT",
+            &format!("/rest/v2/schemas/{}", encode(name)),
+            Some("text/plain"),
+            Some(proto),
+        );
+        assert_eq!(code, 200, "{body}");
+    };
+    // Message names are global across schemas: unique ones, so that runs do not collide.
+    let good_proto = format!("message {} {{ optional string a = 1; }}", message(&good));
+    // A syntax error: the server stores the schema with its error, and a fix replaces it (an
+    // unresolved type would make the fix an incompatible change, IPROTO000039).
+    let bad_proto = format!("message {} {{ optional string a = 1 }}", message(&bad));
+    let fixed_proto = format!("message {} {{ optional string a = 1; }}", message(&bad));
+    put(&good, &good_proto);
+    put(&bad, &bad_proto);
+
+    let mut stream = tb.client().schema_feed(StreamOptions::default());
+    let seen = snapshot(&mut stream).await;
+    assert_eq!(
+        seen.get(&good),
+        Some(&ConfigEvent::SchemaCreated {
+            name: good.clone(),
+            proto: good_proto.clone(),
+            errors: None
+        })
+    );
+    match seen.get(&bad) {
+        Some(ConfigEvent::SchemaCreated {
+            errors: Some(errors),
+            ..
+        }) => assert!(errors.contains("Syntax error"), "{errors}"),
+        other => panic!("the invalid schema with its error: {other:?}"),
+    }
+    assert!(
+        !seen.keys().any(|k| k.ends_with(".errors")),
+        "error entries are no schemas: {:?}",
+        seen.keys()
+    );
+
+    put(&bad, &fixed_proto);
+    loop {
+        match next_about(&mut stream, EventKind::Schema, &bad).await {
+            ConfigEvent::SchemaUpdated {
+                errors: None,
+                proto,
+                ..
+            } => {
+                assert_eq!(proto, fixed_proto);
+                break;
+            }
+            ConfigEvent::SchemaUpdated { .. } => continue, // the errors entry's own event
+            other => panic!("fixed schema: {other:?}"),
+        }
+    }
+    let (code, body) = tb.curl(
+        "DELETE",
+        &format!("/rest/v2/schemas/{}", encode(&good)),
+        None,
+        None,
+    );
+    assert!(code == 204 || code == 200, "{code} {body}");
+    assert_eq!(
+        next_about(&mut stream, EventKind::Schema, &good).await,
+        ConfigEvent::SchemaRemoved { name: good.clone() }
+    );
+    tb.curl(
+        "DELETE",
+        &format!("/rest/v2/schemas/{}", encode(&bad)),
+        None,
+        None,
+    );
+}
+
+#[tokio::test]
+async fn tasks_snapshot_replace_and_delete() {
+    let tb = testbed();
+    let before = unique("feed-task-a");
+    let after = unique("feed-task b/c");
+    let put = |name: &str, script: &str| {
+        let (code, body) = tb.curl(
+            "PUT",
+            &format!("/rest/v2/tasks/{}", encode(name)),
+            Some("text/javascript"),
+            Some(script),
+        );
+        assert_eq!(code, 200, "{body}");
+    };
+    put(&before, "// mode=local,language=javascript\n1 + 1");
+
+    let mut stream = tb.client().task_feed(StreamOptions::default());
+    let seen = snapshot(&mut stream).await;
+    assert_eq!(
+        seen.get(&before),
+        Some(&ConfigEvent::TaskUpdated {
+            name: before.clone(),
+            script: "// mode=local,language=javascript\n1 + 1".into()
+        })
+    );
+
+    put(&after, "// mode=local,language=javascript\n2");
+    assert_eq!(
+        next_about(&mut stream, EventKind::Task, &after).await,
+        ConfigEvent::TaskUpdated {
+            name: after.clone(),
+            script: "// mode=local,language=javascript\n2".into()
+        }
+    );
+    put(&after, "// mode=local,language=javascript\n3");
+    assert_eq!(
+        next_about(&mut stream, EventKind::Task, &after).await,
+        ConfigEvent::TaskUpdated {
+            name: after.clone(),
+            script: "// mode=local,language=javascript\n3".into()
+        }
+    );
+    let client = tb.client();
+    client.delete_task(&after).await.expect("delete");
+    assert_eq!(
+        next_about(&mut stream, EventKind::Task, &after).await,
+        ConfigEvent::TaskRemoved {
+            name: after.clone()
+        }
+    );
+    client.delete_task(&before).await.expect("delete");
+}
+
+#[tokio::test]
+async fn counters_from_the_names_list() {
+    let tb = testbed();
+    let before = unique("feed-counter-a");
+    let after = unique("feed-counter-b");
+    let create = |name: &str, body: &str| {
+        let (code, text) = tb.curl(
+            "POST",
+            &format!("/rest/v2/counters/{}", encode(name)),
+            Some("application/json"),
+            Some(body),
+        );
+        assert_eq!(code, 200, "{text}");
+    };
+    create(
+        &before,
+        r#"{"weak-counter":{"initial-value":3,"storage":"VOLATILE"}}"#,
+    );
+
+    let mut stream = tb
+        .client()
+        .counter_feed(Duration::from_millis(300), StreamOptions::default());
+    let seen = snapshot(&mut stream).await;
+    assert!(
+        matches!(
+            seen.get(&before),
+            Some(ConfigEvent::CounterCreated {
+                config: infinispan_rest::CounterConfig::Weak {
+                    initial_value: 3,
+                    ..
+                },
+                ..
+            })
+        ),
+        "{:?}",
+        seen.get(&before)
+    );
+    create(
+        &after,
+        r#"{"strong-counter":{"initial-value":1,"upper-bound":10,"storage":"PERSISTENT"}}"#,
+    );
+    match next_about(&mut stream, EventKind::Counter, &after).await {
+        ConfigEvent::CounterCreated { config, .. } => assert_eq!(
+            config,
+            infinispan_rest::CounterConfig::Strong {
+                initial_value: 1,
+                storage: infinispan_rest::CounterStorage::Persistent,
+                lower_bound: None,
+                upper_bound: Some(10),
+                lifespan: None,
+            }
+        ),
+        other => panic!("{other:?}"),
+    }
+    let client = tb.client();
+    client.delete_counter(&after).await.expect("delete");
+    assert_eq!(
+        next_about(&mut stream, EventKind::Counter, &after).await,
+        ConfigEvent::CounterRemoved {
+            name: after.clone()
+        }
+    );
+    client.delete_counter(&before).await.expect("delete");
+}
