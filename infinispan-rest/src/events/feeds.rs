@@ -423,7 +423,7 @@ mod tests {
             ),
         ];
         let mut events = EntryFeed::Schemas.snapshot(entries);
-        events.sort_by(|a, b| a.object().cmp(&b.object()));
+        events.sort_by_key(|e| e.object().map(|(_, name)| name.to_owned()));
         assert_eq!(
             events,
             vec![
