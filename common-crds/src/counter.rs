@@ -36,6 +36,8 @@ use crate::common::{ResourceKind, ResourceSpecCommon, ResourceStatus, UpdateStra
 #[x_kube(
     validation = Rule::new("(!has(self.lowerBound) && !has(self.upperBound)) || !has(self.type) || self.type == 'strong'")
         .message("lowerBound and upperBound are only allowed when type is strong (weak counters are unbounded)"),
+    validation = Rule::new("!has(self.lifespan) || !has(self.type) || self.type == 'strong'")
+        .message("lifespan is only allowed when type is strong"),
     validation = Rule::new("!has(self.concurrencyLevel) || (has(self.type) && self.type == 'weak')")
         .message("concurrencyLevel is only allowed when type is weak"),
     validation = Rule::new("!has(self.lowerBound) || !has(self.upperBound) || self.lowerBound < self.upperBound")
@@ -70,6 +72,12 @@ pub struct CounterSpec {
     /// Largest value of a strong counter (inclusive); strong counters only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upper_bound: Option<i64>,
+
+    /// Milliseconds after which a strong counter's value expires and reads as its initial
+    /// value again; strong counters only; unset: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub lifespan: Option<i64>,
 
     /// Number of concurrent updates a weak counter allows; weak counters only.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -423,7 +423,7 @@ mod tests {
             rule_messages("Cache", "/properties/spec"),
             [crate::cache::TEMPLATE_XOR_MESSAGE]
         );
-        assert_eq!(rule_messages("Counter", "/properties/spec").len(), 5);
+        assert_eq!(rule_messages("Counter", "/properties/spec").len(), 6);
         assert_eq!(
             rule_messages(
                 "Infinispan",

@@ -82,6 +82,17 @@ pub struct RunArgs {
     )]
     pub metrics_address: SocketAddr,
 
+    /// How often the counters are listed (counters have no events a sync can rely on, design
+    /// R5): a new or removed counter on the server reaches Kubernetes within this time. One
+    /// list request per interval, plus one read per new counter.
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_COUNTER_LIST_INTERVAL",
+        value_parser = parse_duration,
+        default_value = "10s"
+    )]
+    pub counter_list_interval: Duration,
+
     #[command(flatten)]
     pub election: ElectionArgs,
 }

@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use prometheus::{
@@ -197,18 +197,37 @@ impl Metrics {
 /// Readiness, set once and never withdrawn (design E7: it does not depend on leadership):
 /// - a standby is Ready once it has read the Lease and found it held by another replica;
 /// - the leader (or a process without leader election) is Ready once its engine has the first
-///   snapshot of the server and the CR store is filled. A standby that takes over later stays
+///   snapshot of the server and the CR store is filled, for every kind. A standby that takes over later stays
 ///   Ready.
 #[derive(Debug, Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub struct Readiness {
+    ready: Arc<AtomicBool>,
+    /// Parts (one per kind's engine) that must be ready, and how many are.
+    expected: Arc<AtomicUsize>,
+    parts: Arc<AtomicUsize>,
+}
 
 impl Readiness {
+    /// Ready as a whole (a standby that waits for the Lease).
     pub fn set_ready(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// `n` parts must say [`Readiness::part_ready`] before the process is ready.
+    pub fn expect_parts(&self, n: usize) {
+        self.expected.store(n, Ordering::Relaxed);
+    }
+
+    /// One part is ready.
+    pub fn part_ready(&self) {
+        self.parts.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.ready.load(Ordering::Relaxed) || {
+            let expected = self.expected.load(Ordering::Relaxed);
+            expected > 0 && self.parts.load(Ordering::Relaxed) >= expected
+        }
     }
 }
 

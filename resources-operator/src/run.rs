@@ -24,6 +24,9 @@ use crate::engine::ServerState;
 use crate::engine::controller::{Settings, Wiring};
 use crate::engine::stream;
 use crate::kinds::cache::CacheAdapter;
+use crate::kinds::counter::CounterAdapter;
+use crate::kinds::schema::SchemaAdapter;
+use crate::kinds::task::TaskAdapter;
 use crate::kinds::template::TemplateAdapter;
 use crate::leadership::{self, Candidate, Leadership, Loss, TimingsError};
 use crate::metrics::{self, Metrics, Readiness};
@@ -248,49 +251,87 @@ async fn sync(
     );
 
     let server = ServerState::default();
-    let caches = Wiring::new(
-        client.clone(),
-        CacheAdapter::new(rest.clone(), InternalObjects::default()),
-        settings.clone(),
-        server.clone(),
-        metrics.clone(),
-        readiness.clone(),
-        recorder.clone(),
-    );
-    let templates = Wiring::new(
+    let internal = InternalObjects::default;
+    readiness.expect_parts(5);
+    // One engine per kind, each wired to its CR watch.
+    let parts = Parts {
         client,
-        TemplateAdapter::new(rest.clone(), InternalObjects::default()),
         settings,
-        server.clone(),
-        metrics.clone(),
+        server: server.clone(),
+        metrics: metrics.clone(),
         readiness,
         recorder,
-    );
-    let events = rest.config_events(StreamOptions::default());
-    // One stream for the engines of every kind; aborted however this function ends.
-    let sinks: Vec<Arc<dyn stream::KindSink>> =
-        vec![templates.engine.clone(), caches.engine.clone()];
-    let _stream = AbortOnDrop(tokio::spawn(stream::run(
-        sinks.clone(),
-        server,
-        metrics,
-        events,
-        rest.clone(),
-    )));
+    };
+    let caches = parts.wire(CacheAdapter::new(rest.clone(), internal()));
+    let templates = parts.wire(TemplateAdapter::new(rest.clone(), internal()));
+    let schemas = parts.wire(SchemaAdapter::new(rest.clone(), internal()));
+    let counters = parts.wire(CounterAdapter::new(rest.clone(), internal()));
+    let tasks = parts.wire(TaskAdapter::new(rest.clone(), internal()));
+    let sink = |engine: Arc<dyn stream::KindSink>| engine;
+    // The config event stream feeds caches and templates and owns the server's epoch; the
+    // other kinds have feeds of their own (infinispan_rest::events::feeds). Bulk work follows
+    // design D1's order within each stream; across them, dependencies wait and are re-triggered.
+    let streams: Vec<Stream> = vec![
+        (
+            vec![sink(templates.engine.clone()), sink(caches.engine.clone())],
+            rest.config_events(StreamOptions::default()),
+            true,
+        ),
+        (
+            vec![sink(schemas.engine.clone())],
+            rest.schema_feed(StreamOptions::default()),
+            false,
+        ),
+        (
+            vec![sink(counters.engine.clone())],
+            rest.counter_feed(args.counter_list_interval, StreamOptions::default()),
+            false,
+        ),
+        (
+            vec![sink(tasks.engine.clone())],
+            rest.task_feed(StreamOptions::default()),
+            false,
+        ),
+    ];
+    let all: Vec<Arc<dyn stream::KindSink>> = streams
+        .iter()
+        .flat_map(|(sinks, _, _)| sinks.iter().cloned())
+        .collect();
+    // Aborted however this function ends.
+    let _streams: Vec<AbortOnDrop<()>> = streams
+        .into_iter()
+        .map(|(sinks, events, owns_epoch)| {
+            let others = all
+                .iter()
+                .filter(|other| !sinks.iter().any(|own| Arc::ptr_eq(own, other)))
+                .cloned()
+                .collect();
+            AbortOnDrop(tokio::spawn(stream::run(
+                sinks,
+                others,
+                server.clone(),
+                metrics.clone(),
+                events,
+                owns_epoch.then(|| rest.clone()),
+            )))
+        })
+        .collect();
     let (resume_tx, resume) = futures::channel::oneshot::channel::<()>();
-    let _follow = AbortOnDrop(tokio::spawn(follow_cluster(
-        sinks, state, initial, resume_tx,
-    )));
+    let _follow = AbortOnDrop(tokio::spawn(follow_cluster(all, state, initial, resume_tx)));
     // The engines stop on SIGTERM, or when a drained cluster is enabled again (the process
     // then exits, and a fresh start resumes the sync: in a pod, a restart).
     let stop = futures::future::select(Box::pin(shutdown.signalled()), resume)
         .map(|_| ())
         .shared();
-    let engine = futures::future::join(
-        caches.run(stop.clone(), CONCURRENCY),
-        templates.run(stop, CONCURRENCY),
-    )
-    .map(|_| ());
+    let engine = async {
+        futures::join!(
+            schemas.run(stop.clone(), CONCURRENCY),
+            templates.run(stop.clone(), CONCURRENCY),
+            counters.run(stop.clone(), CONCURRENCY),
+            caches.run(stop.clone(), CONCURRENCY),
+            tasks.run(stop, CONCURRENCY),
+        );
+    };
     match leadership {
         None => {
             engine.await;
@@ -300,6 +341,37 @@ async fn sync(
             () = engine => Ok(()),
             loss = leadership.hold() => Err(RunError::LeadershipLost(loss)),
         },
+    }
+}
+
+/// One server stream: the engines it feeds, the stream, whether it owns the server's epoch.
+type Stream = (
+    Vec<Arc<dyn stream::KindSink>>,
+    infinispan_rest::ConfigEventStream,
+    bool,
+);
+
+/// What every kind's engine is wired with.
+struct Parts {
+    client: kube::Client,
+    settings: Settings,
+    server: ServerState,
+    metrics: Metrics,
+    readiness: Readiness,
+    recorder: Recorder,
+}
+
+impl Parts {
+    fn wire<A: crate::engine::kind::KindAdapter>(&self, adapter: A) -> Wiring<A> {
+        Wiring::new(
+            self.client.clone(),
+            adapter,
+            self.settings.clone(),
+            self.server.clone(),
+            self.metrics.clone(),
+            self.readiness.clone(),
+            self.recorder.clone(),
+        )
     }
 }
 

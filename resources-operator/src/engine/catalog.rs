@@ -41,7 +41,8 @@ impl Needed {
 #[derive(Debug, Default)]
 struct Names {
     present: HashMap<EventKind, HashSet<String>>,
-    replaying: Option<HashMap<EventKind, HashSet<String>>>,
+    /// The kinds whose replay is under way, with the names replayed so far.
+    replaying: HashMap<EventKind, HashSet<String>>,
 }
 
 /// The catalog (cheap to clone, shared).
@@ -72,16 +73,22 @@ impl ServerCatalog {
         }
     }
 
-    /// A connection is made; its replay starts.
-    pub fn connecting(&self) {
-        self.write(|names| names.replaying = Some(HashMap::new()));
+    /// A connection of the stream carrying `kinds` is made; its replay starts.
+    pub fn connecting(&self, kinds: &[EventKind]) {
+        self.write(|names| {
+            for kind in kinds {
+                names.replaying.insert(*kind, HashSet::new());
+            }
+        });
     }
 
-    /// The replay is complete: objects not replayed are gone.
-    pub fn replay_complete(&self) {
+    /// The replay of `kinds` is complete: their objects not replayed are gone.
+    pub fn replay_complete(&self, kinds: &[EventKind]) {
         self.write(|names| {
-            if let Some(replayed) = names.replaying.take() {
-                names.present = replayed;
+            for kind in kinds {
+                if let Some(replayed) = names.replaying.remove(kind) {
+                    names.present.insert(*kind, replayed);
+                }
             }
         });
     }
@@ -91,8 +98,7 @@ impl ServerCatalog {
         let (kind, name) = event.object()?;
         let removed = event.is_removal();
         self.write(|names| {
-            if let Some(replayed) = names.replaying.as_mut() {
-                let set = replayed.entry(kind).or_default();
+            if let Some(set) = names.replaying.get_mut(&kind) {
                 if removed {
                     set.remove(name);
                 } else {
@@ -126,17 +132,23 @@ mod tests {
     fn knows_what_the_stream_told_and_forgets_what_a_replay_lacks() {
         let catalog = ServerCatalog::default();
         let t = Needed::new(EventKind::Template, "t");
-        catalog.connecting();
+        let kinds = [EventKind::Template, EventKind::Cache];
+        catalog.connecting(&kinds);
         assert_eq!(catalog.apply(&template("t")), Some(t.clone()));
         assert_eq!(catalog.apply(&template("t")), None, "known already");
         catalog.apply(&template("u"));
-        catalog.replay_complete();
+        catalog.replay_complete(&kinds);
         assert!(catalog.contains(&t));
         assert!(!catalog.contains(&Needed::new(EventKind::Cache, "t")));
 
-        catalog.connecting();
+        // Another feed's replay leaves these kinds alone.
+        catalog.connecting(&[EventKind::Schema]);
+        catalog.replay_complete(&[EventKind::Schema]);
+        assert!(catalog.contains(&t));
+
+        catalog.connecting(&kinds);
         catalog.apply(&template("u"));
-        catalog.replay_complete();
+        catalog.replay_complete(&kinds);
         assert!(!catalog.contains(&t), "not replayed: gone");
         assert!(catalog.contains(&Needed::new(EventKind::Template, "u")));
 

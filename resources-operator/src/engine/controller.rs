@@ -202,11 +202,21 @@ impl<A: KindAdapter> Engine<A> {
         dependencies
     }
 
-    /// A server object appeared: the CRs waiting for it are reconciled (design D1).
+    /// A server object appeared: the CRs waiting for it are reconciled (design D1), and the
+    /// refused ones when the adapter says such an object may lift a refusal.
     pub fn dependency_appeared(&self, needed: &Needed) {
         let waiting = Self::lock(&self.waiting, |waiting| waiting.remove(needed));
         for key in waiting.into_iter().flatten() {
             self.send(key);
+        }
+        if self.adapter.refusals_lifted_by(needed.kind) {
+            let refused: HashSet<String> =
+                Self::lock(&self.refusals, |r| r.drain().map(|(uid, _)| uid).collect());
+            for cr in self.store.state() {
+                if cr.uid().is_some_and(|uid| refused.contains(&uid)) {
+                    self.send(ObjectRef::from_obj(cr.as_ref()));
+                }
+            }
         }
     }
 
@@ -316,8 +326,9 @@ impl<A: KindAdapter> Engine<A> {
 
     /// The first snapshot is complete: reconciles may decide.
     pub fn set_ready(&self) {
-        self.ready.send_replace(true);
-        self.readiness.set_ready();
+        if !self.ready.send_replace(true) {
+            self.readiness.part_ready();
+        }
     }
 
     /// Waits for the first complete server snapshot, unless draining: a drain needs no server
@@ -507,6 +518,17 @@ impl<A: KindAdapter> Engine<A> {
         {
             message.push_str(": ");
             message.push_str(&compared.reasons.join("\n"));
+        }
+
+        // In sync, yet not usable (a schema stored with errors): say so, in the server's words.
+        if decision.action == Action::Nothing
+            && let (Some(Status::Ready { reason, message }), Some(known)) =
+                (decision.status.as_mut(), known.as_ref())
+            && *reason == Reason::Synced
+            && let Some((problem, text)) = self.adapter.problem(&known.object)
+        {
+            *reason = problem;
+            *message = text;
         }
 
         let digest = known.as_ref().map(|k| k.digest.clone());

@@ -8,6 +8,7 @@ use std::future::Future;
 
 use common_crds::ServerResource;
 use common_crds::common::UpdateStrategy;
+use common_crds::conditions::Reason;
 use infinispan_rest::{ConfigEvent, EventKind};
 use kube::core::NamespaceResourceScope;
 use serde::Serialize;
@@ -171,5 +172,19 @@ pub trait KindAdapter: Send + Sync + 'static {
     /// Kinds with a storage attribute (counters) say it exactly.
     fn persistent(&self, cr: &Self::Cr) -> bool {
         super::claims::origin(cr) == super::decision::Origin::Kubernetes
+    }
+
+    /// A server object equal to its CR that is still not usable (a schema the server stored
+    /// with errors): the reason and the server's message, reported instead of `Synced`.
+    /// Default: none.
+    fn problem(&self, _object: &Self::Object) -> Option<(Reason, String)> {
+        None
+    }
+
+    /// Whether objects of `kind` appearing on the server may make it accept what it refused
+    /// (an indexed cache refused for an unknown entity type, once a schema appears): the
+    /// refused CRs are then tried again. Default: no.
+    fn refusals_lifted_by(&self, _kind: EventKind) -> bool {
+        false
     }
 }

@@ -8,9 +8,10 @@
 
 use std::sync::Arc;
 
+use futures::Stream;
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use infinispan_rest::{ConfigEvent, ConfigEventStream, StreamItem};
+use infinispan_rest::{ConfigEvent, EventKind, StreamItem};
 
 use super::ServerState;
 use super::catalog::Needed;
@@ -23,6 +24,8 @@ use crate::metrics::Metrics;
 /// engines of every kind).
 pub trait KindSink: Send + Sync {
     fn kind(&self) -> &'static str;
+    /// The server objects of this kind (the catalog's key).
+    fn event_kind(&self) -> EventKind;
     /// A connection is made; its replay starts.
     fn connecting(&self);
     /// The connection ended.
@@ -52,6 +55,10 @@ pub trait KindSink: Send + Sync {
 impl<A: KindAdapter> KindSink for Engine<A> {
     fn kind(&self) -> &'static str {
         <A::Cr as common_crds::ServerResource>::KIND.as_str()
+    }
+
+    fn event_kind(&self) -> EventKind {
+        A::EVENT_KIND
     }
 
     fn connecting(&self) {
@@ -107,16 +114,29 @@ impl<A: KindAdapter> KindSink for Engine<A> {
     }
 }
 
-/// Runs until the stream ends (never, unless dropped): one stream for the engines of every
-/// kind and the server state they share. `markers` creates the epoch markers (design R2) the
-/// server lacks.
-pub async fn run(
+/// Runs until the stream ends (never, unless dropped): one stream for the engines of `sinks`
+/// and the server state every engine shares; `others` are the engines fed by other streams,
+/// told when an object they may need appears and when the epoch changes. The config event stream (caches, templates) owns
+/// the server's epoch: `markers` creates the epoch markers (design R2) the server lacks. The
+/// feeds of other kinds (schemas, counters, tasks) run the same loop without markers and leave
+/// the epoch alone.
+pub async fn run<S, M>(
     sinks: Vec<Arc<dyn KindSink>>,
+    others: Vec<Arc<dyn KindSink>>,
     server: ServerState,
     metrics: Metrics,
-    mut stream: ConfigEventStream,
-    markers: impl MarkerWriter,
-) {
+    mut stream: S,
+    markers: Option<M>,
+) where
+    S: Stream<Item = StreamItem> + Unpin,
+    M: MarkerWriter,
+{
+    let kinds: Vec<EventKind> = sinks.iter().map(|sink| sink.event_kind()).collect();
+    let feed = sinks
+        .iter()
+        .map(|sink| sink.kind())
+        .collect::<Vec<_>>()
+        .join(",");
     let mut first_snapshot = true;
     let mut connected = false;
     while let Some(item) = stream.next().await {
@@ -125,27 +145,32 @@ pub async fn run(
                 metrics.stream_connections.inc();
                 tracing::info!(
                     connection,
-                    "config event stream connected; replay under way"
+                    feed,
+                    "server stream connected; snapshot under way"
                 );
                 connected = false;
-                server.epoch.connecting();
-                server.catalog.connecting();
+                if markers.is_some() {
+                    server.epoch.connecting();
+                }
+                server.catalog.connecting(&kinds);
                 for sink in &sinks {
                     sink.connecting();
                 }
             }
             StreamItem::Event(event) => {
                 if let Some(appeared) = server.catalog.apply(&event) {
-                    for sink in &sinks {
+                    for sink in sinks.iter().chain(&others) {
                         sink.dependency_appeared(&appeared);
                     }
                 }
-                if server.epoch.apply(&event) {
+                if let Some(markers) = &markers
+                    && server.epoch.apply(&event)
+                {
                     // A marker was removed while connected: replace it; every CR is judged
                     // again in the new epoch. (Markers are not objects of any kind.)
                     if connected && server.epoch.current().is_none() {
-                        server.epoch.ensure(&markers).await;
-                        for sink in &sinks {
+                        server.epoch.ensure(markers).await;
+                        for sink in sinks.iter().chain(&others) {
                             sink.trigger_all();
                         }
                     }
@@ -161,8 +186,10 @@ pub async fn run(
             }
             StreamItem::ReplayComplete { connection } => {
                 // The epoch first: the snapshot counts as reachable as soon as it is complete.
-                server.epoch.complete_replay(&markers).await;
-                server.catalog.replay_complete();
+                if let Some(markers) = &markers {
+                    server.epoch.complete_replay(markers).await;
+                }
+                server.catalog.replay_complete(&kinds);
                 for sink in &sinks {
                     let gone = sink.replay_complete();
                     tracing::info!(
@@ -178,7 +205,7 @@ pub async fn run(
                 if first_snapshot {
                     first_snapshot = false;
                     // Mirrors are decided against a filled CR store, never an empty one.
-                    tracing::info!("waiting for the CR stores' initial lists");
+                    tracing::info!(feed, "waiting for the CR stores' initial lists");
                     for sink in &sinks {
                         if !sink.wait_for_store().await {
                             tracing::error!(
@@ -191,10 +218,17 @@ pub async fn run(
                     for sink in &sinks {
                         sink.set_ready();
                     }
-                    tracing::info!("ready: CR stores and server snapshot complete");
+                    tracing::info!(feed, "ready: CR stores and server snapshot complete");
                 }
                 for sink in &sinks {
                     sink.resync().await;
+                }
+                // The epoch is known again: the other feeds' objects are decided in it too
+                // (their unclaimed objects wait for a known epoch).
+                if markers.is_some() {
+                    for sink in &others {
+                        sink.resync().await;
+                    }
                 }
             }
             StreamItem::Disconnected {
@@ -204,11 +238,13 @@ pub async fn run(
             } => {
                 metrics.stream_disconnects.inc();
                 connected = false;
-                server.epoch.disconnected();
+                if markers.is_some() {
+                    server.epoch.disconnected();
+                }
                 for sink in &sinks {
                     sink.disconnected();
                 }
-                tracing::warn!(%error, ?retry_in, failures, "config event stream disconnected");
+                tracing::warn!(%error, ?retry_in, failures, feed, "server stream disconnected");
             }
         }
     }

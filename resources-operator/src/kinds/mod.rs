@@ -1,5 +1,7 @@
-//! The kind adapters: one file per resource kind, each one implementation of
-//! [`crate::engine::kind::KindAdapter`]. So far: [`cache`], [`template`].
+//! The adapters of the five resource kinds (one [`crate::engine::kind::KindAdapter`] each).
 
 pub mod cache;
+pub mod counter;
+pub mod schema;
+pub mod task;
 pub mod template;

@@ -304,8 +304,9 @@ impl<A: KindAdapter> Engine<A> {
 }
 
 /// Reasons of a `Ready=False` that wait for the user to change the CR: the server refused its
-/// document, or the change needs a recreation the CR does not allow.
-const NEEDS_THE_USER: [Reason; 2] = [Reason::Rejected, Reason::Immutable];
+/// document, the change needs a recreation the CR does not allow, or the server stored the
+/// object with errors (a schema).
+const NEEDS_THE_USER: [Reason; 3] = [Reason::Rejected, Reason::Immutable, Reason::SchemaError];
 
 /// The `Ready` condition of `new` when it newly says the CR needs the user (reason, message or
 /// generation differ from `old`'s): such a status change is also a Warning Event, so a refusal

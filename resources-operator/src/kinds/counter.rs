@@ -1,0 +1,268 @@
+//! Counters: the `Counter` CR and a clustered counter on the server.
+//!
+//! - The server object is the counter's definition ([`CounterConfig`]), never its value: the
+//!   value changes with every increment and is not the CR's business (the spec is the
+//!   definition; users read the value from the server, see docs/sync.md).
+//! - Counters come from the counter feed (a names list every `--counter-list-interval`, design
+//!   R5: counter events, where a server has them, reach only one node).
+//! - Immutable on the server: a changed definition is `Ready=False, reason=Immutable` naming
+//!   the attributes, or, with `updates.strategy: recreate`, deleted and created again, which
+//!   resets the value.
+//! - Persistent counters survive a server restart, volatile ones do not (design R2): the
+//!   storage is the counter's own, so it decides whether an absence after a restart is a
+//!   removal.
+
+use common_crds::Counter;
+use common_crds::common::UpdateStrategy;
+use common_crds::counter::{CounterStorage as CrStorage, CounterType};
+use infinispan_rest::{
+    Client, ConfigEvent, CounterConfig, CounterStorage, EventKind, InternalObjects,
+};
+use serde_json::{Value, json};
+
+use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
+use crate::engine::digest::json_digest;
+use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange};
+
+/// The counter adapter.
+#[derive(Debug, Clone)]
+pub struct CounterAdapter {
+    client: Client,
+    internal: InternalObjects,
+}
+
+impl CounterAdapter {
+    pub fn new(client: Client, internal: InternalObjects) -> Self {
+        Self { client, internal }
+    }
+}
+
+/// The definition a Counter CR asks for.
+pub fn desired(cr: &Counter) -> CounterConfig {
+    let spec = &cr.spec;
+    let storage = match spec.storage {
+        CrStorage::Volatile => CounterStorage::Volatile,
+        CrStorage::Persistent => CounterStorage::Persistent,
+    };
+    match spec.type_ {
+        CounterType::Strong => CounterConfig::Strong {
+            initial_value: spec.initial_value,
+            storage,
+            lower_bound: spec.lower_bound,
+            upper_bound: spec.upper_bound,
+            lifespan: spec.lifespan,
+        },
+        CounterType::Weak => CounterConfig::Weak {
+            initial_value: spec.initial_value,
+            storage,
+            concurrency_level: spec.concurrency_level.and_then(|c| u32::try_from(c).ok()),
+        },
+    }
+}
+
+/// The CR spec fields of a definition (every option, `null` for absent ones: a merge patch
+/// clears what the server does not have).
+pub fn spec_fields(config: &CounterConfig) -> Value {
+    let storage = |s: &CounterStorage| match s {
+        CounterStorage::Volatile => "Volatile",
+        CounterStorage::Persistent => "Persistent",
+    };
+    match config {
+        CounterConfig::Strong {
+            initial_value,
+            storage: s,
+            lower_bound,
+            upper_bound,
+            lifespan,
+        } => json!({
+            "type": "strong",
+            "initialValue": initial_value,
+            "storage": storage(s),
+            "lowerBound": lower_bound,
+            "upperBound": upper_bound,
+            "lifespan": lifespan,
+            "concurrencyLevel": null,
+        }),
+        CounterConfig::Weak {
+            initial_value,
+            storage: s,
+            concurrency_level,
+        } => json!({
+            "type": "weak",
+            "initialValue": initial_value,
+            "storage": storage(s),
+            "lowerBound": null,
+            "upperBound": null,
+            "lifespan": null,
+            "concurrencyLevel": concurrency_level,
+        }),
+    }
+}
+
+/// The attributes in which two definitions differ, for an `Immutable` message.
+pub fn differences(cr: &CounterConfig, server: &CounterConfig) -> Vec<String> {
+    let (a, b) = (spec_fields(cr), spec_fields(server));
+    let mut out = Vec::new();
+    if let (Some(a), Some(b)) = (a.as_object(), b.as_object()) {
+        for (key, wanted) in a {
+            let has = b.get(key).unwrap_or(&Value::Null);
+            if wanted != has {
+                out.push(format!("{key}: the CR says {wanted}, the server has {has}"));
+            }
+        }
+    }
+    out
+}
+
+impl KindAdapter for CounterAdapter {
+    type Cr = Counter;
+    type Object = CounterConfig;
+
+    const EVENT_KIND: EventKind = EventKind::Counter;
+
+    fn capabilities(&self) -> KindCapabilities {
+        KindCapabilities {
+            update_in_place: false,
+            create: true,
+            delete: true,
+        }
+    }
+
+    fn is_internal(&self, server_name: &str) -> bool {
+        self.internal.is_internal(server_name)
+    }
+
+    fn change_of(&self, event: &ConfigEvent) -> Option<(String, ServerChange<CounterConfig>)> {
+        match event {
+            ConfigEvent::CounterCreated { name, config } => {
+                Some((name.clone(), ServerChange::Present(config.clone())))
+            }
+            ConfigEvent::CounterRemoved { name } => Some((name.clone(), ServerChange::Removed)),
+            _ => None,
+        }
+    }
+
+    fn digest(&self, object: &CounterConfig) -> String {
+        json_digest(&object.to_json())
+    }
+
+    async fn read(&self, server_name: &str) -> Result<Option<CounterConfig>, KindError> {
+        match self.client.counter_config(server_name).await {
+            Ok(config) => Ok(Some(config)),
+            Err(infinispan_rest::Error::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn create(&self, server_name: &str, cr: &Counter) -> Result<(), KindError> {
+        Ok(self
+            .client
+            .create_counter(server_name, &desired(cr))
+            .await?)
+    }
+
+    /// Never called: counters cannot change in place (the capabilities say so).
+    async fn update(&self, server_name: &str, _cr: &Counter) -> Result<(), KindError> {
+        Err(KindError::Invalid {
+            what: format!("counter '{server_name}'"),
+            message: "the server cannot update a counter in place".to_string(),
+        })
+    }
+
+    async fn delete(&self, server_name: &str) -> Result<(), KindError> {
+        match self.client.delete_counter(server_name).await {
+            Ok(()) | Err(infinispan_rest::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn compare(&self, cr: &Counter, object: &CounterConfig) -> Result<Compared, KindError> {
+        let wanted = desired(cr);
+        Ok(if &wanted == object {
+            Compared {
+                comparison: Comparison::Equal,
+                reasons: Vec::new(),
+            }
+        } else {
+            Compared {
+                comparison: Comparison::Different { in_place: false },
+                reasons: differences(&wanted, object),
+            }
+        })
+    }
+
+    async fn mirror_spec(
+        &self,
+        server_name: &str,
+        object: &CounterConfig,
+    ) -> Result<Value, KindError> {
+        let mut spec = spec_fields(object);
+        if let Some(map) = spec.as_object_mut() {
+            map.retain(|_, v| !v.is_null());
+            map.insert("name".to_string(), json!(server_name));
+        }
+        Ok(spec)
+    }
+
+    async fn spec_patch_from_server(
+        &self,
+        _cr: &Counter,
+        object: &CounterConfig,
+    ) -> Result<Value, KindError> {
+        Ok(spec_fields(object))
+    }
+
+    fn update_strategy(&self, cr: &Counter) -> UpdateStrategy {
+        cr.spec.update_strategy()
+    }
+
+    fn dependencies(&self, _cr: &Counter) -> Dependencies {
+        Dependencies::default()
+    }
+
+    /// The counter's own storage says it (design R2).
+    fn persistent(&self, cr: &Counter) -> bool {
+        cr.spec.storage == CrStorage::Persistent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differences_name_the_attributes() {
+        let cr = CounterConfig::Strong {
+            initial_value: 1,
+            storage: CounterStorage::Volatile,
+            lower_bound: None,
+            upper_bound: Some(10),
+            lifespan: None,
+        };
+        let server = CounterConfig::Strong {
+            initial_value: 1,
+            storage: CounterStorage::Volatile,
+            lower_bound: None,
+            upper_bound: Some(20),
+            lifespan: None,
+        };
+        assert_eq!(
+            differences(&cr, &server),
+            vec!["upperBound: the CR says 10, the server has 20".to_string()]
+        );
+        assert!(differences(&cr, &cr).is_empty());
+    }
+
+    #[test]
+    fn mirror_specs_leave_out_absent_options() {
+        let weak = CounterConfig::Weak {
+            initial_value: 3,
+            storage: CounterStorage::Persistent,
+            concurrency_level: Some(4),
+        };
+        let fields = spec_fields(&weak);
+        assert_eq!(fields["type"], "weak");
+        assert_eq!(fields["concurrencyLevel"], 4);
+        assert_eq!(fields["lowerBound"], Value::Null);
+    }
+}
