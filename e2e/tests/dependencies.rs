@@ -1,12 +1,17 @@
 //! End-to-end D1 for caches: a Cache CR naming a Template the server does not have waits with
 //! `DependencyMissing` (nothing is created, nothing is refused) and proceeds as soon as the
-//! template appears on the server: re-triggered by the template's event, not by a timer.
+//! template appears on the server: re-triggered by the template's event, not by a timer; in one
+//! `kubectl apply` in any order, and again after the server lost its state (R3).
 
 use std::time::{Duration, Instant};
 
 use anyhow::ensure;
+use common_crds::{Schema, Template};
+use e2e::eventually;
+use e2e::node::{Node, NodeGuard};
 use e2e::operator::*;
 use infinispan_rest::ConfigDocument;
+use kube::api::Api;
 use serde_json::json;
 
 #[tokio::test]
@@ -135,4 +140,138 @@ async fn k2_changing_the_template_name_updates_the_cache() -> anyhow::Result<()>
         result
     })
     .await
+}
+
+/// D1 in one `kubectl apply`: a Cache listed before the Template it names, and a Schema; all
+/// end Ready. Then R3: the server loses its state, and the CRs recreate everything, the cache
+/// after its template (it waits for it), with the template's configuration.
+#[tokio::test]
+async fn d1_r3_one_apply_in_any_order_and_a_wiped_server() -> anyhow::Result<()> {
+    let node = Node::new("d1-order", 2050);
+    node.stop_and_wipe()?;
+    node.start()?;
+    let _guard = NodeGuard(node.clone());
+    let options = Options {
+        infinispan_url: Some(node.url()),
+        ..Options::default()
+    };
+    with_options_fixture("d1-apply", options, async |f| {
+        let f = &*f;
+        let cache = unique("d1a-cache");
+        let template = unique("d1a-template");
+        let schema = unique("d1a-schema");
+        let manifest = format!(
+            r#"apiVersion: infinispan.org/v2alpha1
+kind: Cache
+metadata:
+  name: {cache}
+  labels: {{ infinispan.org/cluster: {CLUSTER} }}
+spec:
+  templateName: {template}
+---
+apiVersion: infinispan.org/v2alpha1
+kind: Template
+metadata:
+  name: {template}
+  labels: {{ infinispan.org/cluster: {CLUSTER} }}
+spec:
+  template: '{{"local-cache":{{"expiration":{{"lifespan":4242}}}}}}'
+---
+apiVersion: infinispan.org/v2alpha1
+kind: Schema
+metadata:
+  name: {schema}
+  labels: {{ infinispan.org/cluster: {CLUSTER} }}
+spec:
+  schema: 'message D1Order {{ optional string a = 1; }}'
+"#
+        );
+        let path = std::env::temp_dir().join(format!("{cache}.yaml"));
+        std::fs::write(&path, manifest)?;
+        let output = f
+            .testbed
+            .kubectl()
+            .args(["apply", "-n", &f.ns.name, "-f"])
+            .arg(&path)
+            .output()?;
+        let _ = std::fs::remove_file(&path);
+        ensure!(
+            output.status.success(),
+            "kubectl apply: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+
+        let all_ready = async || -> anyhow::Result<()> {
+            // The server first (after a wipe the statuses still say Synced until the operator
+            // has seen the new state), then the CRs.
+            let (cache_ref, schema_ref) = (cache.as_str(), format!("{schema}.proto"));
+            let schema_ref = schema_ref.as_str();
+            eventually(
+                "the cache, from its template, and the schema on the server",
+                SLOW,
+                || async move {
+                    let config = match f.server_config(cache_ref).await {
+                        Ok(config) => config,
+                        Err(_) => return Ok(None),
+                    };
+                    let lifespan = config
+                        .pointer("/local-cache/expiration/lifespan")
+                        .map(|v| v.to_string().trim_matches('"').to_string());
+                    ensure!(
+                        lifespan.is_none() || lifespan.as_deref() == Some("4242"),
+                        "the cache does not have its template's configuration: {config}"
+                    );
+                    Ok(
+                        (lifespan.is_some() && f.rest.schema(schema_ref).await.is_ok())
+                            .then_some(()),
+                    )
+                },
+            )
+            .await
+            .map_err(|e| f.operator.with_log(e))?;
+            f.wait_ready(&cache, "Synced").await?;
+            wait_kind_ready::<Template>(f, &template).await?;
+            wait_kind_ready::<Schema>(f, &schema).await?;
+            Ok(())
+        };
+        all_ready().await?;
+
+        // R3: the server comes back empty; the CRs recreate everything, nothing is deleted.
+        node.stop_and_wipe()?;
+        node.start()?;
+        all_ready().await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Waits until a CR of kind `K` is Ready=True Synced for its generation.
+async fn wait_kind_ready<K>(f: &Fixture, name: &str) -> anyhow::Result<()>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + common_crds::ServerResource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(f.client.clone(), &f.ns.name);
+    let api = &api;
+    eventually(
+        &format!("{} {name} Ready Synced", K::kind(&())),
+        SLOW,
+        || async move {
+            let cr = api.get_opt(name).await?;
+            Ok(cr.filter(|cr| {
+                cr.resource_status().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.reason == "Synced")
+                        && s.observed_generation == cr.meta().generation
+                })
+            }))
+        },
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| f.operator.with_log(e))
 }
