@@ -17,7 +17,7 @@ use crate::common::{ResourceKind, ResourceSpecCommon, ResourceStatus};
     category = "infinispan",
     status = "ResourceStatus",
     derive = "PartialEq",
-    doc = "A server task (script) on the Infinispan server of the cluster named by the label infinispan.org/cluster (required). The server has no events and no delete operation for tasks: the resources operator finds server-side changes by listing, and reports what it cannot do in status.",
+    doc = "A server task (script) on the Infinispan server of the cluster named by the label infinispan.org/cluster (required). The script's first line holds its options, e.g. // mode=local,language=javascript. The server has no task events and no task delete: the resources operator follows the server's script cache instead (its entry events, and deletes there).",
     validation = crate::common::spec_name_immutable_rule(ResourceKind::Task),
     printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels.infinispan\\.org/cluster", description = "Infinispan cluster (label infinispan.org/cluster)"),
     printcolumn(name = "Server-Name", type_ = "string", json_path = ".status.serverName", description = "Name on the server"),

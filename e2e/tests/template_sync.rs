@@ -1,6 +1,7 @@
 //! End-to-end: Template CRs and the server's cache templates in sync (issue "part 2", first
 //! kind after caches): K1, S1, K3, S3, and immutability (`Immutable`, or recreated with
-//! `updates.strategy: recreate`). Built-in `org.infinispan.*` templates are never mirrored.
+//! `updates.strategy: recreate`, which waits while Cache CRs use the template). Built-in
+//! `org.infinispan.*` templates are never mirrored.
 
 use anyhow::{Context, ensure};
 use common_crds::Template;
@@ -162,6 +163,84 @@ async fn s1_s3_server_template_is_mirrored() -> anyhow::Result<()> {
             .await
             .map_err(|e| f.operator.with_log(e))?;
             ensure!(server_template(f, &name).await?.is_none(), "resurrected");
+            Ok(())
+        }
+        .await;
+        let _ = f.rest.remove_template(&name).await;
+        result
+    })
+    .await
+}
+
+/// A template is not recreated while Cache CRs are created from it: `Pending`, naming them;
+/// once they are gone, the recreate happens (design D1).
+#[tokio::test]
+async fn recreate_waits_while_caches_use_the_template() -> anyhow::Result<()> {
+    with_fixture("tpl-used", async |f| {
+        let name = unique("tpl-used");
+        let cache = f.server_name("tpl-used-cache");
+        let f = &*f;
+        let api = templates(f);
+        let result = async {
+            api.create(
+                &PostParams::default(),
+                &template_cr(
+                    &name,
+                    r#"{"local-cache":{}}"#,
+                    json!({"updates": {"strategy": "recreate"}}),
+                )?,
+            )
+            .await?;
+            wait_template_ready(f, &name, "Synced").await?;
+            f.apply_cache_with(
+                &cache,
+                "",
+                json!({}),
+                json!({ "template": null, "templateName": name }),
+            )
+            .await?;
+            f.wait_ready(&cache, "Synced").await?;
+
+            let patch = json!({"spec": {"template": r#"{"local-cache":{"statistics":true}}"#}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            let pending = wait_template_ready(f, &name, "Pending").await?;
+            let message = pending
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            ensure!(
+                message.contains(&format!("Cache {cache}")),
+                "the message does not name the cache: {message}"
+            );
+            let unchanged = server_template(f, &name)
+                .await?
+                .context("no server template")?;
+            ensure!(
+                unchanged
+                    .pointer("/local-cache-configuration/statistics")
+                    .is_none()
+                    || unchanged.pointer("/local-cache-configuration/statistics")
+                        == Some(&json!(false)),
+                "recreated under its cache: {unchanged}"
+            );
+
+            f.caches.delete(&cache, &DeleteParams::default()).await?;
+            f.wait_gone(&cache).await?;
+            wait_template_ready(f, &name, "Synced").await?;
+            let recreated = server_template(f, &name)
+                .await?
+                .context("no server template")?;
+            ensure!(
+                recreated
+                    .pointer("/local-cache-configuration/statistics")
+                    .is_some_and(|v| v == &json!(true) || v == &json!("true")),
+                "not recreated: {recreated}"
+            );
+            api.delete(&name, &DeleteParams::default()).await?;
+            wait_server_template(f, &name, false).await?;
             Ok(())
         }
         .await;

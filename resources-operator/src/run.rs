@@ -263,7 +263,9 @@ async fn sync(
         recorder,
     };
     let caches = parts.wire(CacheAdapter::new(rest.clone(), internal()));
-    let templates = parts.wire(TemplateAdapter::new(rest.clone(), internal()));
+    let templates = parts.wire(
+        TemplateAdapter::new(rest.clone(), internal()).with_caches(caches.engine.store.clone()),
+    );
     let schemas = parts.wire(SchemaAdapter::new(rest.clone(), internal()));
     let counters = parts.wire(CounterAdapter::new(rest.clone(), internal()));
     let tasks = parts.wire(TaskAdapter::new(rest.clone(), internal()));

@@ -10,13 +10,17 @@
 //!   recreated with `updates.strategy: recreate`).
 //! - Equality is the server's own `compare` of the two cache documents (defaults and formats do
 //!   not count, L3). Built-in `org.infinispan.*` templates are internal (E4).
+//! - A recreate waits (`Pending`, naming them) while Cache CRs name the template in
+//!   `templateName` (design D1).
 
-use common_crds::Template;
 use common_crds::common::UpdateStrategy;
+use common_crds::{Cache, ServerResource, Template};
 use infinispan_rest::{
     Client, Comparison as ServerComparison, ConfigDocument, ConfigEvent, ConfigFormat, EventKind,
     InternalObjects,
 };
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
 use serde_json::{Map, Value, json};
 
 use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
@@ -24,16 +28,50 @@ use crate::engine::digest::json_digest;
 use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange};
 
 /// The template adapter.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TemplateAdapter {
     client: Client,
     internal: InternalObjects,
+    /// The cluster's Cache CRs (the cache engine's store): which of them use a template.
+    caches: Option<Store<Cache>>,
+}
+
+impl std::fmt::Debug for TemplateAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TemplateAdapter")
+            .field("internal", &self.internal)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TemplateAdapter {
     pub fn new(client: Client, internal: InternalObjects) -> Self {
-        Self { client, internal }
+        Self {
+            client,
+            internal,
+            caches: None,
+        }
     }
+
+    /// Knows the cluster's Cache CRs, so that a template is not recreated under caches that
+    /// name it (design D1).
+    pub fn with_caches(mut self, caches: Store<Cache>) -> Self {
+        self.caches = Some(caches);
+        self
+    }
+}
+
+/// The Cache CRs (not being deleted) that name `template` in `templateName`, as
+/// `Cache <name>`, sorted.
+pub fn users(caches: &[std::sync::Arc<Cache>], template: &str) -> Vec<String> {
+    let mut users: Vec<String> = caches
+        .iter()
+        .filter(|cache| cache.metadata.deletion_timestamp.is_none())
+        .filter(|cache| cache.spec.template_name.as_deref() == Some(template))
+        .map(|cache| format!("Cache {}", cache.name_any()))
+        .collect();
+    users.sort();
+    users
 }
 
 /// `{"distributed-cache-configuration":{...}}` -> `{"distributed-cache":{...}}`: the same
@@ -165,15 +203,47 @@ impl KindAdapter for TemplateAdapter {
         cr.spec.update_strategy()
     }
 
-    /// Which caches use the template is not tracked yet: a recreate does not wait for them.
-    fn dependencies(&self, _cr: &Template) -> Dependencies {
-        Dependencies::default()
+    /// The Cache CRs created from the template: a recreate waits until none is left. (Caches
+    /// created from it by other clients are not known: the server keeps no reference.)
+    fn dependencies(&self, cr: &Template) -> Dependencies {
+        let used_by = match (&self.caches, cr.server_name()) {
+            (Some(caches), Some(name)) => users(&caches.state(), &name),
+            _ => Vec::new(),
+        };
+        Dependencies {
+            used_by,
+            ..Dependencies::default()
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn users_are_the_caches_naming_the_template() {
+        let cache = |name: &str, template: Option<&str>, deleting: bool| {
+            let mut cache = Cache::new(name, common_crds::CacheSpec::default());
+            cache.spec.template_name = template.map(str::to_string);
+            if deleting {
+                cache.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ));
+            }
+            std::sync::Arc::new(cache)
+        };
+        let caches = [
+            cache("b", Some("t"), false),
+            cache("a", Some("t"), false),
+            cache("c", Some("u"), false),
+            cache("d", None, false),
+            cache("e", Some("t"), true),
+        ];
+        assert_eq!(users(&caches, "t"), ["Cache a", "Cache b"]);
+        assert!(users(&caches, "v").is_empty());
+    }
 
     #[test]
     fn a_template_document_is_the_same_cache_document() {
