@@ -60,6 +60,29 @@ pub fn desired(cr: &Counter) -> CounterConfig {
     }
 }
 
+/// The concurrency level the server gives a weak counter created without one (16.0.7 reads
+/// such a counter back with `"concurrency-level":"16"`).
+pub const SERVER_DEFAULT_CONCURRENCY_LEVEL: u32 = 16;
+
+/// A definition with the server's defaults filled in, for comparisons: a weak CR that leaves
+/// `concurrencyLevel` out asks for the server's default, which the server reports explicitly.
+/// Without this, such a CR was `Immutable` (or, with `recreate`, recreated and its value lost)
+/// at its next generation, whatever that change was.
+pub fn with_server_defaults(config: &CounterConfig) -> CounterConfig {
+    match config {
+        CounterConfig::Weak {
+            initial_value,
+            storage,
+            concurrency_level: None,
+        } => CounterConfig::Weak {
+            initial_value: *initial_value,
+            storage: *storage,
+            concurrency_level: Some(SERVER_DEFAULT_CONCURRENCY_LEVEL),
+        },
+        other => other.clone(),
+    }
+}
+
 /// The CR spec fields of a definition (every option, `null` for absent ones: a merge patch
 /// clears what the server does not have).
 pub fn spec_fields(config: &CounterConfig) -> Value {
@@ -177,7 +200,8 @@ impl KindAdapter for CounterAdapter {
     }
 
     async fn compare(&self, cr: &Counter, object: &CounterConfig) -> Result<Compared, KindError> {
-        let wanted = desired(cr);
+        let wanted = with_server_defaults(&desired(cr));
+        let object = &with_server_defaults(object);
         Ok(if &wanted == object {
             Compared {
                 comparison: Comparison::Equal,
@@ -251,6 +275,27 @@ mod tests {
             vec!["upperBound: the CR says 10, the server has 20".to_string()]
         );
         assert!(differences(&cr, &cr).is_empty());
+    }
+
+    #[test]
+    fn a_weak_counter_without_concurrency_level_matches_the_servers_default() {
+        let cr = CounterConfig::Weak {
+            initial_value: 7,
+            storage: CounterStorage::Volatile,
+            concurrency_level: None,
+        };
+        let server = CounterConfig::Weak {
+            initial_value: 7,
+            storage: CounterStorage::Volatile,
+            concurrency_level: Some(SERVER_DEFAULT_CONCURRENCY_LEVEL),
+        };
+        assert_eq!(with_server_defaults(&cr), with_server_defaults(&server));
+        let other = CounterConfig::Weak {
+            initial_value: 7,
+            storage: CounterStorage::Volatile,
+            concurrency_level: Some(4),
+        };
+        assert_ne!(with_server_defaults(&cr), with_server_defaults(&other));
     }
 
     #[test]
