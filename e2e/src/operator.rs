@@ -4,7 +4,7 @@
 //! server object by accident.
 //!
 //! Teardown order matters: the operator is stopped first and the finalizers of the namespace's
-//! Cache CRs are removed before the namespace goes, so that deleting the namespace never
+//! CRs (every kind) are removed before the namespace goes, so that deleting the namespace never
 //! deletes a server cache (mirror CRs exist for every cache of the shared node).
 //!
 //! The operator runs as its own ServiceAccount, bound to the Role of `common_crds::rbac` (see
@@ -572,11 +572,23 @@ impl Fixture {
             .await
             .with_context(|| format!("operator log: {}", log.display()))?;
         release_finalizers(&caches).await?;
+        let client = caches.clone().into_client();
         release_finalizers(&Api::<common_crds::Template>::namespaced(
-            caches.clone().into_client(),
+            client.clone(),
             &ns.name,
         ))
         .await?;
+        release_finalizers(&Api::<common_crds::Counter>::namespaced(
+            client.clone(),
+            &ns.name,
+        ))
+        .await?;
+        release_finalizers(&Api::<common_crds::Schema>::namespaced(
+            client.clone(),
+            &ns.name,
+        ))
+        .await?;
+        release_finalizers(&Api::<common_crds::Task>::namespaced(client, &ns.name)).await?;
         ns.delete().await?;
         for name in server_names {
             match rest.delete_cache(&name).await {
