@@ -79,7 +79,7 @@ async fn counts(f: &Fixture) -> anyhow::Result<Counts> {
             })
             .collect(),
         server_writes: metric(&body, WRITES, &["side=\"server\""]),
-        stream_connections: metric(&body, CONNECTIONS, &[]),
+        stream_connections: metric(&body, CONNECTIONS, &["stream=\"config\""]),
     })
 }
 

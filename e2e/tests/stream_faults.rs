@@ -64,8 +64,11 @@ fn metric(body: &str, name: &str) -> f64 {
         .sum()
 }
 
-const CONNECTIONS: &str = "infinispan_resources_operator_stream_connections_total";
-const DISCONNECTS: &str = "infinispan_resources_operator_stream_disconnects_total";
+// The config event stream's (the feeds of schemas, counters and tasks have their own label).
+const CONNECTIONS: &str =
+    "infinispan_resources_operator_stream_connections_total{stream=\"config\"}";
+const DISCONNECTS: &str =
+    "infinispan_resources_operator_stream_disconnects_total{stream=\"config\"}";
 
 async fn read_metric(f: &Fixture, name: &str) -> anyhow::Result<f64> {
     let (status, body) = f.operator.get("/metrics").await?;
@@ -213,9 +216,11 @@ async fn a_silently_stalled_stream_is_detected_without_writes() -> anyhow::Resul
             "the stall was detected after {detection:?} (bound {bound:?})"
         );
         ensure!(
-            f.operator
-                .log_lines(&["config event stream disconnected", "health probe"])
-                >= 1,
+            f.operator.log_lines(&[
+                "server stream disconnected",
+                "stream=\"config\"",
+                "health probe"
+            ]) >= 1,
             "the disconnect was not the health probe's doing"
         );
         ensure!(

@@ -32,9 +32,10 @@ pub struct Metrics {
     /// Server objects known from the event stream, by kind.
     pub server_objects: IntGaugeVec,
     /// Connections of the config event stream (1 for the first).
-    pub stream_connections: IntGauge,
-    /// Disconnections of the config event stream.
-    pub stream_disconnects: IntGauge,
+    pub stream_connections: IntCounterVec,
+    /// Disconnections of the server streams, by stream (`config`, `schemas`, `counters`,
+    /// `tasks`).
+    pub stream_disconnects: IntCounterVec,
     /// Config events received, by kind.
     pub stream_events: IntCounterVec,
     /// 1 while this process leads (holds the Lease, or runs without leader election), else 0.
@@ -87,13 +88,19 @@ impl Metrics {
             ),
             &["kind"],
         )?;
-        let stream_connections = IntGauge::new(
-            "stream_connections_total",
-            "Connections of the config event stream",
+        let stream_connections = IntCounterVec::new(
+            Opts::new(
+                "stream_connections_total",
+                "Connections of the server streams (config events; schema, counter, task feeds)",
+            ),
+            &["stream"],
         )?;
-        let stream_disconnects = IntGauge::new(
-            "stream_disconnects_total",
-            "Disconnections of the config event stream",
+        let stream_disconnects = IntCounterVec::new(
+            Opts::new(
+                "stream_disconnects_total",
+                "Disconnections of the server streams",
+            ),
+            &["stream"],
         )?;
         let stream_events = IntCounterVec::new(
             Opts::new("stream_events_total", "Config events received"),

@@ -275,21 +275,25 @@ async fn sync(
     // design D1's order within each stream; across them, dependencies wait and are re-triggered.
     let streams: Vec<Stream> = vec![
         (
+            "config",
             vec![sink(templates.engine.clone()), sink(caches.engine.clone())],
             rest.config_events(StreamOptions::default()),
             true,
         ),
         (
+            "schemas",
             vec![sink(schemas.engine.clone())],
             rest.schema_feed(StreamOptions::default()),
             false,
         ),
         (
+            "counters",
             vec![sink(counters.engine.clone())],
             rest.counter_feed(args.counter_list_interval, StreamOptions::default()),
             false,
         ),
         (
+            "tasks",
             vec![sink(tasks.engine.clone())],
             rest.task_feed(StreamOptions::default()),
             false,
@@ -297,18 +301,19 @@ async fn sync(
     ];
     let all: Vec<Arc<dyn stream::KindSink>> = streams
         .iter()
-        .flat_map(|(sinks, _, _)| sinks.iter().cloned())
+        .flat_map(|(_, sinks, _, _)| sinks.iter().cloned())
         .collect();
     // Aborted however this function ends.
     let _streams: Vec<AbortOnDrop<()>> = streams
         .into_iter()
-        .map(|(sinks, events, owns_epoch)| {
+        .map(|(name, sinks, events, owns_epoch)| {
             let others = all
                 .iter()
                 .filter(|other| !sinks.iter().any(|own| Arc::ptr_eq(own, other)))
                 .cloned()
                 .collect();
             AbortOnDrop(tokio::spawn(stream::run(
+                name,
                 sinks,
                 others,
                 server.clone(),
@@ -346,8 +351,10 @@ async fn sync(
     }
 }
 
-/// One server stream: the engines it feeds, the stream, whether it owns the server's epoch.
+/// One server stream: its name (logs, metrics), the engines it feeds, the stream, whether it
+/// owns the server's epoch.
 type Stream = (
+    &'static str,
     Vec<Arc<dyn stream::KindSink>>,
     infinispan_rest::ConfigEventStream,
     bool,

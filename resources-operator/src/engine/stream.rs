@@ -121,6 +121,7 @@ impl<A: KindAdapter> KindSink for Engine<A> {
 /// feeds of other kinds (schemas, counters, tasks) run the same loop without markers and leave
 /// the epoch alone.
 pub async fn run<S, M>(
+    name: &'static str,
     sinks: Vec<Arc<dyn KindSink>>,
     others: Vec<Arc<dyn KindSink>>,
     server: ServerState,
@@ -132,20 +133,15 @@ pub async fn run<S, M>(
     M: MarkerWriter,
 {
     let kinds: Vec<EventKind> = sinks.iter().map(|sink| sink.event_kind()).collect();
-    let feed = sinks
-        .iter()
-        .map(|sink| sink.kind())
-        .collect::<Vec<_>>()
-        .join(",");
     let mut first_snapshot = true;
     let mut connected = false;
     while let Some(item) = stream.next().await {
         match item {
             StreamItem::Connected { connection, .. } => {
-                metrics.stream_connections.inc();
+                metrics.stream_connections.with_label_values(&[name]).inc();
                 tracing::info!(
                     connection,
-                    feed,
+                    stream = name,
                     "server stream connected; snapshot under way"
                 );
                 connected = false;
@@ -205,7 +201,7 @@ pub async fn run<S, M>(
                 if first_snapshot {
                     first_snapshot = false;
                     // Mirrors are decided against a filled CR store, never an empty one.
-                    tracing::info!(feed, "waiting for the CR stores' initial lists");
+                    tracing::info!(stream = name, "waiting for the CR stores' initial lists");
                     for sink in &sinks {
                         if !sink.wait_for_store().await {
                             tracing::error!(
@@ -218,7 +214,10 @@ pub async fn run<S, M>(
                     for sink in &sinks {
                         sink.set_ready();
                     }
-                    tracing::info!(feed, "ready: CR stores and server snapshot complete");
+                    tracing::info!(
+                        stream = name,
+                        "ready: CR stores and server snapshot complete"
+                    );
                 }
                 for sink in &sinks {
                     sink.resync().await;
@@ -236,7 +235,7 @@ pub async fn run<S, M>(
                 retry_in,
                 failures,
             } => {
-                metrics.stream_disconnects.inc();
+                metrics.stream_disconnects.with_label_values(&[name]).inc();
                 connected = false;
                 if markers.is_some() {
                     server.epoch.disconnected();
@@ -244,7 +243,7 @@ pub async fn run<S, M>(
                 for sink in &sinks {
                     sink.disconnected();
                 }
-                tracing::warn!(%error, ?retry_in, failures, feed, "server stream disconnected");
+                tracing::warn!(%error, ?retry_in, failures, stream = name, "server stream disconnected");
             }
         }
     }
