@@ -275,3 +275,63 @@ where
     .map(|_| ())
     .map_err(|e| f.operator.with_log(e))
 }
+
+/// D1 for schemas: an indexed Cache CR naming a message type no schema declares waits with
+/// `DependencyMissing` (the server would create it without that index); applying the Schema
+/// that declares the type lets it proceed, re-triggered by the schema's event.
+#[tokio::test]
+async fn d1_an_indexed_cache_waits_for_the_schema_of_its_entity() -> anyhow::Result<()> {
+    with_fixture("d1-schema", async |f| {
+        let cache = f.server_name("d1s-cache");
+        let schema = unique("d1s-schema");
+        // A package of its own: message types are global on the server.
+        let package = schema.replace('-', "_");
+        let entity = format!("{package}.Book");
+        let document = json!({"distributed-cache": {
+            "encoding": {"media-type": "application/x-protostream"},
+            "indexing": {"enabled": true, "storage": "local-heap", "indexed-entities": [entity]}
+        }})
+        .to_string();
+        f.apply_cache(&cache, &document).await?;
+        let waiting = f
+            .wait_condition(&cache, "Ready", "False", "DependencyMissing")
+            .await?;
+        let message = ready_condition(&waiting)
+            .map(|c| c.message)
+            .unwrap_or_default();
+        ensure!(message.contains(&entity), "the wait does not name the type: {message}");
+        ensure!(
+            !f.rest.cache_exists(&cache).await?,
+            "created before its schema"
+        );
+
+        let schemas: Api<Schema> = Api::namespaced(f.client.clone(), &f.ns.name);
+        let proto = format!(
+            "package {package};\n/** @Indexed */\nmessage Book {{\n  /** @Basic */\n  optional string title = 1;\n}}\n"
+        );
+        let cr: Schema = serde_json::from_value(json!({
+            "apiVersion": "infinispan.org/v2alpha1",
+            "kind": "Schema",
+            "metadata": { "name": schema, "labels": { common_crds::labels::CLUSTER_LABEL: CLUSTER } },
+            "spec": { "schema": proto }
+        }))?;
+        let started = Instant::now();
+        schemas.create(&Default::default(), &cr).await?;
+        let result = async {
+            f.wait_ready(&cache, "Synced").await?;
+            let waited = started.elapsed();
+            ensure!(
+                waited < Duration::from_secs(15),
+                "the cache waited {waited:?} after its schema: not re-triggered by the schema's event"
+            );
+            ensure!(f.rest.cache_exists(&cache).await?, "no cache on the server");
+            Ok(())
+        }
+        .await;
+        f.caches.delete(&cache, &Default::default()).await?;
+        f.wait_gone(&cache).await?;
+        schemas.delete(&schema, &Default::default()).await?;
+        result
+    })
+    .await
+}

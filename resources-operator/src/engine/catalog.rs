@@ -2,44 +2,65 @@
 //! replay on every connect refills it). Shared by the engines of all kinds: it answers "does
 //! the server have the Template this Cache needs?" (design D1) without a server call.
 //!
-//! Kinds whose events the server does not send (schemas before 16.1, counters before 16.2) are
-//! not known here; adapters needing them must not rely on the catalog for them.
+//! Every stream (the config events and the feeds of schemas, counters and tasks) fills it for
+//! its kinds; it also knows the message types each valid schema declares (indexed caches need
+//! them).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use infinispan_rest::{ConfigEvent, EventKind};
 
-/// One server object another one needs (design D1).
+/// What a CR's object needs on the server (design D1).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Needed {
-    pub kind: EventKind,
-    pub name: String,
+pub enum Needed {
+    /// One server object (a Cache's Template).
+    Object { kind: EventKind, name: String },
+    /// A Protobuf message type that a schema on the server declares, without errors (an
+    /// indexed cache's entity).
+    MessageType(String),
 }
 
 impl Needed {
     pub fn new(kind: EventKind, name: impl Into<String>) -> Self {
-        Self {
+        Self::Object {
             kind,
             name: name.into(),
         }
     }
 
-    /// For status messages: `Template "t"`.
+    /// The kind of server object that provides it.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Self::Object { kind, .. } => *kind,
+            Self::MessageType(_) => EventKind::Schema,
+        }
+    }
+
+    /// For status messages: `Template "t" on the server`.
     pub fn describe(&self) -> String {
-        let kind = match self.kind {
-            EventKind::Cache => "Cache",
-            EventKind::Template => "Template",
-            EventKind::Schema => "Schema",
-            EventKind::Counter => "Counter",
-            EventKind::Task => "Task",
-        };
-        format!("{kind} {:?} on the server", self.name)
+        match self {
+            Self::Object { kind, name } => {
+                let kind = match kind {
+                    EventKind::Cache => "Cache",
+                    EventKind::Template => "Template",
+                    EventKind::Schema => "Schema",
+                    EventKind::Counter => "Counter",
+                    EventKind::Task => "Task",
+                };
+                format!("{kind} {name:?} on the server")
+            }
+            Self::MessageType(name) => {
+                format!("a Schema on the server declaring message type {name:?}")
+            }
+        }
     }
 }
 
 #[derive(Debug, Default)]
 struct Names {
+    /// The message types of each schema without errors (design D1: indexed caches).
+    types: HashMap<String, Vec<String>>,
     present: HashMap<EventKind, HashSet<String>>,
     /// The kinds whose replay is under way, with the names replayed so far.
     replaying: HashMap<EventKind, HashSet<String>>,
@@ -61,11 +82,12 @@ impl ServerCatalog {
 
     /// Whether the server has the object (as far as the stream told).
     pub fn contains(&self, needed: &Needed) -> bool {
-        let read = |names: &Names| {
-            names
+        let read = |names: &Names| match needed {
+            Needed::Object { kind, name } => names
                 .present
-                .get(&needed.kind)
-                .is_some_and(|set| set.contains(&needed.name))
+                .get(kind)
+                .is_some_and(|set| set.contains(name)),
+            Needed::MessageType(name) => names.types.values().flatten().any(|t| t == name),
         };
         match self.names.read() {
             Ok(names) => read(&names),
@@ -90,13 +112,35 @@ impl ServerCatalog {
                     names.present.insert(*kind, replayed);
                 }
             }
+            let schemas = names
+                .present
+                .get(&EventKind::Schema)
+                .cloned()
+                .unwrap_or_default();
+            names.types.retain(|schema, _| schemas.contains(schema));
         });
     }
 
-    /// Takes one event; returns the object when it appeared (it was not known before).
-    pub fn apply(&self, event: &ConfigEvent) -> Option<Needed> {
-        let (kind, name) = event.object()?;
+    /// Takes one event; returns what appeared with it (the object, when it was not known
+    /// before, and the message types a schema newly declares).
+    pub fn apply(&self, event: &ConfigEvent) -> Vec<Needed> {
+        let Some((kind, name)) = event.object() else {
+            return Vec::new();
+        };
         let removed = event.is_removal();
+        let declared = match event {
+            ConfigEvent::SchemaCreated {
+                proto,
+                errors: None,
+                ..
+            }
+            | ConfigEvent::SchemaUpdated {
+                proto,
+                errors: None,
+                ..
+            } => super::proto::message_types(proto),
+            _ => Vec::new(),
+        };
         self.write(|names| {
             if let Some(set) = names.replaying.get_mut(&kind) {
                 if removed {
@@ -105,14 +149,28 @@ impl ServerCatalog {
                     set.insert(name.to_string());
                 }
             }
+            let mut appeared = Vec::new();
+            if kind == EventKind::Schema {
+                let known: HashSet<&String> = names.types.values().flatten().collect();
+                appeared.extend(
+                    declared
+                        .iter()
+                        .filter(|t| !known.contains(t))
+                        .map(|t| Needed::MessageType(t.clone())),
+                );
+                if declared.is_empty() {
+                    names.types.remove(name);
+                } else {
+                    names.types.insert(name.to_string(), declared);
+                }
+            }
             let set = names.present.entry(kind).or_default();
             if removed {
                 set.remove(name);
-                None
-            } else {
-                set.insert(name.to_string())
-                    .then(|| Needed::new(kind, name))
+            } else if set.insert(name.to_string()) {
+                appeared.push(Needed::new(kind, name));
             }
+            appeared
         })
     }
 }
@@ -120,6 +178,42 @@ impl ServerCatalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn schema(name: &str, proto: &str, errors: Option<&str>) -> ConfigEvent {
+        ConfigEvent::SchemaUpdated {
+            name: name.to_string(),
+            proto: proto.to_string(),
+            errors: errors.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn message_types_come_and_go_with_valid_schemas() {
+        let catalog = ServerCatalog::default();
+        let book = Needed::MessageType("lib.Book".to_string());
+        let appeared = catalog.apply(&schema(
+            "b.proto",
+            "package lib; message Book {",
+            Some("syntax"),
+        ));
+        assert!(
+            !appeared.contains(&book),
+            "a schema with errors declares nothing"
+        );
+        assert!(!catalog.contains(&book));
+        let appeared = catalog.apply(&schema("b.proto", "package lib; message Book {}", None));
+        assert!(appeared.contains(&book), "{appeared:?}");
+        assert!(catalog.contains(&book));
+        catalog.apply(&ConfigEvent::SchemaRemoved {
+            name: "b.proto".to_string(),
+        });
+        assert!(!catalog.contains(&book));
+
+        catalog.apply(&schema("b.proto", "package lib; message Book {}", None));
+        catalog.connecting(&[EventKind::Schema]);
+        catalog.replay_complete(&[EventKind::Schema]);
+        assert!(!catalog.contains(&book), "not replayed: gone");
+    }
 
     fn template(name: &str) -> ConfigEvent {
         ConfigEvent::TemplateCreated {
@@ -134,8 +228,8 @@ mod tests {
         let t = Needed::new(EventKind::Template, "t");
         let kinds = [EventKind::Template, EventKind::Cache];
         catalog.connecting(&kinds);
-        assert_eq!(catalog.apply(&template("t")), Some(t.clone()));
-        assert_eq!(catalog.apply(&template("t")), None, "known already");
+        assert_eq!(catalog.apply(&template("t")), std::slice::from_ref(&t));
+        assert_eq!(catalog.apply(&template("t")), [], "known already");
         catalog.apply(&template("u"));
         catalog.replay_complete(&kinds);
         assert!(catalog.contains(&t));

@@ -202,21 +202,11 @@ impl<A: KindAdapter> Engine<A> {
         dependencies
     }
 
-    /// A server object appeared: the CRs waiting for it are reconciled (design D1), and the
-    /// refused ones when the adapter says such an object may lift a refusal.
+    /// A server object appeared: the CRs waiting for it are reconciled (design D1).
     pub fn dependency_appeared(&self, needed: &Needed) {
         let waiting = Self::lock(&self.waiting, |waiting| waiting.remove(needed));
         for key in waiting.into_iter().flatten() {
             self.send(key);
-        }
-        if self.adapter.refusals_lifted_by(needed.kind) {
-            let refused: HashSet<String> =
-                Self::lock(&self.refusals, |r| r.drain().map(|(uid, _)| uid).collect());
-            for cr in self.store.state() {
-                if cr.uid().is_some_and(|uid| refused.contains(&uid)) {
-                    self.send(ObjectRef::from_obj(cr.as_ref()));
-                }
-            }
         }
     }
 

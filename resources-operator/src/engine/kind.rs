@@ -180,11 +180,4 @@ pub trait KindAdapter: Send + Sync + 'static {
     fn problem(&self, _object: &Self::Object) -> Option<(Reason, String)> {
         None
     }
-
-    /// Whether objects of `kind` appearing on the server may make it accept what it refused
-    /// (an indexed cache refused for an unknown entity type, once a schema appears): the
-    /// refused CRs are then tried again. Default: no.
-    fn refusals_lifted_by(&self, _kind: EventKind) -> bool {
-        false
-    }
 }

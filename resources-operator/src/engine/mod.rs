@@ -13,6 +13,7 @@
 //!   removal from a loss (design R2, R3).
 //! - [`catalog`]: the names of every server object, by kind, for dependencies (design D1).
 //! - [`loop_guard`]: holds an object another writer keeps fighting over (no endless loop).
+//! - [`proto`]: the message types a schema declares (what indexed caches need, D1).
 //! - [`snapshot`]: what is known of the server's objects; [`claims`]: who stands for a server
 //!   name; [`status`]: the status of a CR; [`digest`]: digests of server objects.
 
@@ -24,6 +25,7 @@ pub mod digest;
 pub mod epoch;
 pub mod kind;
 pub mod loop_guard;
+pub mod proto;
 pub mod snapshot;
 pub mod status;
 pub mod stream;

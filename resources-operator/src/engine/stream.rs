@@ -154,7 +154,7 @@ pub async fn run<S, M>(
                 }
             }
             StreamItem::Event(event) => {
-                if let Some(appeared) = server.catalog.apply(&event) {
+                for appeared in server.catalog.apply(&event) {
                     for sink in sinks.iter().chain(&others) {
                         sink.dependency_appeared(&appeared);
                     }

@@ -250,18 +250,100 @@ impl KindAdapter for CacheAdapter {
 
     /// A user template named by `templateName` (design D1). The server's own templates
     /// (`org.infinispan.*`) are always there (not all of them are replayed by the stream).
+    /// Its template (by `templateName`), and the message types it indexes: a schema must
+    /// declare them first (the server would create the cache anyway, without those indexes).
     fn needs(&self, cr: &Cache) -> Vec<Needed> {
-        match cr.spec.template_name.as_deref() {
-            Some(template) if !self.internal.is_internal(template) => {
+        match (
+            cr.spec.template_name.as_deref(),
+            cr.spec.template.as_deref(),
+        ) {
+            (Some(template), _) if !self.internal.is_internal(template) => {
                 vec![Needed::new(EventKind::Template, template)]
             }
+            (None, Some(document)) => indexed_entities(document)
+                .into_iter()
+                .map(Needed::MessageType)
+                .collect(),
             _ => Vec::new(),
         }
     }
 }
 
+/// The entity types a cache document indexes (`indexed-entities` in JSON and XML,
+/// `indexedEntities` in YAML). A document that does not parse has none (the server says what is
+/// wrong with it when the cache is created).
+pub fn indexed_entities(document: &str) -> Vec<String> {
+    fn collect(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    if matches!(key.as_str(), "indexed-entities" | "indexedEntities") {
+                        let names: Vec<&Value> = match value {
+                            Value::Array(items) => items.iter().collect(),
+                            // `{"indexed-entity": [...]}`, as a converted XML document has it.
+                            Value::Object(inner) => inner.values().collect(),
+                            other => vec![other],
+                        };
+                        for name in names {
+                            match name {
+                                Value::String(s) => out.push(s.clone()),
+                                Value::Array(items) => out.extend(
+                                    items.iter().filter_map(Value::as_str).map(str::to_string),
+                                ),
+                                _ => {}
+                            }
+                        }
+                    } else {
+                        collect(value, out);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    match ConfigFormat::detect(document) {
+        ConfigFormat::Json => {
+            if let Ok(value) = serde_json::from_str::<Value>(document) {
+                collect(&value, &mut out);
+            }
+        }
+        ConfigFormat::Yaml => {
+            if let Ok(value) = serde_saphyr::from_str::<Value>(document) {
+                collect(&value, &mut out);
+            }
+        }
+        ConfigFormat::Xml => {
+            let mut rest = document;
+            while let Some(start) = rest.find("<indexed-entity>") {
+                rest = &rest[start + "<indexed-entity>".len()..];
+                if let Some(end) = rest.find("</indexed-entity>") {
+                    out.push(rest[..end].trim().to_string());
+                    rest = &rest[end..];
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn indexed_entities_in_every_format() {
+        let json = r#"{"distributed-cache":{"indexing":{"enabled":true,"indexed-entities":["lib.Book","lib.Author"]}}}"#;
+        assert_eq!(indexed_entities(json), ["lib.Author", "lib.Book"]);
+        let yaml = "distributedCache:\n  indexing:\n    enabled: true\n    indexedEntities:\n      - lib.Book\n";
+        assert_eq!(indexed_entities(yaml), ["lib.Book"]);
+        let xml = "<distributed-cache><indexing enabled=\"true\"><indexed-entities><indexed-entity>lib.Book</indexed-entity></indexed-entities></indexing></distributed-cache>";
+        assert_eq!(indexed_entities(xml), ["lib.Book"]);
+        assert!(indexed_entities(r#"{"local-cache":{}}"#).is_empty());
+        assert!(indexed_entities("{not json").is_empty());
+    }
+
     use super::*;
 
     #[test]
