@@ -335,3 +335,107 @@ async fn d1_an_indexed_cache_waits_for_the_schema_of_its_entity() -> anyhow::Res
     })
     .await
 }
+
+/// D1's bulk order: CRs of every kind applied while the operator is down (in the reverse
+/// order, in one `kubectl apply`) are created on the server, once it starts, Schemas first,
+/// then Templates, Counters, Caches and Tasks (read from the operator's own log of its
+/// server writes).
+#[tokio::test]
+async fn bulk_creation_follows_the_kind_order() -> anyhow::Result<()> {
+    with_options_fixture(
+        "d1-bulk",
+        Options {
+            args: vec!["--counter-list-interval=1s".to_string()],
+            ..Options::default()
+        },
+        async |f| {
+            f.kill_operator().await?;
+            let tag = unique("bulk");
+            let name = |kind: &str, i: usize| format!("{tag}-{kind}-{i}");
+            let package = tag.replace('-', "_");
+            let mut manifest = String::new();
+            let labels = format!("labels: {{ infinispan.org/cluster: {CLUSTER} }}");
+            for i in 0..3 {
+                manifest.push_str(&format!(
+                    "---\napiVersion: infinispan.org/v2alpha1\nkind: Task\nmetadata:\n  name: {}\n  {labels}\nspec:\n  script: \"// mode=local,language=javascript\\n{i}\"\n",
+                    name("task", i)
+                ));
+                manifest.push_str(&format!(
+                    "---\napiVersion: infinispan.org/v2alpha1\nkind: Cache\nmetadata:\n  name: {}\n  {labels}\nspec:\n  template: '{{\"local-cache\":{{}}}}'\n",
+                    name("cache", i)
+                ));
+                manifest.push_str(&format!(
+                    "---\napiVersion: infinispan.org/v2alpha1\nkind: Counter\nmetadata:\n  name: {}\n  {labels}\nspec:\n  initialValue: {i}\n",
+                    name("counter", i)
+                ));
+                manifest.push_str(&format!(
+                    "---\napiVersion: infinispan.org/v2alpha1\nkind: Template\nmetadata:\n  name: {}\n  {labels}\nspec:\n  template: '{{\"local-cache\":{{}}}}'\n",
+                    name("template", i)
+                ));
+                manifest.push_str(&format!(
+                    "---\napiVersion: infinispan.org/v2alpha1\nkind: Schema\nmetadata:\n  name: {}\n  {labels}\nspec:\n  schema: 'package {package}; message M{i} {{ optional string a = 1; }}'\n",
+                    name("schema", i)
+                ));
+            }
+            let path = std::env::temp_dir().join(format!("{tag}.yaml"));
+            std::fs::write(&path, manifest)?;
+            let output = f
+                .testbed
+                .kubectl()
+                .args(["apply", "-n", &f.ns.name, "-f"])
+                .arg(&path)
+                .output()?;
+            let _ = std::fs::remove_file(&path);
+            ensure!(
+                output.status.success(),
+                "kubectl apply: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            f.restart_operator(&["--counter-list-interval=1s"]).await?;
+
+            let result = async {
+                for i in 0..3 {
+                    f.wait_ready(&name("cache", i), "Synced").await?;
+                    wait_kind_ready::<Template>(f, &name("template", i)).await?;
+                    wait_kind_ready::<Schema>(f, &name("schema", i)).await?;
+                    wait_kind_ready::<common_crds::Counter>(f, &name("counter", i)).await?;
+                    wait_kind_ready::<common_crds::Task>(f, &name("task", i)).await?;
+                }
+                // The kinds of this test's creations, in the order the operator made them.
+                let log = std::fs::read_to_string(&f.operator.log)?;
+                let created: Vec<&str> = log
+                    .lines()
+                    .filter(|l| l.contains("server written") && l.contains("CreateOnServer"))
+                    .filter(|l| l.contains(&tag))
+                    .filter_map(|l| {
+                        ["Schema", "Template", "Counter", "Cache", "Task"]
+                            .into_iter()
+                            .find(|k| l.contains(&format!("kind=\"{k}\"")))
+                    })
+                    .collect();
+                ensure!(created.len() == 15, "15 creations expected: {created:?}");
+                let rank = |k: &str| {
+                    ["Schema", "Template", "Counter", "Cache", "Task"]
+                        .iter()
+                        .position(|x| *x == k)
+                };
+                ensure!(
+                    created.windows(2).all(|w| rank(w[0]) <= rank(w[1])),
+                    "not in the order Schema, Template, Counter, Cache, Task: {created:?}"
+                );
+                Ok(())
+            }
+            .await;
+            // The server objects go with their CRs (Delete policy); the operator runs.
+            for i in 0..3 {
+                f.caches.delete(&name("cache", i), &Default::default()).await?;
+                let _ = f.rest.remove_template(&name("template", i)).await;
+                let _ = f.rest.delete_counter(&name("counter", i)).await;
+                let _ = f.rest.delete_task(&name("task", i)).await;
+                let _ = f.rest.delete_schema(&name("schema", i)).await;
+            }
+            result.map_err(|e| f.operator.with_log(e))
+        },
+    )
+    .await
+}

@@ -129,6 +129,8 @@ pub struct Engine<A: KindAdapter> {
     pub epoch: ServerEpoch,
     /// The names of the server's objects (shared by every kind's engine).
     pub catalog: ServerCatalog,
+    /// Bulk creation in order (shared by every kind's engine).
+    pub order: super::order::BulkOrder,
     pub metrics: Metrics,
     pub readiness: Readiness,
     recorder: Recorder,
@@ -319,6 +321,7 @@ impl<A: KindAdapter> Engine<A> {
         if !self.ready.send_replace(true) {
             self.readiness.part_ready();
         }
+        self.order.set_ready(A::EVENT_KIND);
     }
 
     /// Waits for the first complete server snapshot, unless draining: a drain needs no server
@@ -337,6 +340,7 @@ impl<A: KindAdapter> Engine<A> {
     pub(super) async fn reconcile(&self, cr: Arc<A::Cr>) -> Result<Requeue, EngineError> {
         self.wait_ready().await;
         self.started(&cr);
+        let _busy = self.order.begin(A::EVENT_KIND);
         let started = Instant::now();
         let in_flight = self
             .metrics

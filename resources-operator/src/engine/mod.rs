@@ -13,6 +13,7 @@
 //!   removal from a loss (design R2, R3).
 //! - [`catalog`]: the names of every server object, by kind, for dependencies (design D1).
 //! - [`loop_guard`]: holds an object another writer keeps fighting over (no endless loop).
+//! - [`order`]: bulk creation in design D1's order (Schema, Template, Counter, Cache, Task).
 //! - [`proto`]: the message types a schema declares (what indexed caches need, D1).
 //! - [`snapshot`]: what is known of the server's objects; [`claims`]: who stands for a server
 //!   name; [`status`]: the status of a CR; [`digest`]: digests of server objects.
@@ -25,14 +26,17 @@ pub mod digest;
 pub mod epoch;
 pub mod kind;
 pub mod loop_guard;
+pub mod order;
 pub mod proto;
 pub mod snapshot;
 pub mod status;
 pub mod stream;
 
-/// What the engines of every kind share about the server: its epoch and the names it has.
+/// What the engines of every kind share about the server: its epoch, the names it has, and
+/// the order of bulk creation.
 #[derive(Debug, Clone, Default)]
 pub struct ServerState {
     pub epoch: epoch::ServerEpoch,
     pub catalog: catalog::ServerCatalog,
+    pub order: order::BulkOrder,
 }

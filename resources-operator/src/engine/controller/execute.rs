@@ -100,6 +100,18 @@ impl<A: KindAdapter> Engine<A> {
                 }
             }
             Action::CreateOnServer | Action::UpdateServer | Action::RecreateOnServer => {
+                if decision.action != Action::UpdateServer
+                    && !self
+                        .order
+                        .wait_turn(A::EVENT_KIND, super::super::order::BOUND)
+                        .await
+                {
+                    tracing::debug!(
+                        kind = self.kind(),
+                        server_name,
+                        "created without waiting longer for the kinds before it (bulk order)"
+                    );
+                }
                 match decision.action {
                     Action::CreateOnServer => self.adapter.create(server_name, cr).await?,
                     Action::UpdateServer => self.adapter.update(server_name, cr).await?,

@@ -45,6 +45,7 @@ impl<A: KindAdapter> Wiring<A> {
             snapshot: Snapshot::default(),
             epoch: server.epoch,
             catalog: server.catalog,
+            order: server.order,
             metrics,
             readiness,
             recorder,
