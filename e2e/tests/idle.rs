@@ -1,20 +1,134 @@
 //! End-to-end L1, measured from outside the operator: one idle minute with settled CRs costs
 //! zero writes to the API server (the API server's audit log: every write in the test's
 //! namespace, Events included; Lease writes are excluded by the testbed's audit policy and
-//! counted separately) and zero writes to the server (an independent event-stream listener on
-//! a dedicated node, so that no other suite's caches count).
+//! counted separately) and zero writes to the server (independent listeners on a dedicated
+//! node, so that no other suite's objects count: the config event stream for caches and
+//! templates, the schema and task feeds for the entry events of `___protobuf_metadata` and
+//! `___script_cache`, the counter feed for counters).
+//!
+//! The settled state has every synced kind but templates: Cache CRs (JSON, YAML, a mirror) and a
+//! Schema, a Counter and a Task CR each, plus a mirror of each made by a server-side create.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
+use common_crds::labels::CLUSTER_LABEL;
+use common_crds::{Counter, Schema, ServerResource, Task};
+use e2e::eventually;
 use e2e::node::{Node, NodeGuard};
 use e2e::operator::*;
 use futures::StreamExt;
-use infinispan_rest::{ConfigDocument, CreateCacheOptions, StreamItem};
-use serde_json::Value;
+use infinispan_rest::{
+    ConfigDocument, ConfigEventStream, CounterConfig, CounterStorage, CreateCacheOptions,
+    StreamItem, StreamOptions,
+};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
 
 const IDLE: Duration = Duration::from_secs(60);
+/// The operator's counter list interval here, and the test's own counter feed's.
+const COUNTER_LIST: Duration = Duration::from_secs(1);
+
+/// Creates a CR of kind `K` (`spec` as JSON) with the cluster label.
+async fn create_cr<K>(f: &Fixture, name: &str, spec: Value) -> anyhow::Result<()>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let cr: K = serde_json::from_value(json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": { "name": name, "labels": { CLUSTER_LABEL: CLUSTER } },
+        "spec": spec,
+    }))?;
+    Api::<K>::namespaced(f.client.clone(), &f.ns.name)
+        .create(&PostParams::default(), &cr)
+        .await?;
+    Ok(())
+}
+
+/// Waits until the CR `name` of kind `K` is `Ready=True, reason=Synced` at its generation.
+async fn wait_synced<K>(f: &Fixture, name: &str) -> anyhow::Result<()>
+where
+    K: ServerResource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api = Api::<K>::namespaced(f.client.clone(), &f.ns.name);
+    let api = &api;
+    eventually(
+        &format!("{} {name} Synced", K::KIND.as_str()),
+        SLOW,
+        || async move {
+            let Some(cr) = api.get_opt(name).await? else {
+                return Ok(None);
+            };
+            let synced = cr.resource_status().is_some_and(|s| {
+                s.observed_generation == cr.meta().generation
+                    && s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True" && c.reason == "Synced")
+            });
+            Ok(synced.then_some(()))
+        },
+    )
+    .await
+    .map_err(|e| f.operator.with_log(e))
+}
+
+/// A feed of the test's own whose snapshot is over: what it yields next are live changes.
+async fn live_feed(what: &str, mut feed: ConfigEventStream) -> anyhow::Result<ConfigEventStream> {
+    loop {
+        match tokio::time::timeout(SLOW, feed.next())
+            .await
+            .with_context(|| format!("the {what} did not finish its snapshot in {SLOW:?}"))?
+        {
+            Some(StreamItem::ReplayComplete { .. }) => return Ok(feed),
+            Some(StreamItem::Disconnected { error, .. }) => {
+                bail!("the {what} disconnected during its snapshot: {error}")
+            }
+            Some(_) => {}
+            None => bail!("the {what} ended"),
+        }
+    }
+}
+
+/// Removes the finalizers of the namespace's Schema, Counter and Task CRs (the fixture's
+/// teardown releases those of Caches and Templates only), so that the namespace can go.
+async fn release_finalizers(client: &kube::Client, namespace: &str) -> anyhow::Result<()> {
+    async fn release<K>(api: Api<K>) -> anyhow::Result<()>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let patch = json!({ "metadata": { "finalizers": null } });
+        for cr in api.list(&ListParams::default()).await? {
+            if !cr.finalizers().is_empty() {
+                match api
+                    .patch(
+                        &cr.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        }
+        Ok(())
+    }
+    release(Api::<Schema>::namespaced(client.clone(), namespace)).await?;
+    release(Api::<Counter>::namespaced(client.clone(), namespace)).await?;
+    release(Api::<Task>::namespaced(client.clone(), namespace)).await
+}
 
 /// Audit entries (ResponseComplete) for writes in `namespace` appended to the audit log after
 /// byte `offset`.
@@ -82,9 +196,16 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
     let _guard = NodeGuard(node.clone());
     let options = Options {
         infinispan_url: Some(node.url()),
+        args: vec![format!(
+            "--counter-list-interval={}s",
+            COUNTER_LIST.as_secs()
+        )],
         ..Options::default()
     };
-    with_options_fixture("l1-minute", options, async |f| {
+    // The fixture's teardown leaves the finalizers of these kinds: released after it.
+    let mut namespace = None;
+    let result = with_options_fixture("l1-minute", options, async |f| {
+        namespace = Some((f.client.clone(), f.ns.name.clone()));
         let json_cr = f.server_name("idle-json");
         let yaml_cr = f.server_name("idle-yaml");
         let mirrored = f.server_name("idle-mirror");
@@ -100,13 +221,85 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
             )
             .await?;
         let mirror = common_crds::naming::mirror_name(CLUSTER, &mirrored);
+
+        // A Schema, a Counter and a Task CR, and one of each created on the server.
+        let schema_cr = unique("idle-schema");
+        let counter_cr = unique("idle-counter");
+        let task_cr = unique("idle-task");
+        let message = |tag: &str| -> String {
+            unique(tag)
+                .chars()
+                .filter(char::is_ascii_alphanumeric)
+                .map(|c| c.to_ascii_uppercase())
+                .collect::<String>()
+        };
+        let script = "// mode=local,language=javascript\n\"idle\"";
+        create_cr::<Schema>(
+            f,
+            &schema_cr,
+            json!({ "schema": format!("message {} {{ optional string a = 1; }}", message("IdleCr")) }),
+        )
+        .await?;
+        create_cr::<Counter>(
+            f,
+            &counter_cr,
+            json!({ "storage": "Persistent", "initialValue": 4 }),
+        )
+        .await?;
+        create_cr::<Task>(f, &task_cr, json!({ "script": script })).await?;
+        let server_schema = format!("{}.proto", unique("idle-srv-schema"));
+        let server_counter = unique("idle-srv-counter");
+        let server_task = unique("idle-srv-task");
+        f.rest
+            .create_schema(
+                &server_schema,
+                &format!("message {} {{ optional int32 b = 1; }}", message("IdleSrv")),
+            )
+            .await?;
+        f.rest
+            .create_counter(
+                &server_counter,
+                &CounterConfig::Weak {
+                    initial_value: 2,
+                    storage: CounterStorage::Persistent,
+                    concurrency_level: Some(4),
+                },
+            )
+            .await?;
+        f.rest.put_task(&server_task, script).await?;
+
         for name in [&json_cr, &yaml_cr, &mirror] {
             f.wait_ready(name, "Synced").await?;
+        }
+        let mirror_of = |name: &str| common_crds::naming::mirror_name(CLUSTER, name);
+        for name in [&schema_cr, &mirror_of(&server_schema)] {
+            wait_synced::<Schema>(f, name).await?;
+        }
+        for name in [&counter_cr, &mirror_of(&server_counter)] {
+            wait_synced::<Counter>(f, name).await?;
+        }
+        for name in [&task_cr, &mirror_of(&server_task)] {
+            wait_synced::<Task>(f, name).await?;
         }
         // Let requeues after the last writes run out.
         tokio::time::sleep(Duration::from_secs(5)).await;
 
-        let mut listener = live_events(&f.rest).await?;
+        // Independent listeners, live once their snapshots are over: the config stream, and
+        // the schema, task and counter feeds (entry events of the internal caches; the list).
+        let config = live_events(&f.rest).await?;
+        let schemas = live_feed("schema feed", f.rest.schema_feed(StreamOptions::default())).await?;
+        let tasks = live_feed("task feed", f.rest.task_feed(StreamOptions::default())).await?;
+        let counters = live_feed(
+            "counter feed",
+            f.rest.counter_feed(COUNTER_LIST, StreamOptions::default()),
+        )
+        .await?;
+        let mut listener = futures::stream::select_all([
+            config.map(|item| ("config stream", item)).boxed(),
+            schemas.map(|item| ("schema feed", item)).boxed(),
+            tasks.map(|item| ("task feed", item)).boxed(),
+            counters.map(|item| ("counter feed", item)).boxed(),
+        ]);
         let audit = f.testbed.run_dir.join("logs/audit.log");
         let offset = std::fs::metadata(&audit)
             .with_context(|| format!("the testbed's audit log {} is missing", audit.display()))?
@@ -120,10 +313,14 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
             tokio::select! {
                 _ = &mut idle => break,
                 item = listener.next() => match item {
-                    Some(StreamItem::Event(event)) => server_events.push(format!("{event:?}")),
-                    Some(StreamItem::Disconnected { error, .. }) => bail!("listener disconnected: {error}"),
+                    Some((from, StreamItem::Event(event))) => {
+                        server_events.push(format!("{from}: {event:?}"))
+                    }
+                    Some((from, StreamItem::Disconnected { error, .. })) => {
+                        bail!("the {from} disconnected: {error}")
+                    }
                     Some(_) => {}
-                    None => bail!("the listener ended"),
+                    None => bail!("the listeners ended"),
                 }
             }
         }
@@ -133,9 +330,10 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
         let renewals = metric_sum(f, "infinispan_resources_operator_lease_writes_total").await?
             - renewals_before;
         println!(
-            "L1, one idle minute with 3 settled Cache CRs: {} API-server writes in the namespace \
-             (audit log), {} server config events (independent listener), {renewals} Lease \
-             writes (operator metric; excluded from L1)",
+            "L1, one idle minute with 9 settled CRs (3 Cache, 2 each of Schema, Counter, Task): \
+             {} API-server writes in the namespace (audit log), {} server events (independent \
+             config stream, schema, task and counter feeds), {renewals} Lease writes \
+             (operator metric; excluded from L1)",
             api_writes.len(),
             server_events.len()
         );
@@ -147,7 +345,44 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
             renewals <= 60.0 / 2.0 + 5.0,
             "{renewals} Lease writes in a minute: more than the configured rate"
         );
+
+        // The listeners hear writes: one write of each kind after the minute reaches them.
+        f.rest
+            .put_schema(&server_schema, &f.rest.schema(&server_schema).await?)
+            .await?;
+        f.rest.put_task(&server_task, script).await?;
+        let probe = unique("idle-probe");
+        f.rest
+            .create_counter(
+                &probe,
+                &CounterConfig::Strong {
+                    initial_value: 0,
+                    storage: CounterStorage::Volatile,
+                    lower_bound: None,
+                    upper_bound: None,
+                    lifespan: None,
+                },
+            )
+            .await?;
+        let mut heard = std::collections::BTreeSet::new();
+        let deadline = tokio::time::Instant::now() + SLOW;
+        while heard.len() < 3 {
+            match tokio::time::timeout_at(deadline, listener.next()).await {
+                Err(_) => bail!("the listeners missed writes after the minute: heard only {heard:?}"),
+                Ok(Some((from, StreamItem::Event(_)))) if from != "config stream" => {
+                    heard.insert(from);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => bail!("the listeners ended"),
+            }
+        }
         Ok(())
     })
-    .await
+    .await;
+    let released = match namespace {
+        Some((client, namespace)) => release_finalizers(&client, &namespace).await,
+        None => Ok(()),
+    };
+    result?;
+    released
 }
