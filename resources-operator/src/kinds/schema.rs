@@ -170,6 +170,13 @@ impl KindAdapter for SchemaAdapter {
         Dependencies::default()
     }
 
+    /// The server keeps every one of its schemas across a restart that keeps its state
+    /// (docs/server-api.md): an absence after such a restart is a removal (design R2), whoever
+    /// created it.
+    fn persistent(&self, _cr: &Schema) -> bool {
+        true
+    }
+
     fn problem(&self, object: &SchemaObject) -> Option<(Reason, String)> {
         object.error.as_ref().map(|error| {
             (

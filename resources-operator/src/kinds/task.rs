@@ -120,4 +120,11 @@ impl KindAdapter for TaskAdapter {
     fn dependencies(&self, _cr: &Task) -> Dependencies {
         Dependencies::default()
     }
+
+    /// The server keeps every one of its scripts across a restart that keeps its state
+    /// (docs/server-api.md): an absence after such a restart is a removal (design R2), whoever
+    /// created it.
+    fn persistent(&self, _cr: &Task) -> bool {
+        true
+    }
 }
