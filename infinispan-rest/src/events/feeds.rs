@@ -92,6 +92,21 @@ impl Client {
         Ok(entries.into_iter().map(|e| (e.key, e.value)).collect())
     }
 
+    /// A schema's text and validation error, as the server stores them (two reads of the
+    /// schema cache, no list); `None` when the server has no such schema.
+    pub async fn schema_with_error(
+        &self,
+        name: &str,
+    ) -> Result<Option<(String, Option<String>)>, Error> {
+        let Some(proto) = self.cache_entry(SCHEMA_CACHE, name).await? else {
+            return Ok(None);
+        };
+        let errors = self
+            .cache_entry(SCHEMA_CACHE, &format!("{name}{ERRORS_SUFFIX}"))
+            .await?;
+        Ok(Some((proto, errors)))
+    }
+
     /// One entry of a cache as text; `None` when absent.
     pub async fn cache_entry(&self, cache: &str, key: &str) -> Result<Option<String>, Error> {
         let what = format!("read entry '{key}' of cache '{cache}'");
@@ -240,18 +255,13 @@ impl EntryFeed {
                 Some(script) => ConfigEvent::TaskUpdated { name, script },
                 None => ConfigEvent::TaskRemoved { name },
             }),
-            EntryFeed::Schemas => match client.cache_entry(SCHEMA_CACHE, &name).await? {
+            EntryFeed::Schemas => match client.schema_with_error(&name).await? {
                 None => Ok(ConfigEvent::SchemaRemoved { name }),
-                Some(proto) => {
-                    let errors = client
-                        .cache_entry(SCHEMA_CACHE, &format!("{name}{ERRORS_SUFFIX}"))
-                        .await?;
-                    Ok(ConfigEvent::SchemaUpdated {
-                        name,
-                        proto,
-                        errors,
-                    })
-                }
+                Some((proto, errors)) => Ok(ConfigEvent::SchemaUpdated {
+                    name,
+                    proto,
+                    errors,
+                }),
             },
         }
     }

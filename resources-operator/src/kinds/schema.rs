@@ -101,19 +101,13 @@ impl KindAdapter for SchemaAdapter {
         json_digest(&json!({ "proto": object.proto, "error": object.error }))
     }
 
+    /// As the schema feed reads it (same text, same error: same digest), without a list.
     async fn read(&self, server_name: &str) -> Result<Option<SchemaObject>, KindError> {
-        let schemas = self.client.list_schemas().await?;
-        let Some(status) = schemas.into_iter().find(|s| s.name == server_name) else {
-            return Ok(None);
-        };
-        match self.client.schema(server_name).await {
-            Ok(proto) => Ok(Some(SchemaObject {
-                proto,
-                error: status.error.map(|e| e.cause.unwrap_or(e.message)),
-            })),
-            Err(infinispan_rest::Error::NotFound { .. }) => Ok(None),
-            Err(error) => Err(error.into()),
-        }
+        Ok(self
+            .client
+            .schema_with_error(server_name)
+            .await?
+            .map(|(proto, error)| SchemaObject { proto, error }))
     }
 
     async fn create(&self, server_name: &str, cr: &Schema) -> Result<(), KindError> {
