@@ -95,6 +95,56 @@ done
 echo "caches on the server:"; ispn "$INFINISPAN_URL/rest/v2/caches"; echo
 echo "Cache CRs:"; kubectl get caches -n demo
 
+kubectl delete -n demo schema/books counter/visits task/hello --ignore-not-found --wait=true >/dev/null
+say "The other kinds: a Schema, a Counter and a Task applied with kubectl"
+cat <<'YAML' | tee /dev/stderr | kubectl apply -n demo -f -
+apiVersion: infinispan.org/v2alpha1
+kind: Schema
+metadata:
+  name: books
+  labels: { infinispan.org/cluster: demo }
+spec:
+  schema: |
+    package library;
+    message Book { optional string title = 1; }
+---
+apiVersion: infinispan.org/v2alpha1
+kind: Counter
+metadata:
+  name: visits
+  labels: { infinispan.org/cluster: demo }
+spec:
+  type: strong
+  initialValue: 0
+  upperBound: 1000000
+---
+apiVersion: infinispan.org/v2alpha1
+kind: Task
+metadata:
+  name: hello
+  labels: { infinispan.org/cluster: demo }
+spec:
+  script: |
+    // mode=local,language=javascript
+    "hello from a Task CR"
+YAML
+kubectl wait -n demo --for=condition=Ready --timeout=60s schema/books counter/visits task/hello
+echo "on the server: schemas $(ispn "$INFINISPAN_URL/rest/v2/schemas")"
+echo "               counters $(ispn "$INFINISPAN_URL/rest/v2/counters")"
+echo "               task hello runs: $(ispn -X POST "$INFINISPAN_URL/rest/v2/tasks/hello?action=exec")"
+
+say "A counter created over REST appears as a Counter CR (counters are listed every 10 s)"
+ispn -X POST -H 'Content-Type: application/json' -d '{"weak-counter":{"initial-value":5}}' \
+  "$INFINISPAN_URL/rest/v2/counters/downloads" -o /dev/null -w "REST create: HTTP %{http_code}\n"
+for _ in $(seq 1 60); do
+  kubectl get counters -n demo -o jsonpath='{.items[*].spec.name}' | tr ' ' '\n' | grep -qx downloads && break
+  sleep 0.5
+done
+kubectl get counters -n demo -o custom-columns='NAME:.metadata.name,SERVER-NAME:.spec.name,ORIGIN:.metadata.labels.infinispan\.org/origin' \
+  | grep -E '^NAME|downloads|visits'
+kubectl get schemas,tasks -n demo
+ispn -X DELETE "$INFINISPAN_URL/rest/v2/counters/downloads" -o /dev/null
+
 say "The API server refuses an invalid Counter (bounds out of order) with a clear message"
 cat <<'YAML' | kubectl apply -n demo -f - || true
 apiVersion: infinispan.org/v2alpha1
@@ -121,7 +171,7 @@ Everything is still running. Try:
   curl -u "\$INFINISPAN_USER:\$INFINISPAN_PASSWORD" "\$INFINISPAN_URL/rest/v2/caches"
   kubectl apply -n demo -f <your Cache CR, label infinispan.org/cluster: demo>   # synced by the operator
   curl -s http://$METRICS/metrics                                                # its metrics
-Not there yet: Counters, Schemas and Tasks (the operator syncs Caches and Templates today), the
-cluster operator (the Infinispan CR is not turned into pods yet).
+  kubectl get caches,templates,schemas,counters,tasks -n demo
+Not there yet: the cluster operator (the Infinispan CR is not turned into pods yet).
 Stop it with: make testbed-down   (or make testbed-wipe to also delete its state)
 EOF2
