@@ -10,11 +10,6 @@
 //! their own names.
 //!
 //! The two-node cluster of R5 uses dedicated nodes at offsets 2030-2039 of `e2e::node`.
-//!
-//! The fixture's teardown releases the finalizers of Cache and Template CRs only; these tests
-//! release those of the namespace's Counter, Schema and Task CRs (mirrors of node0's objects,
-//! other suites' leftovers included) once the operator is stopped, so that the namespace goes
-//! (no server object is touched: the operator is gone by then).
 
 use std::time::Duration;
 
@@ -38,56 +33,6 @@ fn counter_options() -> Options {
         args: vec![LIST_INTERVAL.to_string()],
         ..Options::default()
     }
-}
-
-/// Like `with_options_fixture`, and after the teardown stopped the operator, the namespace's
-/// Counter, Schema and Task CRs lose their finalizers (see the module documentation).
-async fn with_counter_fixture<F>(prefix: &str, options: Options, body: F) -> anyhow::Result<()>
-where
-    F: AsyncFnOnce(&mut Fixture) -> anyhow::Result<()>,
-{
-    let _serial = SERIAL.lock().await;
-    let mut fixture = Fixture::with_options(prefix, options).await?;
-    let result = body(&mut fixture).await;
-    let result = result.map_err(|e| fixture.operator.with_log(e));
-    let (client, ns) = (fixture.client.clone(), fixture.ns.name.clone());
-    let teardown = fixture.teardown().await;
-    result?;
-    teardown?;
-    release_finalizers::<Counter>(&client, &ns).await?;
-    release_finalizers::<common_crds::Schema>(&client, &ns).await?;
-    release_finalizers::<common_crds::Task>(&client, &ns).await
-}
-
-/// Removes the finalizers of every CR of kind `K` in `ns` (the operator is stopped: no server
-/// object is touched).
-async fn release_finalizers<K>(client: &kube::Client, ns: &str) -> anyhow::Result<()>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    for cr in api.list(&ListParams::default()).await? {
-        if !cr.finalizers().is_empty() {
-            let patch = json!({ "metadata": { "finalizers": null } });
-            match api
-                .patch(
-                    &cr.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => return Err(error.into()),
-            }
-        }
-    }
-    Ok(())
 }
 
 fn counters(f: &Fixture) -> Api<Counter> {
@@ -224,7 +169,7 @@ fn origin(cr: &Counter) -> Option<&str> {
 /// CRs deletes the counters.
 #[tokio::test]
 async fn k1_k3_counter_crs_create_and_delete_server_counters() -> anyhow::Result<()> {
-    with_counter_fixture("cnt-k", counter_options(), async |f| {
+    with_options_fixture("cnt-k", counter_options(), async |f| {
         let f = &*f;
         let strong = unique("cnt-k-strong");
         let weak = unique("cnt-k-weak");
@@ -333,7 +278,7 @@ async fn k1_k3_counter_crs_create_and_delete_server_counters() -> anyhow::Result
 /// reads back with `concurrency-level` 16); the CR must still be Synced, not `Immutable`.
 #[tokio::test]
 async fn k1_counter_crs_with_server_defaults_are_synced() -> anyhow::Result<()> {
-    with_counter_fixture("cnt-d", counter_options(), async |f| {
+    with_options_fixture("cnt-d", counter_options(), async |f| {
         let f = &*f;
         let strong = unique("cnt-d-strong");
         let weak = unique("cnt-d-weak");
@@ -427,7 +372,7 @@ async fn k1_counter_crs_with_server_defaults_are_synced() -> anyhow::Result<()> 
 /// deleted and created with the new definition, its value reset to the new initial value.
 #[tokio::test]
 async fn k2_immutable_then_recreate_resets_the_value() -> anyhow::Result<()> {
-    with_counter_fixture("cnt-i", counter_options(), async |f| {
+    with_options_fixture("cnt-i", counter_options(), async |f| {
         let f = &*f;
         let name = unique("cnt-i");
         let api = counters(f);
@@ -528,7 +473,7 @@ async fn k2_immutable_then_recreate_resets_the_value() -> anyhow::Result<()> {
 /// nothing is resurrected.
 #[tokio::test]
 async fn s1_s3_server_counters_are_mirrored() -> anyhow::Result<()> {
-    with_counter_fixture("cnt-s", counter_options(), async |f| {
+    with_options_fixture("cnt-s", counter_options(), async |f| {
         let f = &*f;
         let strong = unique("cnt-s-strong");
         let weak = unique("cnt-s-weak");
@@ -664,7 +609,7 @@ async fn r5_counter_created_through_the_other_node_is_mirrored() -> anyhow::Resu
         infinispan_url: Some(a.url()),
         ..counter_options()
     };
-    with_counter_fixture("cnt-r5", options, async |f| {
+    with_options_fixture("cnt-r5", options, async |f| {
         let f = &*f;
         let from_b = unique("cnt-r5-b");
         let from_cr = unique("cnt-r5-cr");
@@ -740,7 +685,7 @@ async fn refused(api: &Api<Counter>, cr: &Counter) -> anyhow::Result<String> {
 /// update that breaks the bounds is refused the same way and leaves the counter alone.
 #[tokio::test]
 async fn bad_bounds_are_refused_at_admission() -> anyhow::Result<()> {
-    with_counter_fixture("cnt-b", counter_options(), async |f| {
+    with_options_fixture("cnt-b", counter_options(), async |f| {
         let f = &*f;
         let api = counters(f);
         let cases = [
@@ -846,7 +791,7 @@ async fn bad_bounds_are_refused_at_admission() -> anyhow::Result<()> {
 /// user CR) cause no CR write at all, status included (resourceVersion unchanged).
 #[tokio::test]
 async fn value_changes_cause_no_cr_writes() -> anyhow::Result<()> {
-    with_counter_fixture("cnt-v", counter_options(), async |f| {
+    with_options_fixture("cnt-v", counter_options(), async |f| {
         let f = &*f;
         let strong = unique("cnt-v-strong");
         let weak = unique("cnt-v-weak");

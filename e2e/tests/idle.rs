@@ -23,8 +23,7 @@ use infinispan_rest::{
     ConfigDocument, ConfigEventStream, CounterConfig, CounterStorage, CreateCacheOptions,
     StreamItem, StreamOptions,
 };
-use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 const IDLE: Duration = Duration::from_secs(60);
@@ -99,37 +98,6 @@ async fn live_feed(what: &str, mut feed: ConfigEventStream) -> anyhow::Result<Co
     }
 }
 
-/// Removes the finalizers of the namespace's Schema, Counter and Task CRs (the fixture's
-/// teardown releases those of Caches and Templates only), so that the namespace can go.
-async fn release_finalizers(client: &kube::Client, namespace: &str) -> anyhow::Result<()> {
-    async fn release<K>(api: Api<K>) -> anyhow::Result<()>
-    where
-        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
-        let patch = json!({ "metadata": { "finalizers": null } });
-        for cr in api.list(&ListParams::default()).await? {
-            if !cr.finalizers().is_empty() {
-                match api
-                    .patch(
-                        &cr.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(error) => return Err(error.into()),
-                }
-            }
-        }
-        Ok(())
-    }
-    release(Api::<Schema>::namespaced(client.clone(), namespace)).await?;
-    release(Api::<Counter>::namespaced(client.clone(), namespace)).await?;
-    release(Api::<Task>::namespaced(client.clone(), namespace)).await
-}
-
 /// Audit entries (ResponseComplete) for writes in `namespace` appended to the audit log after
 /// byte `offset`.
 fn audited_writes(
@@ -202,10 +170,7 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
         )],
         ..Options::default()
     };
-    // The fixture's teardown leaves the finalizers of these kinds: released after it.
-    let mut namespace = None;
-    let result = with_options_fixture("l1-minute", options, async |f| {
-        namespace = Some((f.client.clone(), f.ns.name.clone()));
+    with_options_fixture("l1-minute", options, async |f| {
         let json_cr = f.server_name("idle-json");
         let yaml_cr = f.server_name("idle-yaml");
         let mirrored = f.server_name("idle-mirror");
@@ -378,11 +343,5 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
         }
         Ok(())
     })
-    .await;
-    let released = match namespace {
-        Some((client, namespace)) => release_finalizers(&client, &namespace).await,
-        None => Ok(()),
-    };
-    result?;
-    released
+    .await
 }

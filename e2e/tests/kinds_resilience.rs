@@ -32,7 +32,7 @@ use e2e::operator::*;
 use infinispan_rest::tasks::SCRIPT_CACHE;
 use infinispan_rest::{CounterConfig, CounterStorage, InternalObjects};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
 /// The operator lists counters every second here (the default is 10 s).
@@ -562,37 +562,6 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work).await?
 }
 
-/// Removes the finalizers of the namespace's Schema, Counter and Task CRs (the fixture's
-/// teardown releases those of Caches and Templates only), so that the namespace can go.
-async fn release_finalizers(client: &kube::Client, namespace: &str) -> anyhow::Result<()> {
-    async fn release<K>(api: Api<K>) -> anyhow::Result<()>
-    where
-        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
-        let patch = json!({ "metadata": { "finalizers": null } });
-        for cr in api.list(&ListParams::default()).await? {
-            if !cr.finalizers().is_empty() {
-                match api
-                    .patch(
-                        &cr.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(error) => return Err(error.into()),
-                }
-            }
-        }
-        Ok(())
-    }
-    release(Api::<Schema>::namespaced(client.clone(), namespace)).await?;
-    release(Api::<Counter>::namespaced(client.clone(), namespace)).await?;
-    release(Api::<Task>::namespaced(client.clone(), namespace)).await
-}
-
 /// Runs `body` on a fixture whose operator and test both talk to a fresh private node
 /// (`offset`), one test at a time (each starts a JVM); always tears down and stops the node.
 async fn on_private_node<F>(prefix: &str, offset: u16, body: F) -> anyhow::Result<()>
@@ -616,21 +585,18 @@ where
         ..Options::default()
     };
     let mut fixture = Fixture::with_options(prefix, options).await?;
-    let (client, namespace) = (fixture.client.clone(), fixture.ns.name.clone());
     let started = std::time::Instant::now();
     let result = body(&mut fixture, &node).await;
     println!("{prefix}: test body took {:?}", started.elapsed());
     let result = result.map_err(|e| fixture.operator.with_log(e));
     let teardown = fixture.teardown().await;
-    let released = release_finalizers(&client, &namespace).await;
     blocking(move || {
         drop(guard);
         Ok(())
     })
     .await?;
     result?;
-    teardown?;
-    released
+    teardown
 }
 
 /// R1: killed with SIGKILL right after CRs were applied (once before it could write, once at
