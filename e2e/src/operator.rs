@@ -629,12 +629,19 @@ where
     for cr in api.list(&ListParams::default()).await? {
         if !cr.finalizers().is_empty() {
             let patch = json!({ "metadata": { "finalizers": null } });
-            api.patch(
-                &cr.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+            match api
+                .patch(
+                    &cr.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                // Gone between the list and the patch: nothing to release.
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.is_not_found() => {}
+                Err(error) => return Err(error.into()),
+            }
         }
     }
     Ok(())
