@@ -541,6 +541,56 @@ impl Fixture {
         .map_err(|e| self.operator.with_log(e))
     }
 
+    /// Waits until the CR `name` of kind `K` says `Ready` with `reason` for its current
+    /// generation; returns it.
+    pub async fn wait_kind<K>(&self, name: &str, reason: &str) -> anyhow::Result<K>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + common_crds::ServerResource
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.ns.name);
+        let api = &api;
+        eventually(
+            &format!("{} {name} Ready {reason}", K::kind(&())),
+            SLOW,
+            || async move {
+                let cr = api.get_opt(name).await?;
+                Ok(cr.filter(|cr| {
+                    cr.resource_status().is_some_and(|s| {
+                        s.conditions
+                            .iter()
+                            .any(|c| c.type_ == "Ready" && c.reason == reason)
+                            && s.observed_generation == cr.meta().generation
+                    })
+                }))
+            },
+        )
+        .await
+        .map_err(|e| self.operator.with_log(e))
+    }
+
+    /// Waits until the CR `name` of kind `K` is gone.
+    pub async fn wait_kind_gone<K>(&self, name: &str) -> anyhow::Result<()>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.ns.name);
+        let api = &api;
+        eventually(
+            &format!("{} {name} gone", K::kind(&())),
+            SLOW,
+            || async move { Ok(api.get_opt(name).await?.is_none().then_some(())) },
+        )
+        .await
+        .map_err(|e| self.operator.with_log(e))
+    }
+
     /// The server's configuration of a cache, without the name wrapper.
     pub async fn server_config(&self, server_name: &str) -> anyhow::Result<Value> {
         let doc = self
@@ -645,6 +695,33 @@ where
         }
     }
     Ok(())
+}
+
+/// A resource CR of `kind` for the fixtures' cluster: `metadata.name` `name`, this `spec`.
+pub fn resource_cr<K: serde::de::DeserializeOwned>(
+    kind: &str,
+    name: &str,
+    spec: Value,
+) -> anyhow::Result<K> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1",
+        "kind": kind,
+        "metadata": { "name": name, "labels": { CLUSTER_LABEL: CLUSTER } },
+        "spec": spec
+    }))?)
+}
+
+/// A Protobuf message name of its own for each use (message names are global on the server:
+/// two schemas declaring one name are both in error): `unique(prefix)`, letters only.
+pub fn protobuf_message(prefix: &str) -> String {
+    unique(prefix)
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| match c.to_digit(10) {
+            Some(d) => char::from(b'G' + d as u8),
+            None => c.to_ascii_uppercase(),
+        })
+        .collect()
 }
 
 /// Runs a test body on a fixture (default cluster, Bidirectional) and always tears down.

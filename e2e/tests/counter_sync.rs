@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use common_crds::Counter;
 use common_crds::counter::{CounterStorage as CrStorage, CounterType};
-use common_crds::labels::{CLUSTER_LABEL, ORIGIN_KUBERNETES, ORIGIN_LABEL, ORIGIN_SERVER};
+use common_crds::labels::{ORIGIN_KUBERNETES, ORIGIN_LABEL, ORIGIN_SERVER};
 use e2e::node::{Node, NodeGuard};
 use e2e::operator::*;
 use e2e::{Testbed, eventually};
@@ -40,12 +40,7 @@ fn counters(f: &Fixture) -> Api<Counter> {
 }
 
 fn counter_cr(name: &str, spec: Value) -> anyhow::Result<Counter> {
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v2alpha1",
-        "kind": "Counter",
-        "metadata": { "name": name, "labels": { CLUSTER_LABEL: CLUSTER } },
-        "spec": spec
-    }))?)
+    resource_cr("Counter", name, spec)
 }
 
 fn ready(cr: &Counter) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
@@ -54,26 +49,6 @@ fn ready(cr: &Counter) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1
         .conditions
         .iter()
         .find(|c| c.type_ == "Ready")
-}
-
-/// Waits until the Counter CR's `Ready` has `reason` for its current generation.
-async fn wait_counter(f: &Fixture, name: &str, reason: &str) -> anyhow::Result<Counter> {
-    let api = counters(f);
-    let api = &api;
-    eventually(
-        &format!("Counter {name} Ready {reason}"),
-        SLOW,
-        || async move {
-            let cr = api.get_opt(name).await?;
-            Ok(cr.filter(|cr| {
-                ready(cr).is_some_and(|c| c.reason == reason)
-                    && cr.status.as_ref().and_then(|s| s.observed_generation)
-                        == cr.metadata.generation
-            }))
-        },
-    )
-    .await
-    .map_err(|e| f.operator.with_log(e))
 }
 
 /// Waits until the operator has decided on the CR's current generation (any `Ready` reason).
@@ -216,7 +191,7 @@ async fn k1_k3_counter_crs_create_and_delete_server_counters() -> anyhow::Result
                 concurrency_level: Some(8),
             };
             for (name, expect, value) in [(&strong, &expect_strong, 5), (&weak, &expect_weak, -3)] {
-                let cr = wait_counter(f, name, "Synced").await?;
+                let cr = f.wait_kind::<Counter>(name, "Synced").await?;
                 ensure!(
                     ready(&cr).is_some_and(|c| c.status == "True"),
                     "{name}: {:?}",
@@ -294,7 +269,7 @@ async fn k1_counter_crs_with_server_defaults_are_synced() -> anyhow::Result<()> 
                 &counter_cr(&weak, json!({ "type": "weak", "initialValue": 7 }))?,
             )
             .await?;
-            wait_counter(f, &strong, "Synced").await?;
+            f.wait_kind::<Counter>(&strong, "Synced").await?;
             wait_server_counter(
                 f,
                 &f.rest,
@@ -322,7 +297,7 @@ async fn k1_counter_crs_with_server_defaults_are_synced() -> anyhow::Result<()> 
                 ),
                 "{server:?}"
             );
-            wait_counter(f, &weak, "Synced").await?;
+            f.wait_kind::<Counter>(&weak, "Synced").await?;
             // The CR still says what the user wrote: no concurrencyLevel written into it.
             let cr = api.get(&weak).await?;
             ensure!(
@@ -399,7 +374,7 @@ async fn k2_immutable_then_recreate_resets_the_value() -> anyhow::Result<()> {
                 )?,
             )
             .await?;
-            wait_counter(f, &name, "Synced").await?;
+            f.wait_kind::<Counter>(&name, "Synced").await?;
             wait_server_counter(f, &f.rest, &name, Some(&v1)).await?;
             ensure!(f.rest.counter_increment(&name).await? == Some(2));
             ensure!(f.rest.counter_increment(&name).await? == Some(3));
@@ -408,7 +383,7 @@ async fn k2_immutable_then_recreate_resets_the_value() -> anyhow::Result<()> {
             let patch = json!({ "spec": { "initialValue": 2 } });
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
-            let cr = wait_counter(f, &name, "Immutable").await?;
+            let cr = f.wait_kind::<Counter>(&name, "Immutable").await?;
             let condition = ready(&cr).context("no Ready condition")?;
             ensure!(condition.status == "False", "{condition:?}");
             ensure!(
@@ -424,7 +399,7 @@ async fn k2_immutable_then_recreate_resets_the_value() -> anyhow::Result<()> {
             let patch = json!({ "spec": { "upperBound": 20 } });
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
-            let cr = wait_counter(f, &name, "Immutable").await?;
+            let cr = f.wait_kind::<Counter>(&name, "Immutable").await?;
             let message = ready(&cr).map(|c| c.message.clone()).unwrap_or_default();
             ensure!(
                 message.contains("initialValue") && message.contains("upperBound"),
@@ -444,14 +419,14 @@ async fn k2_immutable_then_recreate_resets_the_value() -> anyhow::Result<()> {
             );
             let value = f.rest.counter_value(&name).await?;
             ensure!(value == 3, "the value changed without recreate: {value}");
-            wait_counter(f, &name, "Immutable").await?;
+            f.wait_kind::<Counter>(&name, "Immutable").await?;
 
             // recreate.
             let patch = json!({ "spec": { "updates": { "strategy": "recreate" } } });
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
             wait_server_counter(f, &f.rest, &name, Some(&v2)).await?;
-            wait_counter(f, &name, "Synced").await?;
+            f.wait_kind::<Counter>(&name, "Synced").await?;
             let value = f.rest.counter_value(&name).await?;
             ensure!(
                 value == 2,
@@ -495,7 +470,7 @@ async fn s1_s3_server_counters_are_mirrored() -> anyhow::Result<()> {
             f.rest.create_counter(&weak, &weak_config).await?;
             for (name, config) in [(&strong, &strong_config), (&weak, &weak_config)] {
                 let mirror = common_crds::naming::mirror_name(CLUSTER, name);
-                let cr = wait_counter(f, &mirror, "Synced").await?;
+                let cr = f.wait_kind::<Counter>(&mirror, "Synced").await?;
                 ensure!(
                     cr.spec.common.name.as_deref() == Some(name.as_str()),
                     "{mirror}: spec.name {:?}",
@@ -623,7 +598,7 @@ async fn r5_counter_created_through_the_other_node_is_mirrored() -> anyhow::Resu
         let result = async {
             rest_b.create_counter(&from_b, &config).await?;
             let mirror = common_crds::naming::mirror_name(CLUSTER, &from_b);
-            let cr = wait_counter(f, &mirror, "Synced").await?;
+            let cr = f.wait_kind::<Counter>(&mirror, "Synced").await?;
             ensure!(cr.spec.common.name.as_deref() == Some(from_b.as_str()));
             ensure!(
                 spec_definition(&cr) == config,
@@ -638,7 +613,7 @@ async fn r5_counter_created_through_the_other_node_is_mirrored() -> anyhow::Resu
                     &counter_cr(&from_cr, json!({ "type": "weak", "concurrencyLevel": 2 }))?,
                 )
                 .await?;
-            wait_counter(f, &from_cr, "Synced").await?;
+            f.wait_kind::<Counter>(&from_cr, "Synced").await?;
             wait_server_counter(
                 f,
                 &rest_b,
@@ -735,7 +710,7 @@ async fn bad_bounds_are_refused_at_admission() -> anyhow::Result<()> {
                 )?,
             )
             .await?;
-            wait_counter(f, &valid, "Synced").await?;
+            f.wait_kind::<Counter>(&valid, "Synced").await?;
             let generation = api.get(&valid).await?.metadata.generation;
             let patch = json!({ "spec": { "upperBound": 0 } });
             match api
@@ -775,7 +750,7 @@ async fn bad_bounds_are_refused_at_admission() -> anyhow::Result<()> {
                 "{:?}",
                 server_counter(&f.rest, &valid).await?
             );
-            wait_counter(f, &valid, "Synced").await?;
+            f.wait_kind::<Counter>(&valid, "Synced").await?;
             Ok(())
         }
         .await;
@@ -815,8 +790,8 @@ async fn value_changes_cause_no_cr_writes() -> anyhow::Result<()> {
                 &counter_cr(&weak, json!({ "type": "weak", "concurrencyLevel": 4 }))?,
             )
             .await?;
-            wait_counter(f, &mirror, "Synced").await?;
-            wait_counter(f, &weak, "Synced").await?;
+            f.wait_kind::<Counter>(&mirror, "Synced").await?;
+            f.wait_kind::<Counter>(&weak, "Synced").await?;
             // Settled: whatever follows Synced (if anything) is over.
             tokio::time::sleep(Duration::from_secs(3)).await;
             let before = [
@@ -848,7 +823,7 @@ async fn value_changes_cause_no_cr_writes() -> anyhow::Result<()> {
                 "CR writes during {increments} increments: resourceVersions {before:?} -> {after:?}"
             );
             for name in [&mirror, &weak] {
-                let cr = wait_counter(f, name, "Synced").await?;
+                let cr = f.wait_kind::<Counter>(name, "Synced").await?;
                 ensure!(cr.spec.initial_value == 0, "{name}: {:?}", cr.spec);
             }
             Ok(())

@@ -230,8 +230,8 @@ spec:
             .await
             .map_err(|e| f.operator.with_log(e))?;
             f.wait_ready(&cache, "Synced").await?;
-            wait_kind_ready::<Template>(f, &template).await?;
-            wait_kind_ready::<Schema>(f, &schema).await?;
+            f.wait_kind::<Template>(&template, "Synced").await?;
+            f.wait_kind::<Schema>(&schema, "Synced").await?;
             Ok(())
         };
         all_ready().await?;
@@ -243,37 +243,6 @@ spec:
         Ok(())
     })
     .await
-}
-
-/// Waits until a CR of kind `K` is Ready=True Synced for its generation.
-async fn wait_kind_ready<K>(f: &Fixture, name: &str) -> anyhow::Result<()>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + common_crds::ServerResource
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(f.client.clone(), &f.ns.name);
-    let api = &api;
-    eventually(
-        &format!("{} {name} Ready Synced", K::kind(&())),
-        SLOW,
-        || async move {
-            let cr = api.get_opt(name).await?;
-            Ok(cr.filter(|cr| {
-                cr.resource_status().is_some_and(|s| {
-                    s.conditions
-                        .iter()
-                        .any(|c| c.type_ == "Ready" && c.reason == "Synced")
-                        && s.observed_generation == cr.meta().generation
-                })
-            }))
-        },
-    )
-    .await
-    .map(|_| ())
-    .map_err(|e| f.operator.with_log(e))
 }
 
 /// D1 for schemas: an indexed Cache CR naming a message type no schema declares waits with
@@ -396,10 +365,10 @@ async fn bulk_creation_follows_the_kind_order() -> anyhow::Result<()> {
             let result = async {
                 for i in 0..3 {
                     f.wait_ready(&name("cache", i), "Synced").await?;
-                    wait_kind_ready::<Template>(f, &name("template", i)).await?;
-                    wait_kind_ready::<Schema>(f, &name("schema", i)).await?;
-                    wait_kind_ready::<common_crds::Counter>(f, &name("counter", i)).await?;
-                    wait_kind_ready::<common_crds::Task>(f, &name("task", i)).await?;
+                    f.wait_kind::<Template>(&name("template", i), "Synced").await?;
+                    f.wait_kind::<Schema>(&name("schema", i), "Synced").await?;
+                    f.wait_kind::<common_crds::Counter>(&name("counter", i), "Synced").await?;
+                    f.wait_kind::<common_crds::Task>(&name("task", i), "Synced").await?;
                 }
                 // The kinds of this test's creations, in the order the operator made them.
                 let log = std::fs::read_to_string(&f.operator.log)?;

@@ -4,7 +4,6 @@
 
 use anyhow::{Context, ensure};
 use common_crds::Schema;
-use common_crds::labels::CLUSTER_LABEL;
 use e2e::eventually;
 use e2e::operator::*;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -12,29 +11,6 @@ use serde_json::json;
 
 fn schemas(f: &Fixture) -> Api<Schema> {
     Api::namespaced(f.client.clone(), &f.ns.name)
-}
-
-/// Waits until the Schema CR's `Ready` has `reason` for its current generation.
-async fn wait_schema(f: &Fixture, name: &str, reason: &str) -> anyhow::Result<Schema> {
-    let api = schemas(f);
-    let api = &api;
-    eventually(
-        &format!("Schema {name} Ready {reason}"),
-        SLOW,
-        || async move {
-            let cr = api.get_opt(name).await?;
-            Ok(cr.filter(|cr| {
-                cr.status.as_ref().is_some_and(|s| {
-                    s.conditions
-                        .iter()
-                        .any(|c| c.type_ == "Ready" && c.reason == reason)
-                        && s.observed_generation == cr.metadata.generation
-                })
-            }))
-        },
-    )
-    .await
-    .map_err(|e| f.operator.with_log(e))
 }
 
 /// The server's text of a schema, if it has it.
@@ -61,25 +37,7 @@ fn schema_cr(name: &str, spec_name: Option<&str>, proto: &str) -> anyhow::Result
     if let Some(spec_name) = spec_name {
         spec["name"] = json!(spec_name);
     }
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v2alpha1",
-        "kind": "Schema",
-        "metadata": { "name": name, "labels": { CLUSTER_LABEL: CLUSTER } },
-        "spec": spec
-    }))?)
-}
-
-/// A Protobuf message name of its own for each test run (message names are global on the
-/// server: two schemas declaring one name are both in error).
-fn message(prefix: &str) -> String {
-    unique(prefix)
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .map(|c| match c.to_digit(10) {
-            Some(d) => char::from(b'G' + d as u8),
-            None => c.to_ascii_uppercase(),
-        })
-        .collect()
+    resource_cr("Schema", name, spec)
 }
 
 /// K1, S2 both ways, K3; `spec.name: x` owns `x.proto` and its events make no mirror.
@@ -90,7 +48,7 @@ async fn k1_s2_k3_schema_cr_drives_the_server_schema() -> anyhow::Result<()> {
         let name = unique("sch-k");
         let server_name = format!("{name}-srv.proto");
         let api = schemas(f);
-        let m = message("M");
+        let m = protobuf_message("M");
         let v1 = format!("message {m} {{ optional string a = 1; }}");
         let v2 = format!("message {m} {{ optional string a = 1; optional int32 b = 2; }}");
         let v3 = format!(
@@ -103,7 +61,7 @@ async fn k1_s2_k3_schema_cr_drives_the_server_schema() -> anyhow::Result<()> {
                 &schema_cr(&name, Some(&format!("{name}-srv")), &v1)?,
             )
             .await?;
-            let cr = wait_schema(f, &name, "Synced").await?;
+            let cr = f.wait_kind::<Schema>(&name, "Synced").await?;
             ensure!(
                 cr.status.as_ref().and_then(|s| s.server_name.as_deref())
                     == Some(server_name.as_str()),
@@ -117,7 +75,7 @@ async fn k1_s2_k3_schema_cr_drives_the_server_schema() -> anyhow::Result<()> {
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
             wait_server_schema(f, &server_name, Some(&v2)).await?;
-            wait_schema(f, &name, "Synced").await?;
+            f.wait_kind::<Schema>(&name, "Synced").await?;
 
             // S2, server to Kubernetes.
             f.rest.put_schema(&server_name, &v3).await?;
@@ -162,12 +120,15 @@ async fn s1_s3_server_schema_is_mirrored() -> anyhow::Result<()> {
     with_fixture("sch-s", async |f| {
         let f = &*f;
         let server_name = format!("{}.proto", unique("sch-s"));
-        let proto = format!("message {} {{ optional string a = 1; }}", message("S"));
+        let proto = format!(
+            "message {} {{ optional string a = 1; }}",
+            protobuf_message("S")
+        );
         f.rest.create_schema(&server_name, &proto).await?;
         let api = schemas(f);
         let result = async {
             let mirror = common_crds::naming::mirror_name(CLUSTER, &server_name);
-            let cr = wait_schema(f, &mirror, "Synced").await?;
+            let cr = f.wait_kind::<Schema>(&mirror, "Synced").await?;
             ensure!(cr.spec.common.name.as_deref() == Some(server_name.as_str()));
             ensure!(cr.spec.schema == proto, "{}", cr.spec.schema);
 
@@ -199,14 +160,14 @@ async fn schema_error_shown_and_cleared() -> anyhow::Result<()> {
         let f = &*f;
         let name = unique("sch-e");
         let server_name = format!("{name}.proto");
-        let m = message("E");
+        let m = protobuf_message("E");
         let broken = format!("message {m} {{ optional string a = 1 }}");
         let fixed = format!("message {m} {{ optional string a = 1; }}");
         let api = schemas(f);
         let result = async {
             api.create(&PostParams::default(), &schema_cr(&name, None, &broken)?)
                 .await?;
-            let cr = wait_schema(f, &name, "SchemaError").await?;
+            let cr = f.wait_kind::<Schema>(&name, "SchemaError").await?;
             let message = cr
                 .status
                 .as_ref()
@@ -219,7 +180,7 @@ async fn schema_error_shown_and_cleared() -> anyhow::Result<()> {
             let patch = json!({"spec": {"schema": fixed}});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
-            wait_schema(f, &name, "Synced").await?;
+            f.wait_kind::<Schema>(&name, "Synced").await?;
             wait_server_schema(f, &server_name, Some(&fixed)).await?;
             Ok(())
         }

@@ -12,7 +12,6 @@
 
 use anyhow::{Context, ensure};
 use common_crds::Task;
-use common_crds::labels::CLUSTER_LABEL;
 use e2e::eventually;
 use e2e::operator::*;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -30,35 +29,7 @@ fn script(expression: &str) -> String {
 }
 
 fn task_cr(name: &str, script: &str) -> anyhow::Result<Task> {
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v2alpha1",
-        "kind": "Task",
-        "metadata": { "name": name, "labels": { CLUSTER_LABEL: CLUSTER } },
-        "spec": { "script": script }
-    }))?)
-}
-
-/// Waits until the Task CR's `Ready` has `reason` for its current generation.
-async fn wait_task(f: &Fixture, name: &str, reason: &str) -> anyhow::Result<Task> {
-    let api = tasks(f);
-    let api = &api;
-    eventually(
-        &format!("Task {name} Ready {reason}"),
-        SLOW,
-        || async move {
-            let cr = api.get_opt(name).await?;
-            Ok(cr.filter(|cr| {
-                cr.status.as_ref().is_some_and(|s| {
-                    s.conditions
-                        .iter()
-                        .any(|c| c.type_ == "Ready" && c.reason == reason)
-                        && s.observed_generation == cr.metadata.generation
-                })
-            }))
-        },
-    )
-    .await
-    .map_err(|e| f.operator.with_log(e))
+    resource_cr("Task", name, json!({ "script": script }))
 }
 
 /// The server's script of a task, if it has it.
@@ -151,7 +122,7 @@ async fn k1_s2_k3_task_cr_drives_the_server_task() -> anyhow::Result<()> {
             // K1.
             api.create(&PostParams::default(), &task_cr(&name, &v1)?)
                 .await?;
-            let cr = wait_task(f, &name, "Synced").await?;
+            let cr = f.wait_kind::<Task>(&name, "Synced").await?;
             let ready = ready_condition(&cr).context("no Ready condition")?;
             ensure!(ready.status == "True", "{ready:?}");
             ensure!(
@@ -171,7 +142,7 @@ async fn k1_s2_k3_task_cr_drives_the_server_task() -> anyhow::Result<()> {
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
             wait_server_script(f, &name, &v2).await?;
-            wait_task(f, &name, "Synced").await?;
+            f.wait_kind::<Task>(&name, "Synced").await?;
             expect_exec(f, &name, "43").await?;
 
             // S2, server to Kubernetes.
@@ -183,7 +154,7 @@ async fn k1_s2_k3_task_cr_drives_the_server_task() -> anyhow::Result<()> {
             })
             .await
             .map_err(|e| f.operator.with_log(e))?;
-            wait_task(f, &name, "Synced").await?;
+            f.wait_kind::<Task>(&name, "Synced").await?;
             // Not reverted by the operator.
             ensure!(
                 server_script(f, &name).await?.as_deref() == Some(v3.as_str()),
@@ -223,7 +194,7 @@ async fn s1_s3_server_task_is_mirrored() -> anyhow::Result<()> {
         let api = tasks(f);
         let result = async {
             let mirror = common_crds::naming::mirror_name(CLUSTER, &server_name);
-            let cr = wait_task(f, &mirror, "Synced").await?;
+            let cr = f.wait_kind::<Task>(&mirror, "Synced").await?;
             ensure!(
                 cr.spec.common.name.as_deref() == Some(server_name.as_str()),
                 "spec.name: {:?}",
@@ -267,7 +238,7 @@ async fn rejected_script_shown_and_cleared() -> anyhow::Result<()> {
         let result = async {
             api.create(&PostParams::default(), &task_cr(&name, &broken)?)
                 .await?;
-            let cr = wait_task(f, &name, "Rejected").await?;
+            let cr = f.wait_kind::<Task>(&name, "Rejected").await?;
             let ready = ready_condition(&cr).context("no Ready condition")?;
             ensure!(ready.status == "False", "{ready:?}");
             ensure!(
@@ -298,7 +269,7 @@ async fn rejected_script_shown_and_cleared() -> anyhow::Result<()> {
                 let patch = json!({"spec": {"script": bad}});
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
-                let cr = wait_task(f, &name, "Rejected").await?;
+                let cr = f.wait_kind::<Task>(&name, "Rejected").await?;
                 let ready = ready_condition(&cr).context("no Ready condition")?;
                 ensure!(
                     ready.status == "False" && ready.message.contains(words),
@@ -313,7 +284,7 @@ async fn rejected_script_shown_and_cleared() -> anyhow::Result<()> {
             let patch = json!({"spec": {"script": fixed}});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
-            let cr = wait_task(f, &name, "Synced").await?;
+            let cr = f.wait_kind::<Task>(&name, "Synced").await?;
             let ready = ready_condition(&cr).context("no Ready condition")?;
             ensure!(ready.status == "True", "{ready:?}");
             wait_server_script(f, &name, &fixed).await?;
@@ -350,7 +321,7 @@ async fn admin_tasks_are_never_mirrored() -> anyhow::Result<()> {
         let api = tasks(f);
         let result = async {
             let mirror = common_crds::naming::mirror_name(CLUSTER, &server_name);
-            wait_task(f, &mirror, "Synced").await?;
+            f.wait_kind::<Task>(&mirror, "Synced").await?;
             let mirrored: Vec<String> = api
                 .list(&ListParams::default())
                 .await?

@@ -5,7 +5,6 @@
 
 use anyhow::{Context, ensure};
 use common_crds::Template;
-use common_crds::labels::CLUSTER_LABEL;
 use e2e::eventually;
 use e2e::operator::*;
 use infinispan_rest::ConfigDocument;
@@ -14,28 +13,6 @@ use serde_json::{Value, json};
 
 fn templates(f: &Fixture) -> Api<Template> {
     Api::namespaced(f.client.clone(), &f.ns.name)
-}
-
-async fn wait_template_ready(f: &Fixture, name: &str, reason: &str) -> anyhow::Result<Template> {
-    let api = templates(f);
-    let api = &api;
-    eventually(
-        &format!("Template {name} Ready {reason}"),
-        SLOW,
-        || async move {
-            let cr = api.get_opt(name).await?;
-            Ok(cr.filter(|cr| {
-                cr.status.as_ref().is_some_and(|s| {
-                    s.conditions
-                        .iter()
-                        .any(|c| c.type_ == "Ready" && c.reason == reason)
-                        && s.observed_generation == cr.metadata.generation
-                })
-            }))
-        },
-    )
-    .await
-    .map_err(|e| f.operator.with_log(e))
 }
 
 /// The server's configuration of a template (the inner document), if it has it.
@@ -58,12 +35,7 @@ fn template_cr(name: &str, document: &str, spec: Value) -> anyhow::Result<Templa
     if let (Some(full), Some(extra)) = (full.as_object_mut(), spec.as_object()) {
         full.extend(extra.clone());
     }
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v2alpha1",
-        "kind": "Template",
-        "metadata": { "name": name, "labels": { CLUSTER_LABEL: CLUSTER } },
-        "spec": full
-    }))?)
+    resource_cr("Template", name, full)
 }
 
 /// K1 and K3 for a user Template CR, and immutability without and with `recreate`.
@@ -79,7 +51,7 @@ async fn k1_k2_k3_template_cr_drives_the_server_template() -> anyhow::Result<()>
                 &template_cr(&name, r#"{"distributed-cache":{"mode":"SYNC"}}"#, json!({}))?,
             )
             .await?;
-            wait_template_ready(f, &name, "Synced").await?;
+            f.wait_kind::<Template>(&name, "Synced").await?;
             let config = server_template(f, &name).await?.context("no server template")?;
             ensure!(
                 config.pointer("/distributed-cache-configuration/mode") == Some(&json!("SYNC")),
@@ -90,7 +62,7 @@ async fn k1_k2_k3_template_cr_drives_the_server_template() -> anyhow::Result<()>
             let patch = json!({"spec": {"template": r#"{"distributed-cache":{"mode":"SYNC","statistics":true}}"#}});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
-            wait_template_ready(f, &name, "Immutable").await?;
+            f.wait_kind::<Template>(&name, "Immutable").await?;
             let unchanged = server_template(f, &name).await?.context("no server template")?;
             ensure!(unchanged == config, "changed without recreate: {unchanged}");
 
@@ -98,7 +70,7 @@ async fn k1_k2_k3_template_cr_drives_the_server_template() -> anyhow::Result<()>
             let patch = json!({"spec": {"updates": {"strategy": "recreate"}}});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
-            wait_template_ready(f, &name, "Synced").await?;
+            f.wait_kind::<Template>(&name, "Synced").await?;
             let recreated = server_template(f, &name).await?.context("no server template")?;
             ensure!(
                 recreated
@@ -135,7 +107,7 @@ async fn s1_s3_server_template_is_mirrored() -> anyhow::Result<()> {
             .await?;
         let result = async {
             let mirror = common_crds::naming::mirror_name(CLUSTER, &name);
-            let cr = wait_template_ready(f, &mirror, "Synced").await?;
+            let cr = f.wait_kind::<Template>(&mirror, "Synced").await?;
             ensure!(cr.spec.common.name.as_deref() == Some(name.as_str()));
             let document: Value = serde_json::from_str(&cr.spec.template)?;
             ensure!(
@@ -191,7 +163,7 @@ async fn recreate_waits_while_caches_use_the_template() -> anyhow::Result<()> {
                 )?,
             )
             .await?;
-            wait_template_ready(f, &name, "Synced").await?;
+            f.wait_kind::<Template>(&name, "Synced").await?;
             f.apply_cache_with(
                 &cache,
                 "",
@@ -204,7 +176,7 @@ async fn recreate_waits_while_caches_use_the_template() -> anyhow::Result<()> {
             let patch = json!({"spec": {"template": r#"{"local-cache":{"statistics":true}}"#}});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
-            let pending = wait_template_ready(f, &name, "Pending").await?;
+            let pending = f.wait_kind::<Template>(&name, "Pending").await?;
             let message = pending
                 .status
                 .as_ref()
@@ -229,7 +201,7 @@ async fn recreate_waits_while_caches_use_the_template() -> anyhow::Result<()> {
 
             f.caches.delete(&cache, &DeleteParams::default()).await?;
             f.wait_gone(&cache).await?;
-            wait_template_ready(f, &name, "Synced").await?;
+            f.wait_kind::<Template>(&name, "Synced").await?;
             let recreated = server_template(f, &name)
                 .await?
                 .context("no server template")?;
