@@ -6,7 +6,7 @@
 //! templates, the schema and task feeds for the entry events of `___protobuf_metadata` and
 //! `___script_cache`, the counter feed for counters).
 //!
-//! The settled state has every synced kind but templates: Cache CRs (JSON, YAML, a mirror) and a
+//! The settled state has every synced kind: Cache CRs (JSON, YAML, a mirror) and a Template, a
 //! Schema, a Counter and a Task CR each, plus a mirror of each made by a server-side create.
 
 use std::io::{Read, Seek, SeekFrom};
@@ -14,14 +14,14 @@ use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use common_crds::labels::CLUSTER_LABEL;
-use common_crds::{Counter, Schema, ServerResource, Task};
+use common_crds::{Counter, Schema, ServerResource, Task, Template};
 use e2e::eventually;
 use e2e::node::{Node, NodeGuard};
 use e2e::operator::*;
 use futures::StreamExt;
 use infinispan_rest::{
-    ConfigDocument, ConfigEventStream, CounterConfig, CounterStorage, CreateCacheOptions,
-    StreamItem, StreamOptions,
+    ConfigDocument, ConfigEvent, ConfigEventStream, CounterConfig, CounterStorage,
+    CreateCacheOptions, StreamItem, StreamOptions,
 };
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -187,7 +187,21 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
             .await?;
         let mirror = common_crds::naming::mirror_name(CLUSTER, &mirrored);
 
-        // A Schema, a Counter and a Task CR, and one of each created on the server.
+        // A Template, a Schema, a Counter and a Task CR, and one of each created on the server.
+        let template_cr = unique("idle-template");
+        let server_template = unique("idle-srv-template");
+        create_cr::<Template>(
+            f,
+            &template_cr,
+            json!({ "template": r#"{"local-cache":{}}"# }),
+        )
+        .await?;
+        f.rest
+            .create_template(
+                &server_template,
+                &ConfigDocument::json(r#"{"local-cache":{"statistics":true}}"#),
+            )
+            .await?;
         let schema_cr = unique("idle-schema");
         let counter_cr = unique("idle-counter");
         let task_cr = unique("idle-task");
@@ -237,6 +251,9 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
             f.wait_ready(name, "Synced").await?;
         }
         let mirror_of = |name: &str| common_crds::naming::mirror_name(CLUSTER, name);
+        for name in [&template_cr, &mirror_of(&server_template)] {
+            wait_synced::<Template>(f, name).await?;
+        }
         for name in [&schema_cr, &mirror_of(&server_schema)] {
             wait_synced::<Schema>(f, name).await?;
         }
@@ -249,8 +266,9 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
         // Let requeues after the last writes run out.
         tokio::time::sleep(Duration::from_secs(5)).await;
 
-        // Independent listeners, live once their snapshots are over: the config stream, and
-        // the schema, task and counter feeds (entry events of the internal caches; the list).
+        // Independent listeners, live once their snapshots are over: the config stream (caches
+        // and templates), and the schema, task and counter feeds (entry events of the internal
+        // caches; the list).
         let config = live_events(&f.rest).await?;
         let schemas = live_feed("schema feed", f.rest.schema_feed(StreamOptions::default())).await?;
         let tasks = live_feed("task feed", f.rest.task_feed(StreamOptions::default())).await?;
@@ -295,7 +313,8 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
         let renewals = metric_sum(f, "infinispan_resources_operator_lease_writes_total").await?
             - renewals_before;
         println!(
-            "L1, one idle minute with 9 settled CRs (3 Cache, 2 each of Schema, Counter, Task): \
+            "L1, one idle minute with 11 settled CRs (3 Cache, 2 each of Template, Schema, \
+             Counter, Task): \
              {} API-server writes in the namespace (audit log), {} server events (independent \
              config stream, schema, task and counter feeds), {renewals} Lease writes \
              (operator metric; excluded from L1)",
@@ -311,7 +330,8 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
             "{renewals} Lease writes in a minute: more than the configured rate"
         );
 
-        // The listeners hear writes: one write of each kind after the minute reaches them.
+        // The listeners hear writes: one write of each kind after the minute reaches them (a
+        // template created: the config stream).
         f.rest
             .put_schema(&server_schema, &f.rest.schema(&server_schema).await?)
             .await?;
@@ -329,12 +349,25 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
                 },
             )
             .await?;
+        let probe_template = unique("idle-probe-template");
+        f.rest
+            .create_template(&probe_template, &ConfigDocument::json(r#"{"local-cache":{}}"#))
+            .await?;
         let mut heard = std::collections::BTreeSet::new();
         let deadline = tokio::time::Instant::now() + SLOW;
-        while heard.len() < 3 {
+        while heard.len() < 4 {
             match tokio::time::timeout_at(deadline, listener.next()).await {
                 Err(_) => bail!("the listeners missed writes after the minute: heard only {heard:?}"),
-                Ok(Some((from, StreamItem::Event(_)))) if from != "config stream" => {
+                Ok(Some(("config stream", StreamItem::Event(event)))) => {
+                    let probe = matches!(
+                        &event,
+                        ConfigEvent::TemplateCreated { name, .. } if *name == probe_template
+                    );
+                    if probe {
+                        heard.insert("config stream");
+                    }
+                }
+                Ok(Some((from, StreamItem::Event(_)))) => {
                     heard.insert(from);
                 }
                 Ok(Some(_)) => {}

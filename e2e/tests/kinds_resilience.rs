@@ -1,6 +1,7 @@
-//! End-to-end: Schema, Counter and Task CRs through operator kills, server restarts and wipes
-//! (design R1, R2, R3), each test on a private node of its own (offsets 2040-2049 of
-//! `e2e::node`; node0 is never touched), the operator listing counters every second.
+//! End-to-end: Schema, Template, Counter and Task CRs through operator kills, server restarts
+//! and wipes (design R1, R2, R3), each test on a private node of its own (offsets 2040-2049 of
+//! `e2e::node`; node0 is never touched), the operator listing counters every second. Every test
+//! has one object of each kind made from a CR and one made on the server (a mirror).
 //!
 //! - R1: the operator killed with SIGKILL right after CRs are applied (before it writes, and at
 //!   its first write), objects created on the server and CRs deleted while it is down: after
@@ -13,7 +14,14 @@
 //!   objects stay, and persistent objects removed before the restart still count as removed —
 //!   for mirrors too: schemas and tasks have no volatile form on the server. (Infinispan
 //!   16.0.7 itself brings back a persistent counter deleted before a restart: such a counter is
-//!   on the server again and its CR must stay, see [`brought_back`].)
+//!   on the server again and its CR must stay, see [`brought_back`].) Templates: one created
+//!   over REST (`@@template@create` without flags, as the operator and these tests create them)
+//!   is persistent — it survives a restart that keeps the state, and one removed before the
+//!   restart stays removed (16.0.7, checked by hand and by these tests) — so a user Template
+//!   CR's template removed before the restart counts as removed. Another client may have
+//!   created a mirrored template `VOLATILE` (the admin task takes flags; the server does not
+//!   tell them), so a mirrored template absent after a restart proves nothing: it is recreated
+//!   from its CR, never taken as deleted.
 //! - R3: a wiped server: every CR recreates its object, no CR is deleted (same UIDs).
 //!
 //! Every test ends on one check of the whole state ([`check_world`]), which must hold and then
@@ -25,15 +33,15 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use common_crds::counter::{CounterSpec, CounterStorage as CrStorage, CounterType};
 use common_crds::labels::CLUSTER_LABEL;
-use common_crds::{Counter, ResourceKind, Schema, ServerResource, Task};
+use common_crds::{Counter, ResourceKind, Schema, ServerResource, Task, Template};
 use e2e::eventually;
 use e2e::node::{Node, NodeGuard};
 use e2e::operator::*;
 use infinispan_rest::tasks::SCRIPT_CACHE;
-use infinispan_rest::{CounterConfig, CounterStorage, InternalObjects};
+use infinispan_rest::{ConfigDocument, CounterConfig, CounterStorage, InternalObjects};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The operator lists counters every second here (the default is 10 s).
 const COUNTER_LIST: &str = "--counter-list-interval=1s";
@@ -77,6 +85,67 @@ enum Content {
     /// A schema's or a task's text, line endings and trailing whitespace aside.
     Text(String),
     Counter(CounterConfig),
+    /// A template's configuration as a cache document (`{"local-cache":{...}}`; the server's
+    /// `-configuration` suffix taken off), compared with [`Content::matches`].
+    Template(Value),
+}
+
+impl Content {
+    /// Whether the server's `self` is what the CR's `cr` asks for: equal, except for templates,
+    /// whose server document must hold every attribute of the CR's (the server may add some)
+    /// with the same value, numbers and booleans written as strings or not.
+    fn matches(&self, cr: &Content) -> bool {
+        match (self, cr) {
+            (Content::Template(server), Content::Template(cr)) => holds(server, cr),
+            _ => self == cr,
+        }
+    }
+}
+
+/// `have` holds every attribute of `want`, with the same value.
+fn holds(have: &Value, want: &Value) -> bool {
+    fn scalar(value: &Value) -> String {
+        match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        }
+    }
+    match (have, want) {
+        (Value::Object(have), Value::Object(want)) => want
+            .iter()
+            .all(|(key, want)| have.get(key).is_some_and(|have| holds(have, want))),
+        (Value::Array(have), Value::Array(want)) => {
+            have.len() == want.len() && have.iter().zip(want).all(|(h, w)| holds(h, w))
+        }
+        (Value::Object(_) | Value::Array(_), _) | (_, Value::Object(_) | Value::Array(_)) => false,
+        (have, want) => scalar(have) == scalar(want),
+    }
+}
+
+/// A template document (`{"<kind>-configuration":{...}}` as the server lists it, or a CR's
+/// `{"<kind>":{...}}`) as a cache document.
+fn template_content(document: &Value) -> Content {
+    let renamed = match document.as_object() {
+        Some(map) if map.len() == 1 => Value::Object(
+            map.iter()
+                .map(|(kind, body)| {
+                    let kind = kind.strip_suffix("-configuration").unwrap_or(kind);
+                    (kind.to_string(), body.clone())
+                })
+                .collect(),
+        ),
+        _ => document.clone(),
+    };
+    Content::Template(renamed)
+}
+
+/// A Template CR's `spec.template` (JSON here: the tests write JSON, mirrors hold the server's
+/// JSON); anything else is kept as text, which matches no server template.
+fn cr_template_content(text: &str) -> Content {
+    match serde_json::from_str::<Value>(text) {
+        Ok(document) => template_content(&document),
+        Err(_) => Content::Text(text.to_string()),
+    }
 }
 
 fn normalise(text: &str) -> String {
@@ -153,12 +222,19 @@ fn tasks(f: &Fixture) -> Api<Task> {
     Api::namespaced(f.client.clone(), &f.ns.name)
 }
 
-/// Every Schema, Counter and Task CR of the namespace.
+fn templates(f: &Fixture) -> Api<Template> {
+    Api::namespaced(f.client.clone(), &f.ns.name)
+}
+
+/// Every Schema, Template, Counter and Task CR of the namespace.
 async fn list_crs(f: &Fixture) -> anyhow::Result<Vec<CrView>> {
     let lp = ListParams::default();
     let mut out = Vec::new();
     for cr in schemas(f).list(&lp).await? {
         out.push(view(&cr, Content::Text(normalise(&cr.spec.schema))));
+    }
+    for cr in templates(f).list(&lp).await? {
+        out.push(view(&cr, cr_template_content(&cr.spec.template)));
     }
     for cr in counters(f).list(&lp).await? {
         out.push(view(&cr, Content::Counter(desired(&cr.spec))));
@@ -169,7 +245,7 @@ async fn list_crs(f: &Fixture) -> anyhow::Result<Vec<CrView>> {
     Ok(out)
 }
 
-/// Every (non-internal) schema, counter and task of the server.
+/// Every (non-internal) schema, template, counter and task of the server.
 async fn server_objects(f: &Fixture) -> anyhow::Result<BTreeMap<(ResourceKind, String), Content>> {
     let internal = InternalObjects::default();
     let mut out = BTreeMap::new();
@@ -187,6 +263,19 @@ async fn server_objects(f: &Fixture) -> anyhow::Result<BTreeMap<(ResourceKind, S
             Err(infinispan_rest::Error::NotFound { .. }) => {}
             Err(error) => return Err(error.into()),
         }
+    }
+    for template in f.rest.list_templates().await? {
+        if internal.is_internal(&template.name) {
+            continue;
+        }
+        let document = template
+            .configuration
+            .get(&template.name)
+            .unwrap_or(&template.configuration);
+        out.insert(
+            (ResourceKind::Template, template.name.clone()),
+            template_content(document),
+        );
     }
     for name in f.rest.list_counters().await? {
         if internal.is_internal(&name) {
@@ -212,7 +301,7 @@ async fn server_objects(f: &Fixture) -> anyhow::Result<BTreeMap<(ResourceKind, S
     Ok(out)
 }
 
-/// The whole state, checked: every CR of the three kinds Synced at its generation with its
+/// The whole state, checked: every CR of the four kinds Synced at its generation with its
 /// content on the server; no server name claimed by two CRs; every server object claimed by a
 /// CR; the `present` objects' CRs exist; the `absent` objects have neither a CR nor a server
 /// object. The error lists every problem found.
@@ -250,7 +339,7 @@ async fn check_world(f: &Fixture, present: &[Obj], absent: &[Obj]) -> anyhow::Re
         }
         match server.get(&(cr.kind, cr.server.clone())) {
             None => problems.push(format!("{what}: no such object on the server")),
-            Some(content) if *content != cr.content => problems.push(format!(
+            Some(content) if !content.matches(&cr.content) => problems.push(format!(
                 "{what}: the server has {content:?}, the CR says {:?}",
                 cr.content
             )),
@@ -356,6 +445,14 @@ fn script(tag: &str) -> String {
     format!("// mode=local,language=javascript\nvar tag = \"{tag}\";\ntag")
 }
 
+/// A local-cache template document with a lifespan of its own (so that no two templates of a
+/// test are alike: a template standing for another's configuration is seen).
+fn template_document() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(60_000);
+    let lifespan = NEXT.fetch_add(1_000, std::sync::atomic::Ordering::Relaxed);
+    json!({ "local-cache": { "expiration": { "lifespan": lifespan } } }).to_string()
+}
+
 fn storage_name(storage: CounterStorage) -> &'static str {
     match storage {
         CounterStorage::Volatile => "Volatile",
@@ -380,6 +477,22 @@ async fn apply_schema(f: &Fixture, name: &str) -> anyhow::Result<Obj> {
         kind: ResourceKind::Schema,
         cr: name.to_string(),
         server: format!("{name}.proto"),
+    })
+}
+
+/// Applies a Template CR named `name`.
+async fn apply_template(f: &Fixture, name: &str) -> anyhow::Result<Obj> {
+    let cr: Template = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1",
+        "kind": "Template",
+        "metadata": metadata(name),
+        "spec": { "template": template_document() }
+    }))?;
+    templates(f).create(&PostParams::default(), &cr).await?;
+    Ok(Obj {
+        kind: ResourceKind::Template,
+        cr: name.to_string(),
+        server: name.to_string(),
     })
 }
 
@@ -420,14 +533,16 @@ async fn apply_task(f: &Fixture, name: &str) -> anyhow::Result<Obj> {
     })
 }
 
-/// A Schema, a Counter (with `storage`) and a Task CR, applied one right after the other.
-async fn apply_trio(
+/// A Schema, a Template, a Counter (with `storage`) and a Task CR, applied one right after the
+/// other.
+async fn apply_each(
     f: &Fixture,
     prefix: &str,
     storage: CounterStorage,
 ) -> anyhow::Result<Vec<Obj>> {
     Ok(vec![
         apply_schema(f, &unique(&format!("{prefix}-s"))).await?,
+        apply_template(f, &unique(&format!("{prefix}-tpl"))).await?,
         apply_counter(f, &unique(&format!("{prefix}-c")), storage, 3).await?,
         apply_task(f, &unique(&format!("{prefix}-t"))).await?,
     ])
@@ -455,19 +570,25 @@ async fn server_counter(f: &Fixture, prefix: &str, storage: CounterStorage) -> a
     Ok(mirror(ResourceKind::Counter, name))
 }
 
-/// A schema, a counter (with `storage`) and a task created on the server over REST.
-async fn server_trio(
+/// A schema, a template, a counter (with `storage`) and a task created on the server over REST
+/// (the template with `@@template@create` without flags: persistent).
+async fn server_each(
     f: &Fixture,
     prefix: &str,
     storage: CounterStorage,
 ) -> anyhow::Result<Vec<Obj>> {
     let schema = format!("{}.proto", unique(&format!("{prefix}-s")));
     f.rest.create_schema(&schema, &proto()).await?;
+    let template = unique(&format!("{prefix}-tpl"));
+    f.rest
+        .create_template(&template, &ConfigDocument::json(template_document()))
+        .await?;
     let counter = server_counter(f, &format!("{prefix}-c"), storage).await?;
     let task = unique(&format!("{prefix}-t"));
     f.rest.put_task(&task, &script(&task)).await?;
     Ok(vec![
         mirror(ResourceKind::Schema, schema),
+        mirror(ResourceKind::Template, template),
         counter,
         mirror(ResourceKind::Task, task),
     ])
@@ -478,6 +599,7 @@ async fn delete_on_server(f: &Fixture, objs: &[Obj]) -> anyhow::Result<()> {
     for obj in objs {
         match obj.kind {
             ResourceKind::Schema => f.rest.delete_schema(&obj.server).await?,
+            ResourceKind::Template => f.rest.remove_template(&obj.server).await?,
             ResourceKind::Counter => f.rest.delete_counter(&obj.server).await?,
             ResourceKind::Task => f.rest.delete_task(&obj.server).await?,
             other => bail!("no {other:?} in this suite"),
@@ -491,6 +613,7 @@ async fn delete_crs(f: &Fixture, objs: &[Obj]) -> anyhow::Result<()> {
     for obj in objs {
         match obj.kind {
             ResourceKind::Schema => drop(schemas(f).delete(&obj.cr, &dp).await?),
+            ResourceKind::Template => drop(templates(f).delete(&obj.cr, &dp).await?),
             ResourceKind::Counter => drop(counters(f).delete(&obj.cr, &dp).await?),
             ResourceKind::Task => drop(tasks(f).delete(&obj.cr, &dp).await?),
             other => bail!("no {other:?} in this suite"),
@@ -524,6 +647,7 @@ async fn written(f: &Fixture, objs: &[Obj]) -> anyhow::Result<Option<String>> {
     for obj in objs {
         let seen = match obj.kind {
             ResourceKind::Schema => touched(schemas(f).get_opt(&obj.cr).await?),
+            ResourceKind::Template => touched(templates(f).get_opt(&obj.cr).await?),
             ResourceKind::Counter => touched(counters(f).get_opt(&obj.cr).await?),
             ResourceKind::Task => touched(tasks(f).get_opt(&obj.cr).await?),
             other => bail!("no {other:?} in this suite"),
@@ -606,14 +730,14 @@ where
 #[tokio::test]
 async fn r1_kill_9_around_writes_converges() -> anyhow::Result<()> {
     on_private_node("kr-r1", 2040, async |f, _node| {
-        let doomed = apply_trio(f, "r1-doomed", CounterStorage::Persistent).await?;
+        let doomed = apply_each(f, "r1-doomed", CounterStorage::Persistent).await?;
         converge(f, "the doomed CRs synced", &doomed, &[], SLOW).await?;
 
         // Round 1: killed right after the apply.
-        let early = apply_trio(f, "r1-early", CounterStorage::Persistent).await?;
+        let early = apply_each(f, "r1-early", CounterStorage::Persistent).await?;
         f.kill_operator().await?;
         delete_crs(f, &doomed).await?;
-        let created_1 = server_trio(f, "r1-srv1", CounterStorage::Persistent).await?;
+        let created_1 = server_each(f, "r1-srv1", CounterStorage::Persistent).await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         ensure!(
             written(f, &created_1).await?.is_none(),
@@ -624,7 +748,7 @@ async fn r1_kill_9_around_writes_converges() -> anyhow::Result<()> {
         converge(f, "round 1 converged", &present, &doomed, CONVERGE).await?;
 
         // Round 2: killed as soon as it wrote anything for the new CRs.
-        let late = apply_trio(f, "r1-late", CounterStorage::Persistent).await?;
+        let late = apply_each(f, "r1-late", CounterStorage::Persistent).await?;
         let deadline = tokio::time::Instant::now() + SLOW;
         let seen = loop {
             if let Some(seen) = written(f, &late).await? {
@@ -639,7 +763,7 @@ async fn r1_kill_9_around_writes_converges() -> anyhow::Result<()> {
         };
         f.kill_operator().await?;
         println!("round 2: killed after seeing the {seen}");
-        let created_2 = server_trio(f, "r1-srv2", CounterStorage::Persistent).await?;
+        let created_2 = server_each(f, "r1-srv2", CounterStorage::Persistent).await?;
         f.restart_operator(&[COUNTER_LIST]).await?;
         let present: Vec<Obj> = [present, late, created_2].concat();
         converge(f, "round 2 converged", &present, &doomed, CONVERGE).await?;
@@ -648,16 +772,16 @@ async fn r1_kill_9_around_writes_converges() -> anyhow::Result<()> {
     .await
 }
 
-/// R2, the server running on: a schema, a counter (persistent and volatile) and a task removed
-/// on the server while the operator was down, for user CRs and mirrors: the CRs go, nothing is
-/// recreated, the other CRs stay Synced.
+/// R2, the server running on: a schema, a template, a counter (persistent and volatile) and a
+/// task removed on the server while the operator was down, for user CRs and mirrors: the CRs
+/// go, nothing is recreated, the other CRs stay Synced.
 #[tokio::test]
 async fn r2_removed_on_the_server_while_the_operator_was_down() -> anyhow::Result<()> {
     on_private_node("kr-r2", 2041, async |f, _node| {
-        let kept = apply_trio(f, "r2-kept", CounterStorage::Persistent).await?;
-        let mut removed = apply_trio(f, "r2-user", CounterStorage::Persistent).await?;
+        let kept = apply_each(f, "r2-kept", CounterStorage::Persistent).await?;
+        let mut removed = apply_each(f, "r2-user", CounterStorage::Persistent).await?;
         removed.push(apply_counter(f, &unique("r2-user-vol"), CounterStorage::Volatile, 1).await?);
-        removed.extend(server_trio(f, "r2-srv", CounterStorage::Persistent).await?);
+        removed.extend(server_each(f, "r2-srv", CounterStorage::Persistent).await?);
         let all: Vec<Obj> = [kept.clone(), removed.clone()].concat();
         converge(f, "everything synced", &all, &[], SLOW).await?;
         let before = uids(f, &kept).await?;
@@ -682,21 +806,23 @@ async fn r2_removed_on_the_server_while_the_operator_was_down() -> anyhow::Resul
 
 /// R2 with a server restart that keeps the state: the server loses the volatile counters
 /// (a user CR's and a mirror's); they are recreated from their CRs, never taken as deleted.
-/// The persistent objects stay; persistent ones removed before the restart are removed.
+/// The persistent objects stay (templates created over REST among them, user CRs' and
+/// mirrors'); persistent ones removed before the restart are removed (a user Template CR's
+/// template among them: the operator creates templates persistent).
 #[tokio::test]
 async fn r2_server_restart_recreates_volatile_counters_keeps_persistent_objects()
 -> anyhow::Result<()> {
     on_private_node("kr-r2r", 2042, async |f, node| {
         let kept: Vec<Obj> = [
-            apply_trio(f, "r2r-user", CounterStorage::Persistent).await?,
-            server_trio(f, "r2r-srv", CounterStorage::Persistent).await?,
+            apply_each(f, "r2r-user", CounterStorage::Persistent).await?,
+            server_each(f, "r2r-srv", CounterStorage::Persistent).await?,
         ]
         .concat();
         let volatile = vec![
             apply_counter(f, &unique("r2r-vol"), CounterStorage::Volatile, 5).await?,
             server_counter(f, "r2r-srv-vol", CounterStorage::Volatile).await?,
         ];
-        let removed = apply_trio(f, "r2r-removed", CounterStorage::Persistent).await?;
+        let removed = apply_each(f, "r2r-removed", CounterStorage::Persistent).await?;
         let staying: Vec<Obj> = [kept.clone(), volatile.clone()].concat();
         let all: Vec<Obj> = [staying.clone(), removed.clone()].concat();
         converge(f, "everything synced", &all, &[], SLOW).await?;
@@ -747,19 +873,23 @@ async fn r2_server_restart_recreates_volatile_counters_keeps_persistent_objects(
     .await
 }
 
-/// R2 for mirrors across a server restart that keeps the state: a schema, a task and a
-/// persistent counter created by another client, then removed on the server while the operator
-/// was down, before the restart. Schemas and tasks have no volatile form (the server keeps
-/// `___protobuf_metadata` and `___script_cache` through restarts, checked here), so their
+/// R2 for mirrors across a server restart that keeps the state: a schema, a template, a task
+/// and a persistent counter created by another client, then removed on the server while the
+/// operator was down, before the restart. Schemas and tasks have no volatile form (the server
+/// keeps `___protobuf_metadata` and `___script_cache` through restarts, checked here), so their
 /// absence after the restart proves a removal just as a persistent counter's does: the mirror
-/// CRs go and nothing is recreated.
+/// CRs go and nothing is recreated. The server does not bring the removed template back either
+/// (checked here), but a template can be created volatile by another client and the server
+/// does not tell: the mirrored template's absence proves nothing, its CR stays (same UID) and
+/// recreates it.
 #[tokio::test]
 async fn r2_mirrors_removed_before_a_server_restart_stay_removed() -> anyhow::Result<()> {
     on_private_node("kr-r2m", 2043, async |f, node| {
-        let kept = server_trio(f, "r2m-kept", CounterStorage::Persistent).await?;
-        let removed = server_trio(f, "r2m-removed", CounterStorage::Persistent).await?;
+        let kept = server_each(f, "r2m-kept", CounterStorage::Persistent).await?;
+        let removed = server_each(f, "r2m-removed", CounterStorage::Persistent).await?;
         let all: Vec<Obj> = [kept.clone(), removed.clone()].concat();
         converge(f, "everything mirrored", &all, &[], SLOW).await?;
+        let before = uids(f, &all).await?;
 
         f.kill_operator().await?;
         delete_on_server(f, &removed).await?;
@@ -773,10 +903,19 @@ async fn r2_mirrors_removed_before_a_server_restart_stay_removed() -> anyhow::Re
         }
         let (removed, back) = brought_back(f, removed).await?;
         ensure!(
-            removed.iter().any(|obj| obj.kind == ResourceKind::Schema)
-                && removed.iter().any(|obj| obj.kind == ResourceKind::Task),
-            "the server brought back a deleted schema or task: {back:?}"
+            [
+                ResourceKind::Schema,
+                ResourceKind::Template,
+                ResourceKind::Task
+            ]
+            .iter()
+            .all(|kind| removed.iter().any(|obj| obj.kind == *kind)),
+            "the server brought back a deleted schema, template or task: {back:?}"
         );
+        // A mirrored template's removal cannot be told from a volatile template's loss.
+        let (recreated, removed): (Vec<Obj>, Vec<Obj>) = removed
+            .into_iter()
+            .partition(|obj| obj.kind == ResourceKind::Template);
         let kept: Vec<Obj> = [kept, back].concat();
         let server = server_objects(f).await?;
         for obj in &kept {
@@ -787,7 +926,20 @@ async fn r2_mirrors_removed_before_a_server_restart_stay_removed() -> anyhow::Re
         }
         f.restart_operator(&[COUNTER_LIST]).await?;
 
-        converge(f, "the removed mirrors gone", &kept, &removed, CONVERGE).await?;
+        let staying: Vec<Obj> = [kept, recreated].concat();
+        converge(
+            f,
+            "the removed mirrors gone, the mirrored template recreated",
+            &staying,
+            &removed,
+            CONVERGE,
+        )
+        .await?;
+        let after = uids(f, &staying).await?;
+        ensure!(
+            after.iter().all(|(cr, uid)| before.get(cr) == Some(uid)),
+            "a CR was deleted and recreated: {before:?} -> {after:?}"
+        );
         Ok(())
     })
     .await
@@ -799,9 +951,9 @@ async fn r2_mirrors_removed_before_a_server_restart_stay_removed() -> anyhow::Re
 async fn r3_wiped_server_is_refilled_from_the_crs() -> anyhow::Result<()> {
     on_private_node("kr-r3", 2044, async |f, node| {
         let objs: Vec<Obj> = [
-            apply_trio(f, "r3-user", CounterStorage::Persistent).await?,
+            apply_each(f, "r3-user", CounterStorage::Persistent).await?,
             vec![apply_counter(f, &unique("r3-user-vol"), CounterStorage::Volatile, 2).await?],
-            server_trio(f, "r3-srv", CounterStorage::Persistent).await?,
+            server_each(f, "r3-srv", CounterStorage::Persistent).await?,
             vec![server_counter(f, "r3-srv-vol", CounterStorage::Volatile).await?],
         ]
         .concat();
