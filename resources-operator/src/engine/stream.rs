@@ -1,6 +1,6 @@
-//! The server side of the engine: consumes the config event stream (opened with
-//! `includeCurrentState`, so the replay on every connect is the snapshot, design R4), keeps the
-//! snapshot, triggers reconciles of the CRs a change concerns and, for server objects no CR
+//! The server side of the engine: consumes a server stream (the config event stream, opened
+//! with `includeCurrentState` so that the replay on every connect is the snapshot, design R4;
+//! or a feed of schemas, counters or tasks, which behaves alike), keeps the snapshot, triggers reconciles of the CRs a change concerns and, for server objects no CR
 //! stands for, runs the server-only path (mirror CRs, design S1).
 //!
 //! Events are never handled inside a callback that could drop them: the snapshot records every
@@ -114,12 +114,13 @@ impl<A: KindAdapter> KindSink for Engine<A> {
     }
 }
 
-/// Runs until the stream ends (never, unless dropped): one stream for the engines of `sinks`
-/// and the server state every engine shares; `others` are the engines fed by other streams,
-/// told when an object they may need appears and when the epoch changes. The config event stream (caches, templates) owns
-/// the server's epoch: `markers` creates the epoch markers (design R2) the server lacks. The
-/// feeds of other kinds (schemas, counters, tasks) run the same loop without markers and leave
-/// the epoch alone.
+/// Runs until the stream ends (never, unless dropped): one stream (`name`, for logs and
+/// metrics) for the engines of `sinks` and the server state every engine shares; `others` are
+/// the engines fed by other streams, told when an object they may need appears and when the
+/// epoch changes. The config event stream (caches, templates) owns the server's epoch:
+/// `markers` creates the epoch markers (design R2) the server lacks. The feeds of the other
+/// kinds (schemas, counters, tasks) run the same loop without markers and leave the epoch
+/// alone.
 pub async fn run<S, M>(
     name: &'static str,
     sinks: Vec<Arc<dyn KindSink>>,
