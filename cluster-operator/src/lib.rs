@@ -1,12 +1,14 @@
 //! The Infinispan cluster operator, as a library driven by the thin `main` of the
 //! `cluster-operator` binary (so that tests drive it too).
 //!
+//! - [`build`]: the desired objects of an `Infinispan` CR (pure builders).
 //! - [`cli`]: the command line.
 //! - [`manifests`]: the CRD, admission-policy and RBAC-rules YAML (`crd`, `admission-policy`,
 //!   `resources-operator-rules`).
 //!
 //! The controller itself (`run`) is not implemented yet.
 
+pub mod build;
 pub mod cli;
 pub mod manifests;
 

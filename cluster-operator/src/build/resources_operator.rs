@@ -1,0 +1,1 @@
+//! The per-cluster resources operator's objects (see [`super`]).

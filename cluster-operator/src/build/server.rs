@@ -1,0 +1,1 @@
+//! The Infinispan server's objects (see [`super`]).
