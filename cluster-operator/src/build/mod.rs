@@ -9,3 +9,5 @@
 
 pub mod resources_operator;
 pub mod server;
+#[cfg(test)]
+mod snapshot;

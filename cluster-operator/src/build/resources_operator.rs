@@ -539,6 +539,7 @@ fn rollout_hash(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::build::snapshot::{self, assert_snapshot};
     use common_crds::InfinispanSpec;
     use common_crds::infinispan::{
         EndpointEncryption, ResourcesOperatorSpec, SchedulingSpec, SecuritySpec, SyncMode,
@@ -547,7 +548,6 @@ mod tests {
         NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm,
         PodAntiAffinity, Toleration,
     };
-    use std::path::PathBuf;
 
     const UID: &str = "6f0c8a7e-4f5b-4d6a-9c1e-2b3a4c5d6e7f";
 
@@ -697,94 +697,12 @@ mod tests {
 
     /// The objects as one multi-document YAML, in the order they are applied.
     fn yaml(objects: &Objects) -> String {
-        let documents = [
+        snapshot::yaml([
             serde_saphyr::to_string(&objects.service_account),
             serde_saphyr::to_string(&objects.role),
             serde_saphyr::to_string(&objects.role_binding),
             serde_saphyr::to_string(&objects.deployment),
-        ];
-        let mut out = String::new();
-        for document in documents {
-            let document = document.unwrap_or_else(|e| panic!("YAML: {e}"));
-            out.push_str("---\n");
-            out.push_str(&document);
-            if !out.ends_with('\n') {
-                out.push('\n');
-            }
-        }
-        out
-    }
-
-    /// A line diff of `expected` and `actual` (longest common subsequence), changed lines with
-    /// up to two lines of context.
-    fn diff(expected: &str, actual: &str) -> String {
-        let a: Vec<&str> = expected.lines().collect();
-        let b: Vec<&str> = actual.lines().collect();
-        let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-        for i in (0..a.len()).rev() {
-            for j in (0..b.len()).rev() {
-                lcs[i][j] = if a[i] == b[j] {
-                    lcs[i + 1][j + 1] + 1
-                } else {
-                    lcs[i + 1][j].max(lcs[i][j + 1])
-                };
-            }
-        }
-        let mut lines: Vec<(char, usize, &str)> = Vec::new();
-        let (mut i, mut j) = (0, 0);
-        while i < a.len() || j < b.len() {
-            if i < a.len() && j < b.len() && a[i] == b[j] {
-                lines.push((' ', i + 1, a[i]));
-                i += 1;
-                j += 1;
-            } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
-                lines.push(('-', i + 1, a[i]));
-                i += 1;
-            } else {
-                lines.push(('+', j + 1, b[j]));
-                j += 1;
-            }
-        }
-        let changed: Vec<usize> = (0..lines.len()).filter(|&k| lines[k].0 != ' ').collect();
-        let mut out = String::new();
-        let mut last_shown: Option<usize> = None;
-        for (k, (sign, line, text)) in lines.iter().enumerate() {
-            if !changed.iter().any(|&c| c.abs_diff(k) <= 2) {
-                continue;
-            }
-            if last_shown.is_some_and(|last| last + 1 != k) {
-                out.push_str("...\n");
-            }
-            out.push_str(&format!("{sign} {line:>4} {text}\n"));
-            last_shown = Some(k);
-        }
-        out
-    }
-
-    /// Compares `actual` with the snapshot `name`; `UPDATE_SNAPSHOTS=1` rewrites it instead.
-    fn assert_snapshot(name: &str, actual: &str) {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("src/build/snapshots")
-            .join(name);
-        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-            std::fs::write(&path, actual)
-                .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-            return;
-        }
-        let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "reading {}: {e}\n(UPDATE_SNAPSHOTS=1 cargo test -p cluster-operator writes it)",
-                path.display()
-            )
-        });
-        if expected != actual {
-            panic!(
-                "{} drifted (- snapshot, + built); if the change is intended, review it and run \
-                 UPDATE_SNAPSHOTS=1 cargo test -p cluster-operator\n{}",
-                path.display(),
-                diff(&expected, actual)
-            );
-        }
+        ])
     }
 
     #[test]
@@ -797,15 +715,6 @@ mod tests {
     fn snapshot_of_a_cluster_setting_everything() {
         let objects = built(&full_cluster(), &full_settings());
         assert_snapshot("resources_operator_full.yaml", &yaml(&objects));
-    }
-
-    #[test]
-    fn the_diff_shows_the_changed_lines() {
-        let diff = diff("a\nb\nc\nd\ne\nf\ng\n", "a\nb\nc\nD\ne\nf\ng\n");
-        assert_eq!(
-            diff,
-            "     2 b\n     3 c\n-    4 d\n+    4 D\n     5 e\n     6 f\n"
-        );
     }
 
     // ---- What matters -------------------------------------------------------------------

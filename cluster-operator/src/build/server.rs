@@ -1748,13 +1748,13 @@ fn xml_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::build::snapshot::{self, assert_snapshot};
     use common_crds::InfinispanSpec;
     use common_crds::infinispan::{
         ContainerSpec, EndpointEncryption, LoggingSpec, SchedulingSpec, SecuritySpec,
         ServiceContainerSpec,
     };
     use k8s_openapi::api::core::v1::{Toleration, TopologySpreadConstraint};
-    use std::path::PathBuf;
 
     const UID: &str = "0b7e2c1a-3d4f-4e5a-8b6c-7d8e9f0a1b2c";
     const KEY_PEM: &str =
@@ -2039,67 +2039,7 @@ mod tests {
         if let Some(budget) = &objects.pod_disruption_budget {
             documents.push(serde_saphyr::to_string(budget));
         }
-        let mut out = String::new();
-        for document in documents {
-            let document = document.unwrap_or_else(|e| panic!("YAML: {e}"));
-            out.push_str("---\n");
-            out.push_str(&document);
-            if !out.ends_with('\n') {
-                out.push('\n');
-            }
-        }
-        out
-    }
-
-    /// The first difference of `expected` and `actual`, with three lines of context each side.
-    fn first_difference(expected: &str, actual: &str) -> String {
-        let a: Vec<&str> = expected.lines().collect();
-        let b: Vec<&str> = actual.lines().collect();
-        let at = a
-            .iter()
-            .zip(&b)
-            .position(|(x, y)| x != y)
-            .unwrap_or(a.len().min(b.len()));
-        let from = at.saturating_sub(3);
-        let mut out = format!(
-            "first difference at line {} (snapshot {} lines, built {} lines)\n",
-            at + 1,
-            a.len(),
-            b.len()
-        );
-        for (sign, lines) in [('-', &a), ('+', &b)] {
-            for (number, line) in lines.iter().enumerate().skip(from).take(at - from + 4) {
-                let mark = if number == at { sign } else { ' ' };
-                out.push_str(&format!("{mark} {:>4} {line}\n", number + 1));
-            }
-        }
-        out
-    }
-
-    /// Compares `actual` with the snapshot `name`; `UPDATE_SNAPSHOTS=1` rewrites it instead.
-    fn assert_snapshot(name: &str, actual: &str) {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("src/build/snapshots")
-            .join(name);
-        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-            std::fs::write(&path, actual)
-                .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-            return;
-        }
-        let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "reading {}: {e}\n(UPDATE_SNAPSHOTS=1 cargo test -p cluster-operator writes it)",
-                path.display()
-            )
-        });
-        if expected != actual {
-            panic!(
-                "{} drifted from what the builders produce; if the change is intended, review it \
-                 and run UPDATE_SNAPSHOTS=1 cargo test -p cluster-operator\n{}",
-                path.display(),
-                first_difference(&expected, actual)
-            );
-        }
+        snapshot::yaml(documents)
     }
 
     #[test]
@@ -2116,19 +2056,6 @@ mod tests {
     fn snapshot_of_an_ephemeral_cluster_without_authentication() {
         assert_snapshot("server-ephemeral-no-auth.yaml", &yaml(&bare_objects()));
     }
-
-    #[test]
-    fn the_drift_message_shows_where() {
-        let message = first_difference("a\nb\nc\nd\ne\n", "a\nb\nc\nD\ne\n");
-        assert!(
-            message.starts_with("first difference at line 4"),
-            "{message}"
-        );
-        assert!(message.contains("-    4 d\n"), "{message}");
-        assert!(message.contains("+    4 D\n"), "{message}");
-    }
-
-    // ---- What matters -------------------------------------------------------------------
 
     fn all_metadata(objects: &Objects) -> Vec<&ObjectMeta> {
         let mut all = vec![
