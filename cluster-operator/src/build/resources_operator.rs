@@ -51,7 +51,6 @@ use std::collections::BTreeMap;
 
 use common_crds::Infinispan;
 use common_crds::infinispan::{EncryptionType, LogLevel};
-use common_crds::labels::{CLUSTER_LABEL, CLUSTER_OPERATOR_FIELD_MANAGER};
 use common_crds::naming::{is_dns1123_label, is_dns1123_subdomain};
 use common_crds::rbac::{self, OperatorScope};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
@@ -64,7 +63,6 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::Resource;
 use sha2::{Digest, Sha256};
 
 /// Cluster domain of the server's Service URL when the cluster operator is not told otherwise.
@@ -86,14 +84,7 @@ pub const ROLLOUT_HASH_ANNOTATION: &str = "infinispan.org/rollout-hash";
 pub const APP_NAME: &str = "infinispan-resources-operator";
 /// `app.kubernetes.io/component` of the resources operator's objects.
 pub const COMPONENT: &str = "resources-operator";
-/// `app.kubernetes.io/part-of` of every object of a cluster.
-pub const PART_OF: &str = "infinispan";
-
-const NAME_LABEL: &str = "app.kubernetes.io/name";
-const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
-const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
-const PART_OF_LABEL: &str = "app.kubernetes.io/part-of";
-const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub use super::PART_OF;
 
 /// What the builders need beyond the CR: the cluster operator's own settings and the name of the
 /// cluster's credentials Secret.
@@ -348,30 +339,15 @@ pub fn infinispan_url(cluster: &Infinispan, cluster_domain: &str) -> Result<Stri
 
 /// The labels of every object of the resources operator of `cluster` (and of its pods).
 pub fn labels(cluster: &str) -> BTreeMap<String, String> {
-    let mut labels = selector_labels(cluster);
-    labels.extend(
-        [
-            (COMPONENT_LABEL, COMPONENT),
-            (PART_OF_LABEL, PART_OF),
-            (MANAGED_BY_LABEL, CLUSTER_OPERATOR_FIELD_MANAGER),
-            (CLUSTER_LABEL, cluster),
-        ]
-        .map(|(key, value)| (key.to_string(), value.to_string())),
-    );
-    labels
+    super::labels(APP_NAME, COMPONENT, cluster)
 }
 
 /// The Deployment's selector: the name and the instance (the cluster), which never change.
 pub fn selector_labels(cluster: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (NAME_LABEL.to_string(), APP_NAME.to_string()),
-        (INSTANCE_LABEL.to_string(), cluster.to_string()),
-    ])
+    super::selector_labels(APP_NAME, cluster)
 }
 
-/// The controller owner reference to the `Infinispan` CR, with `blockOwnerDeletion` (setting it
-/// needs `update` on `infinispans/finalizers` under the OwnerReferencesPermissionEnforcement
-/// admission plugin).
+/// The controller owner reference to the `Infinispan` CR ([`super::controller_reference`]).
 pub fn owner_reference(cluster: &Infinispan) -> Result<OwnerReference, BuildError> {
     let (name, namespace) = name_and_namespace(cluster)?;
     let uid = cluster
@@ -383,14 +359,7 @@ pub fn owner_reference(cluster: &Infinispan) -> Result<OwnerReference, BuildErro
             namespace: namespace.to_string(),
             name: name.to_string(),
         })?;
-    Ok(OwnerReference {
-        api_version: Infinispan::api_version(&()).into_owned(),
-        kind: Infinispan::kind(&()).into_owned(),
-        name: name.to_string(),
-        uid,
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    })
+    Ok(super::controller_reference(name, uid))
 }
 
 /// Requests and limits when the CR sets none: small, the operator holds a few caches of CRs.
@@ -544,6 +513,7 @@ mod tests {
     use common_crds::infinispan::{
         EndpointEncryption, ResourcesOperatorSpec, SchedulingSpec, SecuritySpec, SyncMode,
     };
+    use common_crds::labels::CLUSTER_LABEL;
     use k8s_openapi::api::core::v1::{
         NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm,
         PodAntiAffinity, Toleration,

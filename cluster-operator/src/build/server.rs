@@ -129,7 +129,6 @@ use std::fmt;
 
 use common_crds::Infinispan;
 use common_crds::infinispan::{EncryptionType, LogLevel};
-use common_crds::labels::{CLUSTER_LABEL, CLUSTER_OPERATOR_FIELD_MANAGER};
 use common_crds::naming::{is_dns1123_label, is_dns1123_subdomain};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{
@@ -147,11 +146,10 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec}
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::Resource;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::resources_operator::{DEFAULT_CLUSTER_DOMAIN, PART_OF, SERVER_PORT};
+use super::resources_operator::{DEFAULT_CLUSTER_DOMAIN, SERVER_PORT};
 
 /// Longest cluster (CR) name: pods are labelled `controller-revision-hash: <name>-<10
 /// characters>`, a label value of at most 63 characters.
@@ -221,12 +219,6 @@ pub const DEFAULT_FS_GROUP: i64 = 65532;
 pub const APP_NAME: &str = "infinispan";
 /// `app.kubernetes.io/component` of the server's objects.
 pub const COMPONENT: &str = "server";
-
-const NAME_LABEL: &str = "app.kubernetes.io/name";
-const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
-const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
-const PART_OF_LABEL: &str = "app.kubernetes.io/part-of";
-const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 
 const CONFIG_VOLUME: &str = "config";
 const IDENTITIES_VOLUME: &str = "identities";
@@ -952,26 +944,13 @@ pub fn identities_secret_name(cluster: &str) -> String {
 
 /// The labels of every server object of `cluster` (and of its pods).
 pub fn labels(cluster: &str) -> BTreeMap<String, String> {
-    let mut labels = selector_labels(cluster);
-    labels.extend(
-        [
-            (COMPONENT_LABEL, COMPONENT),
-            (PART_OF_LABEL, PART_OF),
-            (MANAGED_BY_LABEL, CLUSTER_OPERATOR_FIELD_MANAGER),
-            (CLUSTER_LABEL, cluster),
-        ]
-        .map(|(key, value)| (key.to_string(), value.to_string())),
-    );
-    labels
+    super::labels(APP_NAME, COMPONENT, cluster)
 }
 
 /// The selector of the server pods: the name and the instance (the cluster), which never
 /// change.
 pub fn selector_labels(cluster: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (NAME_LABEL.to_string(), APP_NAME.to_string()),
-        (INSTANCE_LABEL.to_string(), cluster.to_string()),
-    ])
+    super::selector_labels(APP_NAME, cluster)
 }
 
 /// [`selector_labels`] as a label selector string (`status.selector`, the scale subresource).
@@ -1036,14 +1015,7 @@ impl<'a> Cx<'a> {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
             })?;
-        let owner = OwnerReference {
-            api_version: Infinispan::api_version(&()).into_owned(),
-            kind: Infinispan::kind(&()).into_owned(),
-            name: name.to_string(),
-            uid,
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        };
+        let owner = super::controller_reference(name, uid);
 
         let domain = settings
             .cluster_domain
@@ -1754,6 +1726,7 @@ mod tests {
         ContainerSpec, EndpointEncryption, LoggingSpec, SchedulingSpec, SecuritySpec,
         ServiceContainerSpec,
     };
+    use common_crds::labels::CLUSTER_LABEL;
     use k8s_openapi::api::core::v1::{Toleration, TopologySpreadConstraint};
 
     const UID: &str = "0b7e2c1a-3d4f-4e5a-8b6c-7d8e9f0a1b2c";
