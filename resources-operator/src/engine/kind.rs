@@ -66,6 +66,24 @@ impl KindError {
     }
 }
 
+/// A server deletion's result with "already gone" counted as deleted (what
+/// [`KindAdapter::delete`] promises).
+pub fn gone_is_deleted(result: Result<(), infinispan_rest::Error>) -> Result<(), KindError> {
+    match result {
+        Ok(()) | Err(infinispan_rest::Error::NotFound { .. }) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The [`KindAdapter::update`] of a kind the server cannot update in place: never called, as
+/// its capabilities say so; an error if it ever were.
+pub fn no_update_in_place(kind: &str, server_name: &str) -> KindError {
+    KindError::Invalid {
+        what: format!("{kind} '{server_name}'"),
+        message: format!("the server cannot update a {kind} in place"),
+    }
+}
+
 /// The result of comparing a CR with its server object: the decision's [`Comparison`] and, when
 /// they differ, the server's explanation (e.g. `ISPN000961: Incompatible attribute ...`).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::engine::catalog::Needed;
 use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
 use crate::engine::digest::json_digest;
-use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange};
+use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange, gone_is_deleted};
 
 /// The cache adapter.
 #[derive(Debug, Clone)]
@@ -172,10 +172,7 @@ impl KindAdapter for CacheAdapter {
     }
 
     async fn delete(&self, server_name: &str) -> Result<(), KindError> {
-        match self.client.delete_cache(server_name).await {
-            Ok(()) | Err(infinispan_rest::Error::NotFound { .. }) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
+        gone_is_deleted(self.client.delete_cache(server_name).await)
     }
 
     async fn compare(&self, cr: &Cache, object: &Value) -> Result<Compared, KindError> {

@@ -22,7 +22,9 @@ use serde_json::{Value, json};
 
 use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
 use crate::engine::digest::json_digest;
-use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange};
+use crate::engine::kind::{
+    Compared, KindAdapter, KindError, ServerChange, gone_is_deleted, no_update_in_place,
+};
 
 /// The counter adapter.
 #[derive(Debug, Clone)]
@@ -186,17 +188,11 @@ impl KindAdapter for CounterAdapter {
 
     /// Never called: counters cannot change in place (the capabilities say so).
     async fn update(&self, server_name: &str, _cr: &Counter) -> Result<(), KindError> {
-        Err(KindError::Invalid {
-            what: format!("counter '{server_name}'"),
-            message: "the server cannot update a counter in place".to_string(),
-        })
+        Err(no_update_in_place("counter", server_name))
     }
 
     async fn delete(&self, server_name: &str) -> Result<(), KindError> {
-        match self.client.delete_counter(server_name).await {
-            Ok(()) | Err(infinispan_rest::Error::NotFound { .. }) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
+        gone_is_deleted(self.client.delete_counter(server_name).await)
     }
 
     async fn compare(&self, cr: &Counter, object: &CounterConfig) -> Result<Compared, KindError> {

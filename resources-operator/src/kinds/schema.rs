@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
 use crate::engine::digest::json_digest;
-use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange};
+use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange, gone_is_deleted};
 
 /// A schema as the server has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -122,10 +122,7 @@ impl KindAdapter for SchemaAdapter {
     }
 
     async fn delete(&self, server_name: &str) -> Result<(), KindError> {
-        match self.client.delete_schema(server_name).await {
-            Ok(()) | Err(infinispan_rest::Error::NotFound { .. }) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
+        gone_is_deleted(self.client.delete_schema(server_name).await)
     }
 
     async fn compare(&self, cr: &Schema, object: &SchemaObject) -> Result<Compared, KindError> {

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
 use crate::engine::digest::text_digest;
-use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange};
+use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange, gone_is_deleted};
 use crate::kinds::schema::normalise;
 
 /// The task adapter.
@@ -83,10 +83,7 @@ impl KindAdapter for TaskAdapter {
     }
 
     async fn delete(&self, server_name: &str) -> Result<(), KindError> {
-        match self.client.delete_task(server_name).await {
-            Ok(()) | Err(infinispan_rest::Error::NotFound { .. }) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
+        gone_is_deleted(self.client.delete_task(server_name).await)
     }
 
     async fn compare(&self, cr: &Task, object: &String) -> Result<Compared, KindError> {

@@ -25,7 +25,9 @@ use serde_json::{Map, Value, json};
 
 use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
 use crate::engine::digest::json_digest;
-use crate::engine::kind::{Compared, KindAdapter, KindError, ServerChange};
+use crate::engine::kind::{
+    Compared, KindAdapter, KindError, ServerChange, gone_is_deleted, no_update_in_place,
+};
 
 /// The template adapter.
 #[derive(Clone)]
@@ -146,17 +148,11 @@ impl KindAdapter for TemplateAdapter {
 
     /// Never called: templates cannot change in place (the capabilities say so).
     async fn update(&self, server_name: &str, _cr: &Template) -> Result<(), KindError> {
-        Err(KindError::Invalid {
-            what: format!("template '{server_name}'"),
-            message: "the server cannot update a template in place".to_string(),
-        })
+        Err(no_update_in_place("template", server_name))
     }
 
     async fn delete(&self, server_name: &str) -> Result<(), KindError> {
-        match self.client.remove_template(server_name).await {
-            Ok(()) | Err(infinispan_rest::Error::NotFound { .. }) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
+        gone_is_deleted(self.client.remove_template(server_name).await)
     }
 
     async fn compare(&self, cr: &Template, object: &Value) -> Result<Compared, KindError> {
