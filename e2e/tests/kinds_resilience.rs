@@ -421,23 +421,10 @@ async fn uids(f: &Fixture, objs: &[Obj]) -> anyhow::Result<BTreeMap<String, Stri
         .collect()
 }
 
-/// A Protobuf message name of its own (message names are global on the server: two schemas
-/// declaring one name are both in error).
-fn message(prefix: &str) -> String {
-    unique(prefix)
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .map(|c| match c.to_digit(10) {
-            Some(d) => char::from(b'G' + d as u8),
-            None => c.to_ascii_uppercase(),
-        })
-        .collect()
-}
-
 fn proto() -> String {
     format!(
         "message {} {{ optional string a = 1; optional int32 b = 2; }}",
-        message("R")
+        protobuf_message("R")
     )
 }
 

@@ -252,7 +252,6 @@ async fn sync(
 
     let server = ServerState::default();
     let internal = InternalObjects::default;
-    readiness.expect_parts(5);
     // One engine per kind, each wired to its CR watch.
     let parts = Parts {
         client,
@@ -303,6 +302,8 @@ async fn sync(
         .iter()
         .flat_map(|(_, sinks, _, _)| sinks.iter().cloned())
         .collect();
+    // Ready once every kind's engine has its first snapshot.
+    parts.readiness.expect_parts(all.len());
     // Aborted however this function ends.
     let _streams: Vec<AbortOnDrop<()>> = streams
         .into_iter()
