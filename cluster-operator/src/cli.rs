@@ -1,8 +1,9 @@
 //! The command line: `cluster-operator <command>`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// The Infinispan cluster operator: deploys and runs Infinispan clusters, one resources operator
 /// per cluster, backups and restores.
@@ -25,8 +26,141 @@ pub enum Command {
     /// cluster operator must hold to grant each cluster's Role), as a YAML list with a comment
     /// header; the Helm chart includes it.
     ResourcesOperatorRules,
-    /// Run the controller.
-    Run,
+    /// Run the controller: every `Infinispan` CR in the watched namespaces becomes a server
+    /// cluster and its resources operator.
+    ///
+    /// Kubernetes credentials come from KUBECONFIG or the in-cluster service account. Every flag
+    /// is also an environment variable prefixed `CLUSTER_OPERATOR_`.
+    Run(RunArgs),
+}
+
+/// Options of `run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Namespaces to watch, comma-separated; `*` or empty: all namespaces. Default: the
+    /// operator's own namespace in a pod, all namespaces outside a cluster. OLM's
+    /// `WATCH_NAMESPACE` is read when this is not set.
+    #[arg(long, env = "CLUSTER_OPERATOR_WATCH_NAMESPACES")]
+    pub watch_namespaces: Option<String>,
+
+    /// Server image of a version, `VERSION=IMAGE`; repeatable (env: comma-separated). Adds to or
+    /// replaces the built-in list.
+    #[arg(long = "server-image", env = "CLUSTER_OPERATOR_SERVER_IMAGES", value_delimiter = ',', value_parser = parse_server_image)]
+    pub server_images: Vec<(String, String)>,
+
+    /// Server version of CRs that set none.
+    #[arg(long, env = "CLUSTER_OPERATOR_DEFAULT_SERVER_VERSION", default_value = DEFAULT_SERVER_VERSION)]
+    pub default_server_version: String,
+
+    /// Image of the resources operator each cluster runs (a CR's
+    /// spec.resourcesOperator.image overrides it).
+    #[arg(long, env = "CLUSTER_OPERATOR_RESOURCES_OPERATOR_IMAGE", default_value = DEFAULT_RESOURCES_OPERATOR_IMAGE)]
+    pub resources_operator_image: String,
+
+    /// Cluster DNS domain of the server Services' names.
+    #[arg(
+        long,
+        env = "CLUSTER_OPERATOR_CLUSTER_DOMAIN",
+        default_value = "cluster.local"
+    )]
+    pub cluster_domain: String,
+
+    /// Image pull Secrets (names, comma-separated) of the pods the operator creates; they must
+    /// exist in each cluster's namespace.
+    #[arg(
+        long,
+        env = "CLUSTER_OPERATOR_IMAGE_PULL_SECRETS",
+        value_delimiter = ','
+    )]
+    pub image_pull_secrets: Vec<String>,
+
+    /// fsGroup of the server pods (group that may write the data volume); `none` leaves it to
+    /// the platform (OpenShift's restricted SCC assigns one).
+    #[arg(long, env = "CLUSTER_OPERATOR_SERVER_FS_GROUP", default_value = "65532", value_parser = parse_fs_group)]
+    pub server_fs_group: FsGroup,
+
+    /// How long a cluster's resources operator may take to release its finalizers when the
+    /// cluster is deleted or its resources operator disabled, before the cluster operator
+    /// removes them itself (e.g. 60, 60s, 2m).
+    #[arg(long, env = "CLUSTER_OPERATOR_DRAIN_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
+
+    /// Log format.
+    #[arg(long, env = "CLUSTER_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Log level or filter directives (tracing EnvFilter syntax), e.g. `info` or
+    /// `cluster_operator=debug,info`.
+    #[arg(long, env = "CLUSTER_OPERATOR_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+}
+
+/// The server version CRs run when they set none.
+pub const DEFAULT_SERVER_VERSION: &str = "16.0.7";
+/// The built-in server images, by version.
+pub const SERVER_IMAGES: [(&str, &str); 1] = [("16.0.7", "quay.io/infinispan/server:16.0.7")];
+/// The resources operator's image (the release of this build).
+pub const DEFAULT_RESOURCES_OPERATOR_IMAGE: &str = concat!(
+    "quay.io/infinispan-operators/resources-operator:",
+    env!("CARGO_PKG_VERSION")
+);
+
+/// Log formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+fn parse_server_image(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((version, image)) if !version.trim().is_empty() && !image.trim().is_empty() => {
+            Ok((version.trim().to_string(), image.trim().to_string()))
+        }
+        _ => Err(format!(
+            "{text:?} is not VERSION=IMAGE, e.g. 16.0.7=quay.io/infinispan/server:16.0.7"
+        )),
+    }
+}
+
+/// `--server-fs-group`: a group id, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsGroup(pub Option<i64>);
+
+fn parse_fs_group(text: &str) -> Result<FsGroup, String> {
+    if text.trim() == "none" {
+        return Ok(FsGroup(None));
+    }
+    text.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|group| *group >= 0)
+        .map(|group| FsGroup(Some(group)))
+        .ok_or_else(|| format!("{text:?} is not a group id (a number >= 0) or `none`"))
+}
+
+/// A duration: seconds (`15`, `1.5`), or numbers with units `ms`, `s`, `m`, `h`, which may be
+/// combined (`1m30s`).
+// TODO(operator-runtime): the resources operator's parse_duration, once shared.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let invalid = || format!("invalid duration {text:?}: use e.g. 15, 15s, 500ms, 1m30s");
+    if let Ok(seconds) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds).map_err(|_| invalid());
+    }
+    let (number, unit) = text.split_at(
+        text.find(|c: char| c.is_ascii_alphabetic())
+            .ok_or_else(invalid)?,
+    );
+    let number: f64 = number.parse().map_err(|_| invalid())?;
+    let scale = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(invalid()),
+    };
+    Duration::try_from_secs_f64(number * scale).map_err(|_| invalid())
 }
 
 #[derive(Debug, Args)]
@@ -67,10 +201,31 @@ mod tests {
             parse(&["cluster-operator", "resources-operator-rules"]),
             Ok(Command::ResourcesOperatorRules)
         ));
-        assert!(matches!(
-            parse(&["cluster-operator", "run"]),
-            Ok(Command::Run)
-        ));
+        let Ok(Command::Run(run)) = parse(&["cluster-operator", "run"]) else {
+            panic!("run parses");
+        };
+        assert_eq!(run.default_server_version, DEFAULT_SERVER_VERSION);
+        assert_eq!(run.drain_timeout, Duration::from_secs(60));
+        assert_eq!(run.server_fs_group, FsGroup(Some(65532)));
+        let Ok(Command::Run(run)) = parse(&[
+            "cluster-operator",
+            "run",
+            "--watch-namespaces=a,b",
+            "--server-image=16.1.0=img:1",
+            "--drain-timeout=2m",
+            "--server-fs-group=none",
+        ]) else {
+            panic!("run parses");
+        };
+        assert_eq!(run.watch_namespaces.as_deref(), Some("a,b"));
+        assert_eq!(
+            run.server_images,
+            vec![("16.1.0".to_string(), "img:1".to_string())]
+        );
+        assert_eq!(run.drain_timeout, Duration::from_secs(120));
+        assert_eq!(run.server_fs_group, FsGroup(None));
+        assert!(parse(&["cluster-operator", "run", "--server-image=nope"]).is_err());
+        assert!(parse(&["cluster-operator", "run", "--server-fs-group=-1"]).is_err());
         assert!(parse(&["cluster-operator"]).is_err());
         assert!(parse(&["cluster-operator", "crds"]).is_err());
     }

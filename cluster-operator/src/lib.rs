@@ -5,12 +5,16 @@
 //! - [`cli`]: the command line.
 //! - [`manifests`]: the CRD, admission-policy and RBAC-rules YAML (`crd`, `admission-policy`,
 //!   `resources-operator-rules`).
-//!
-//! The controller itself (`run`) is not implemented yet.
+//! - [`controller`]: the `Infinispan` controller (apply, status, teardown).
+//! - [`scope`]: which namespaces are watched.
+//! - [`run`]: `cluster-operator run`.
 
 pub mod build;
 pub mod cli;
+pub mod controller;
 pub mod manifests;
+pub mod run;
+pub mod scope;
 
 use cli::{Cli, Command, CrdArgs};
 use manifests::ManifestError;
@@ -20,8 +24,8 @@ use manifests::ManifestError;
 pub enum Error {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
-    #[error("the cluster controller is not implemented yet")]
-    ControllerNotImplemented,
+    #[error(transparent)]
+    Run(#[from] run::RunError),
 }
 
 /// Runs one command of the command line.
@@ -36,7 +40,7 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
         Command::ResourcesOperatorRules => {
             manifests::print(&manifests::resources_operator_rules()?)?
         }
-        Command::Run => return Err(Error::ControllerNotImplemented),
+        Command::Run(args) => run::run(args)?,
     }
     Ok(())
 }

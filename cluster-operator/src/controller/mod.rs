@@ -1,0 +1,567 @@
+//! The `Infinispan` controller: turns each CR into its server objects and its resources
+//! operator, applied with server-side apply under one field manager
+//! ([`CLUSTER_OPERATOR_FIELD_MANAGER`]), and reports what it sees in the CR's status.
+//!
+//! One reconcile of a live CR:
+//!
+//! 1. puts the cluster operator's finalizer ([`CLUSTER_FINALIZER`]) on the CR (its own write);
+//! 2. reads what the CR references ([`referenced`]; generates the operators' credentials and,
+//!    unless the user names one, the application identities Secret);
+//! 3. builds the server objects ([`crate::build::server`]) and applies them in order
+//!    (ConfigMap, identities Secret, Services, StatefulSet, PodDisruptionBudget), deleting a
+//!    left-over identities Secret or budget the CR no longer asks for;
+//! 4. applies the resources operator's ServiceAccount, Role, RoleBinding and Deployment
+//!    ([`crate::build::resources_operator`]), or drains and removes them when
+//!    `spec.resourcesOperator.enabled` is false ([`teardown`]);
+//! 5. computes the status ([`status::compute`]) from the objects the API server returned and
+//!    writes it only when it changed.
+//!
+//! A problem with the CR or what it references (a missing Secret, an unknown version, an object
+//! the API server refuses) stops the apply where it is: what was applied before keeps running,
+//! the status says `Degraded=True` with the reason, a Warning Event is published once per new
+//! problem, and the CR is looked at again after [`PROBLEM_RETRY`] (user Secrets and ConfigMaps
+//! are not watched: the operator would need to cache every Secret of the namespaces it
+//! watches). The API server failing is an error: retried with kube-runtime's backoff.
+//!
+//! Deletion: the resources operator drains ([`teardown`]), then the finalizer is removed and the
+//! garbage collector deletes every object the CR controls (server, data volumes, Secrets the
+//! operator generated, mirror CRs).
+
+pub mod apply;
+pub mod credentials;
+pub mod referenced;
+pub mod status;
+pub mod teardown;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common_crds::Infinispan;
+use common_crds::infinispan::InfinispanStatus;
+use common_crds::labels::{CLUSTER_FINALIZER, CLUSTER_OPERATOR_FIELD_MANAGER};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::Controller;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::build::{resources_operator, server};
+use apply::{ApplyError, apply, delete_owned};
+use status::{Observed, Pods, Problem, ResourcesOperator};
+use teardown::Drain;
+
+/// How soon a CR with a problem the user must fix is looked at again.
+pub const PROBLEM_RETRY: Duration = Duration::from_secs(30);
+/// How often a settled CR is looked at again without any event (drift of objects the
+/// controller does not watch).
+pub const RESYNC: Duration = Duration::from_secs(600);
+/// How often a drain in progress is looked at.
+pub const DRAIN_POLL: Duration = Duration::from_secs(2);
+
+/// Operator-wide settings of the controller.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub server: server::Settings,
+    /// The resources operator's image, cluster domain and pull Secrets (its credentials Secret
+    /// and revision are set per cluster).
+    pub resources_operator: resources_operator::Settings,
+    /// How long the resources operator may take to release its finalizers before the cluster
+    /// operator removes them itself.
+    pub drain_timeout: Duration,
+}
+
+/// What every reconcile shares.
+#[derive(Clone)]
+pub struct Context {
+    pub client: kube::Client,
+    pub settings: Settings,
+    pub reporter: Reporter,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("settings", &self.settings)
+            .field("reporter", &self.reporter)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A reconcile failed in a way worth a retry with backoff (the API server failed).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error("reading the cluster's objects failed: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Reference(#[from] referenced::ReferenceError),
+}
+
+/// The owner reference every object of `cluster` carries.
+pub fn owner_reference(cluster: &Infinispan) -> OwnerReference {
+    let mut owner = cluster
+        .controller_owner_ref(&())
+        .unwrap_or_else(|| OwnerReference {
+            api_version: Infinispan::api_version(&()).into_owned(),
+            kind: Infinispan::kind(&()).into_owned(),
+            name: cluster.name_any(),
+            uid: cluster.uid().unwrap_or_default(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        });
+    owner.block_owner_deletion = Some(true);
+    owner
+}
+
+/// Writes `finalizers` on the object `name`, only if it is still at `resource_version`.
+pub(crate) async fn patch_finalizers<K>(
+    api: &Api<K>,
+    name: &str,
+    resource_version: &str,
+    finalizers: Vec<String>,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": resource_version, "finalizers": finalizers }
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}
+
+/// Runs the controller over `api` (one namespace, or all) until `shutdown` completes.
+pub async fn run(
+    api: Api<Infinispan>,
+    owned: impl Fn() -> (Api<StatefulSet>, Api<Deployment>),
+    context: Arc<Context>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (stateful_sets, deployments) = owned();
+    let managed = format!("app.kubernetes.io/managed-by={CLUSTER_OPERATOR_FIELD_MANAGER}");
+    let owned_config = watcher::Config::default().labels(&managed);
+    Controller::new(api, watcher::Config::default())
+        .owns(stateful_sets, owned_config.clone())
+        .owns(deployments, owned_config)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(cluster: Arc<Infinispan>, error: &Error, _: Arc<Context>) -> Action {
+    tracing::warn!(
+        cluster = %cluster.name_any(),
+        namespace = %cluster.namespace().unwrap_or_default(),
+        %error,
+        "reconcile failed; retrying"
+    );
+    Action::requeue(Duration::from_secs(5))
+}
+
+async fn reconcile(cluster: Arc<Infinispan>, context: Arc<Context>) -> Result<Action, Error> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let api: Api<Infinispan> = Api::namespaced(context.client.clone(), &namespace);
+    let has_finalizer = cluster.finalizers().iter().any(|f| f == CLUSTER_FINALIZER);
+    if cluster.meta().deletion_timestamp.is_some() {
+        if !has_finalizer {
+            return Ok(Action::await_change());
+        }
+        return finalize(&api, &cluster, &context).await;
+    }
+    if !has_finalizer {
+        let mut finalizers = cluster.finalizers().to_vec();
+        finalizers.push(CLUSTER_FINALIZER.to_string());
+        patch_finalizers(
+            &api,
+            &cluster.name_any(),
+            &cluster.resource_version().unwrap_or_default(),
+            finalizers,
+        )
+        .await?;
+        // The write's watch event brings the CR back.
+        return Ok(Action::await_change());
+    }
+    apply_cluster(&api, &cluster, &context).await
+}
+
+/// Deletion: drain, then release the CR.
+async fn finalize(
+    api: &Api<Infinispan>,
+    cluster: &Infinispan,
+    context: &Context,
+) -> Result<Action, Error> {
+    let since = cluster
+        .meta()
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or_else(Timestamp::now);
+    let elapsed = elapsed_since(since);
+    match teardown::drain(
+        &context.client,
+        cluster,
+        elapsed,
+        context.settings.drain_timeout,
+    )
+    .await?
+    {
+        Drain::Waiting { holding } => {
+            tracing::info!(cluster = %cluster.name_any(), holding, "deleting: waiting for the resources operator to release its finalizers");
+            write_status(api, cluster, |current| {
+                let mut next = current.cloned().unwrap_or_default();
+                let condition = common_crds::conditions::new_condition(
+                    common_crds::conditions::ConditionType::ResourcesOperatorReady,
+                    common_crds::conditions::ConditionStatus::False,
+                    "Draining",
+                    format!("the cluster is being deleted: {holding} CRs still hold the resources operator's finalizer"),
+                    cluster.meta().generation,
+                    Time(Timestamp::now()),
+                );
+                common_crds::conditions::set_condition(&mut next.conditions, condition);
+                next
+            })
+            .await?;
+            Ok(Action::requeue(DRAIN_POLL))
+        }
+        Drain::Done { released } => {
+            if released > 0 {
+                publish(context, cluster, EventType::Warning, "DrainTimeout", format!(
+                    "the resources operator did not release {released} CRs within {:?}: their finalizers were removed by the cluster operator",
+                    context.settings.drain_timeout
+                )).await;
+            }
+            let finalizers: Vec<String> = cluster
+                .finalizers()
+                .iter()
+                .filter(|f| *f != CLUSTER_FINALIZER)
+                .cloned()
+                .collect();
+            match patch_finalizers(
+                api,
+                &cluster.name_any(),
+                &cluster.resource_version().unwrap_or_default(),
+                finalizers,
+            )
+            .await
+            {
+                Ok(()) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error.into()),
+            }
+            tracing::info!(cluster = %cluster.name_any(), released, "deleted: the garbage collector removes the cluster's objects");
+            Ok(Action::await_change())
+        }
+    }
+}
+
+fn elapsed_since(since: Timestamp) -> Duration {
+    let seconds = Timestamp::now()
+        .as_second()
+        .saturating_sub(since.as_second());
+    Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
+}
+
+/// A live CR: apply, then report.
+async fn apply_cluster(
+    api: &Api<Infinispan>,
+    cluster: &Infinispan,
+    context: &Context,
+) -> Result<Action, Error> {
+    let name = cluster.name_any();
+    let namespace = cluster.namespace().unwrap_or_default();
+    let client = &context.client;
+    let uid = cluster.uid().unwrap_or_default();
+    let mut problem: Option<Problem> = None;
+    let mut version = None;
+    let mut stateful_set: Option<StatefulSet> = None;
+
+    // The referenced objects, then the server.
+    let read = match referenced::read(client, cluster).await {
+        Ok(read) => Some(read),
+        Err(error) if error.is_transient() => return Err(error.into()),
+        Err(error) => {
+            problem = Some(Problem {
+                reason: error.reason().to_string(),
+                message: error.to_string(),
+            });
+            None
+        }
+    };
+    if let Some(read) = &read {
+        match apply_server(client, cluster, &context.settings.server, &read.referenced).await {
+            Ok((applied, image_version)) => {
+                stateful_set = Some(applied);
+                version = Some(image_version);
+            }
+            Err(ServerApplyError::Problem(found)) => problem = Some(found),
+            Err(ServerApplyError::Api(error)) => return Err(error.into()),
+        }
+    }
+    if stateful_set.is_none() {
+        stateful_set = Api::<StatefulSet>::namespaced(client.clone(), &namespace)
+            .get_opt(&server::stateful_set_name(&name))
+            .await?;
+    }
+
+    // The resources operator.
+    let mut requeue = if problem.is_some() {
+        PROBLEM_RETRY
+    } else {
+        RESYNC
+    };
+    let resources_operator = if cluster.spec.resources_operator.enabled {
+        match &read {
+            Some(read) => {
+                let mut settings = context.settings.resources_operator.clone();
+                settings.credentials_secret = read.operator_credentials.name_any();
+                settings.credentials_revision = Some(read.credentials_revision.clone());
+                match resources_operator::build(cluster, &settings) {
+                    Ok(objects) => match apply_resources_operator(client, objects).await {
+                        Ok(deployment) => ResourcesOperator::deployed(Some(&deployment)),
+                        Err(ApplyError::Refused(refused)) => {
+                            problem.get_or_insert(Problem {
+                                reason: "Refused".into(),
+                                message: refused.to_string(),
+                            });
+                            ResourcesOperator::deployed(None)
+                        }
+                        Err(error) => return Err(error.into()),
+                    },
+                    Err(error) => {
+                        problem.get_or_insert(Problem {
+                            reason: "InvalidResourcesOperator".into(),
+                            message: error.to_string(),
+                        });
+                        ResourcesOperator::deployed(None)
+                    }
+                }
+            }
+            None => ResourcesOperator::deployed(
+                Api::<Deployment>::namespaced(client.clone(), &namespace)
+                    .get_opt(&common_crds::rbac::resources_operator_name(&name))
+                    .await?
+                    .as_ref(),
+            ),
+        }
+    } else {
+        let since = draining_since(cluster.status.as_ref()).unwrap_or_else(Timestamp::now);
+        match teardown::drain(
+            client,
+            cluster,
+            elapsed_since(since),
+            context.settings.drain_timeout,
+        )
+        .await?
+        {
+            Drain::Waiting { .. } => {
+                requeue = DRAIN_POLL;
+                ResourcesOperator::Draining
+            }
+            Drain::Done { released } => {
+                if released > 0 {
+                    publish(context, cluster, EventType::Warning, "DrainTimeout", format!(
+                        "the resources operator did not release {released} CRs within {:?}: their finalizers were removed by the cluster operator",
+                        context.settings.drain_timeout
+                    )).await;
+                }
+                ResourcesOperator::Disabled
+            }
+        }
+    };
+    let _ = uid;
+
+    let observed = Observed {
+        generation: cluster.meta().generation,
+        problem: problem.clone(),
+        pods: Pods::of(stateful_set.as_ref(), cluster.spec.replicas),
+        resources_operator,
+        version,
+        selector: server::selector(&name),
+        operator_credentials_secret: read.as_ref().map(|r| r.operator_credentials.name_any()),
+    };
+    let previous = degraded_of(cluster.status.as_ref());
+    let written = write_status(api, cluster, |current| {
+        status::compute(current, &observed, Time(Timestamp::now()))
+    })
+    .await?;
+    if let Some(problem) = &problem
+        && degraded_of(Some(&written)) != previous
+    {
+        publish(
+            context,
+            cluster,
+            EventType::Warning,
+            &problem.reason,
+            problem.message.clone(),
+        )
+        .await;
+    }
+    Ok(Action::requeue(requeue))
+}
+
+/// When the current drain began: the `lastTransitionTime` of `ResourcesOperatorReady` with
+/// reason `Draining`.
+fn draining_since(status: Option<&InfinispanStatus>) -> Option<Timestamp> {
+    status?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ResourcesOperatorReady" && c.reason == "Draining")
+        .map(|c| c.last_transition_time.0)
+}
+
+/// The reason and message of a `Degraded=True` condition.
+fn degraded_of(status: Option<&InfinispanStatus>) -> Option<(String, String)> {
+    status?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Degraded" && c.status == "True")
+        .map(|c| (c.reason.clone(), c.message.clone()))
+}
+
+enum ServerApplyError {
+    Problem(Problem),
+    Api(ApplyError),
+}
+
+impl From<ApplyError> for ServerApplyError {
+    fn from(error: ApplyError) -> Self {
+        match error {
+            ApplyError::Refused(refused) => Self::Problem(Problem {
+                reason: "Refused".into(),
+                message: refused.to_string(),
+            }),
+            error => Self::Api(error),
+        }
+    }
+}
+
+/// Builds and applies the server objects; returns the StatefulSet as applied and the version it
+/// runs.
+async fn apply_server(
+    client: &kube::Client,
+    cluster: &Infinispan,
+    settings: &server::Settings,
+    referenced: &server::Referenced,
+) -> Result<(StatefulSet, String), ServerApplyError> {
+    let image = settings.images.resolve(cluster).map_err(|error| {
+        ServerApplyError::Problem(Problem {
+            reason: error.reason().to_string(),
+            message: error.to_string(),
+        })
+    })?;
+    let objects = server::build(cluster, settings, referenced).map_err(|error| {
+        ServerApplyError::Problem(Problem {
+            reason: error.reason().to_string(),
+            message: error.to_string(),
+        })
+    })?;
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let uid = cluster.uid().unwrap_or_default();
+    apply(client, &objects.config_map).await?;
+    match &objects.identities_secret {
+        Some(secret) => {
+            apply(client, secret).await?;
+        }
+        None => {
+            delete_owned::<Secret>(
+                client,
+                &namespace,
+                &server::identities_secret_name(&name),
+                &uid,
+            )
+            .await?;
+        }
+    }
+    apply(client, &objects.ping_service).await?;
+    apply(client, &objects.client_service).await?;
+    let stateful_set = apply(client, &objects.stateful_set).await?;
+    match &objects.pod_disruption_budget {
+        Some(budget) => {
+            apply(client, budget).await?;
+        }
+        None => {
+            delete_owned::<PodDisruptionBudget>(
+                client,
+                &namespace,
+                &server::stateful_set_name(&name),
+                &uid,
+            )
+            .await?;
+        }
+    }
+    Ok((stateful_set, image.version))
+}
+
+/// Applies the resources operator's objects; returns its Deployment as applied.
+async fn apply_resources_operator(
+    client: &kube::Client,
+    objects: resources_operator::Objects,
+) -> Result<Deployment, ApplyError> {
+    apply(client, &objects.service_account).await?;
+    apply(client, &objects.role).await?;
+    apply(client, &objects.role_binding).await?;
+    apply(client, &objects.deployment).await
+}
+
+/// Writes the status `next(current)` when it differs from the CR's.
+async fn write_status(
+    api: &Api<Infinispan>,
+    cluster: &Infinispan,
+    next: impl FnOnce(Option<&InfinispanStatus>) -> InfinispanStatus,
+) -> Result<InfinispanStatus, kube::Error> {
+    let current = cluster.status.as_ref();
+    let new = next(current);
+    if current == Some(&new) {
+        return Ok(new);
+    }
+    let patch = serde_json::json!({ "status": new });
+    match api
+        .patch_status(
+            &cluster.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(new),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(new),
+        Err(error) => Err(error),
+    }
+}
+
+/// Publishes an Event on the CR (failures are logged: an Event is never worth a retry).
+async fn publish(
+    context: &Context,
+    cluster: &Infinispan,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let recorder = Recorder::new(context.client.clone(), context.reporter.clone());
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: "Reconcile".to_string(),
+        secondary: None,
+    };
+    if let Err(error) = recorder.publish(&event, &cluster.object_ref(&())).await {
+        tracing::warn!(%error, "publishing an Event failed");
+    }
+}

@@ -1,0 +1,218 @@
+//! What an `Infinispan` CR points to, read from the API server: the operators' credentials
+//! (generated when missing), the application identities (the user's Secret, or generated), the
+//! configuration overlay ConfigMap and the TLS Secret. Turned into the builders' [`Referenced`]
+//! input, or into a [`ReferenceError`] that says which object is missing or wrong and why (the
+//! `Degraded` condition shows it).
+
+use common_crds::Infinispan;
+use common_crds::infinispan::EncryptionType;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Api;
+use kube::api::PostParams;
+use sha2::{Digest, Sha256};
+
+use super::credentials;
+use crate::build::server::{BuildError, ConfigOverlay, Identities, Referenced, TlsCertificate};
+
+/// A referenced object is missing or cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("the Secret {namespace}/{name} named by {field} does not exist")]
+    MissingSecret {
+        namespace: String,
+        name: String,
+        field: &'static str,
+    },
+    #[error("the ConfigMap {namespace}/{name} named by spec.configMapName does not exist")]
+    MissingConfigMap { namespace: String, name: String },
+    #[error(transparent)]
+    Invalid(#[from] BuildError),
+    #[error(transparent)]
+    Random(#[from] credentials::RandomError),
+    #[error("reading or creating a referenced object failed: {0}")]
+    Api(#[from] kube::Error),
+}
+
+impl ReferenceError {
+    /// The `Degraded` reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::MissingSecret { .. } => "MissingSecret",
+            Self::MissingConfigMap { .. } => "MissingConfigMap",
+            Self::Invalid(error) => error.reason(),
+            Self::Random(_) | Self::Api(_) => "ApiError",
+        }
+    }
+
+    /// Whether retrying soon can help without anyone changing anything (the API server
+    /// failed); otherwise the user must act and a slow retry is enough.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Api(_) | Self::Random(_))
+    }
+}
+
+/// What the builders need, plus the operators' credentials Secret.
+#[derive(Debug)]
+pub struct Read {
+    pub referenced: Referenced,
+    /// The operators' credentials Secret (created if it was missing).
+    pub operator_credentials: Secret,
+    /// A digest of the credentials Secret's data (never the data), so that a new password
+    /// rolls the resources operator (it reads the Secret once at start).
+    pub credentials_revision: String,
+}
+
+/// Reads (and creates what the operator generates) everything `cluster` references.
+pub async fn read(client: &kube::Client, cluster: &Infinispan) -> Result<Read, ReferenceError> {
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    let name = cluster.metadata.name.clone().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let owner = super::owner_reference(cluster);
+
+    let operator_credentials = get_or_create(
+        &secrets,
+        &credentials::operator_credentials_name(&name),
+        || {
+            Ok(credentials::operator_credentials(
+                cluster,
+                owner.clone(),
+                &credentials::random_password()?,
+            ))
+        },
+    )
+    .await?;
+
+    let security = &cluster.spec.security;
+    let identities = if security.endpoint_authentication {
+        let application = match &security.endpoint_secret_name {
+            Some(user_secret) => secrets.get_opt(user_secret).await?.ok_or_else(|| {
+                ReferenceError::MissingSecret {
+                    namespace: namespace.clone(),
+                    name: user_secret.clone(),
+                    field: "spec.security.endpointSecretName",
+                }
+            })?,
+            None => {
+                get_or_create(
+                    &secrets,
+                    &credentials::generated_identities_name(&name),
+                    || {
+                        Ok(credentials::generated_identities(
+                            cluster,
+                            owner.clone(),
+                            &credentials::random_password()?,
+                        ))
+                    },
+                )
+                .await?
+            }
+        };
+        Some(Identities::from_secrets(
+            &operator_credentials,
+            &application,
+        )?)
+    } else {
+        None
+    };
+
+    let overlay = match &cluster.spec.config_map_name {
+        Some(config_map) => {
+            let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+            let found = config_maps.get_opt(config_map).await?.ok_or_else(|| {
+                ReferenceError::MissingConfigMap {
+                    namespace: namespace.clone(),
+                    name: config_map.clone(),
+                }
+            })?;
+            Some(ConfigOverlay::from_config_map(&found)?)
+        }
+        None => None,
+    };
+
+    let encryption = &security.endpoint_encryption;
+    let tls = match (encryption.type_, &encryption.cert_secret_name) {
+        (EncryptionType::Secret, Some(tls_secret)) => {
+            let found = secrets.get_opt(tls_secret).await?.ok_or_else(|| {
+                ReferenceError::MissingSecret {
+                    namespace: namespace.clone(),
+                    name: tls_secret.clone(),
+                    field: "spec.security.endpointEncryption.certSecretName",
+                }
+            })?;
+            Some(TlsCertificate::from_secret(&found)?)
+        }
+        (EncryptionType::Secret, None) => return Err(BuildError::MissingTlsSecretName.into()),
+        (EncryptionType::None, _) => None,
+    };
+
+    let credentials_revision = revision(&operator_credentials);
+    Ok(Read {
+        referenced: Referenced {
+            identities,
+            overlay,
+            tls,
+        },
+        operator_credentials,
+        credentials_revision,
+    })
+}
+
+/// The Secret `name`, created from `build` when it does not exist (never overwritten: the
+/// user may rotate what it holds).
+async fn get_or_create(
+    secrets: &Api<Secret>,
+    name: &str,
+    build: impl FnOnce() -> Result<Secret, ReferenceError>,
+) -> Result<Secret, ReferenceError> {
+    if let Some(found) = secrets.get_opt(name).await? {
+        return Ok(found);
+    }
+    let created = build()?;
+    match secrets.create(&PostParams::default(), &created).await {
+        Ok(created) => {
+            tracing::info!(secret = name, "generated the Secret");
+            Ok(created)
+        }
+        // Created concurrently (another reconcile, a previous leader): use that one.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(secrets.get(name).await?),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The first 16 hex characters of a SHA-256 over the Secret's keys and values.
+fn revision(secret: &Secret) -> String {
+    let mut hash = Sha256::new();
+    for (key, value) in secret.data.iter().flatten() {
+        hash.update(key.as_bytes());
+        hash.update([0]);
+        hash.update(&value.0);
+        hash.update([0]);
+    }
+    hash.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn revision_changes_with_the_data_only() {
+        let secret = |password: &str| Secret {
+            data: Some(BTreeMap::from([(
+                "password".to_string(),
+                ByteString(password.as_bytes().to_vec()),
+            )])),
+            ..Secret::default()
+        };
+        assert_eq!(revision(&secret("a")), revision(&secret("a")));
+        assert_ne!(revision(&secret("a")), revision(&secret("b")));
+        assert_eq!(revision(&secret("a")).len(), 16);
+        assert!(!revision(&secret("secret-value")).contains("secret"));
+    }
+}

@@ -1,0 +1,441 @@
+//! The status of an `Infinispan` CR, computed from what the controller observed (pure).
+//!
+//! Conditions (design "The API"):
+//!
+//! | type | True | False |
+//! |---|---|---|
+//! | `Ready` | `AllReplicasReady`: every server pod asked for is ready | `ReplicasNotReady` (k of n ready), `Stopped` (replicas 0) |
+//! | `Progressing` | `RollingOut`: the StatefulSet has not caught up with its spec (new pods, a roll, a scale) | `Stable` |
+//! | `Degraded` | the reason of the problem that keeps the operator from applying the CR (a missing or invalid Secret or ConfigMap, an unknown version, a refused apply): the last applied objects keep running | `AsExpected` |
+//! | `ResourcesOperatorReady` | `Available` | `Deploying`, `Disabled`, `Draining` |
+//!
+//! Every condition carries the CR's `metadata.generation`; `lastTransitionTime` moves only on a
+//! change of status ([`set_condition`]), and the controller writes the status only when
+//! [`compute`] returns something other than what the CR holds.
+
+use common_crds::conditions::{ConditionStatus, ConditionType, new_condition, set_condition};
+use common_crds::infinispan::InfinispanStatus;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+/// Why the CR cannot be applied as it is (shown as `Degraded=True`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// A stable reason (`MissingSecret`, `InvalidTlsSecret`, `UnsupportedVersion`...).
+    pub reason: String,
+    /// What is wrong and what to do, never a secret value.
+    pub message: String,
+}
+
+/// The server pods, as the StatefulSet reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pods {
+    /// Pods asked for (`spec.replicas` of the CR).
+    pub desired: i32,
+    /// Pods that exist.
+    pub current: i32,
+    /// Pods ready.
+    pub ready: i32,
+    /// Whether the StatefulSet controller has caught up with the StatefulSet's spec (observed
+    /// its generation, every pod at the update revision, as many pods as asked for).
+    pub settled: bool,
+}
+
+impl Pods {
+    /// From the StatefulSet (absent: nothing exists yet) and the CR's `spec.replicas`.
+    pub fn of(stateful_set: Option<&StatefulSet>, desired: i32) -> Self {
+        let Some(sts) = stateful_set else {
+            return Self {
+                desired,
+                ..Self::default()
+            };
+        };
+        let status = sts.status.clone().unwrap_or_default();
+        let spec_replicas = sts.spec.replicas.unwrap_or(1);
+        let observed = status.observed_generation >= sts.metadata.generation;
+        let same_revision =
+            status.update_revision.is_none() || status.current_revision == status.update_revision;
+        let updated = status.updated_replicas.unwrap_or(0);
+        Self {
+            desired,
+            current: status.replicas,
+            ready: status.ready_replicas.unwrap_or(0),
+            settled: observed
+                && spec_replicas == desired
+                && status.replicas == desired
+                && (desired == 0 || (same_revision && updated == desired)),
+        }
+    }
+}
+
+/// The cluster's resources operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResourcesOperator {
+    /// `spec.resourcesOperator.enabled: false`, drained and removed.
+    Disabled,
+    /// Being drained (disabled, or the CR is being deleted).
+    Draining,
+    /// Deployed; `available`: its Deployment has caught up and has an available pod.
+    Deployed { available: bool },
+}
+
+impl ResourcesOperator {
+    /// From its Deployment.
+    pub fn deployed(deployment: Option<&Deployment>) -> Self {
+        let available = deployment.is_some_and(|d| {
+            let status = d.status.clone().unwrap_or_default();
+            status.observed_generation >= d.metadata.generation
+                && status.available_replicas.unwrap_or(0) > 0
+                && status.updated_replicas == Some(d.spec.replicas.unwrap_or(1))
+        });
+        Self::Deployed { available }
+    }
+}
+
+/// Everything the status is computed from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    pub generation: Option<i64>,
+    pub problem: Option<Problem>,
+    pub pods: Pods,
+    pub resources_operator: ResourcesOperator,
+    /// The server version the pods run (from the image applied), once known.
+    pub version: Option<String>,
+    /// Label selector of the server pods (the scale subresource's).
+    pub selector: String,
+    pub operator_credentials_secret: Option<String>,
+}
+
+/// The status `current` must become; equal to `current` when nothing changed.
+pub fn compute(
+    current: Option<&InfinispanStatus>,
+    observed: &Observed,
+    now: Time,
+) -> InfinispanStatus {
+    let mut status = current.cloned().unwrap_or_default();
+    let generation = observed.generation;
+    let condition = |type_, status: ConditionStatus, reason: &str, message: String| {
+        new_condition(type_, status, reason, message, generation, now.clone())
+    };
+    let pods = observed.pods;
+    let mut conditions = status.conditions.clone();
+
+    let ready = if pods.desired == 0 {
+        condition(
+            ConditionType::Ready,
+            ConditionStatus::False,
+            "Stopped",
+            "spec.replicas is 0: the cluster is stopped; its data volumes are kept".into(),
+        )
+    } else if pods.ready >= pods.desired && pods.settled {
+        condition(
+            ConditionType::Ready,
+            ConditionStatus::True,
+            "AllReplicasReady",
+            format!("{} of {} server pods ready", pods.ready, pods.desired),
+        )
+    } else {
+        condition(
+            ConditionType::Ready,
+            ConditionStatus::False,
+            "ReplicasNotReady",
+            format!("{} of {} server pods ready", pods.ready, pods.desired),
+        )
+    };
+    set_condition(&mut conditions, ready);
+
+    let progressing = if pods.settled {
+        condition(
+            ConditionType::Progressing,
+            ConditionStatus::False,
+            "Stable",
+            format!("{} server pods at the current configuration", pods.current),
+        )
+    } else {
+        condition(
+            ConditionType::Progressing,
+            ConditionStatus::True,
+            "RollingOut",
+            format!(
+                "the StatefulSet is moving to {} pods at the current configuration ({} exist)",
+                pods.desired, pods.current
+            ),
+        )
+    };
+    set_condition(&mut conditions, progressing);
+
+    let degraded = match &observed.problem {
+        Some(problem) => condition(
+            ConditionType::Degraded,
+            ConditionStatus::True,
+            &problem.reason,
+            format!(
+                "{}; the objects applied before keep running until this is fixed",
+                problem.message
+            ),
+        ),
+        None => condition(
+            ConditionType::Degraded,
+            ConditionStatus::False,
+            "AsExpected",
+            "every object of the CR is applied".into(),
+        ),
+    };
+    set_condition(&mut conditions, degraded);
+
+    let resources_operator = match observed.resources_operator {
+        ResourcesOperator::Disabled => condition(
+            ConditionType::ResourcesOperatorReady,
+            ConditionStatus::False,
+            "Disabled",
+            "spec.resourcesOperator.enabled is false: Cache, Template, Counter, Schema and Task CRs are not synced".into(),
+        ),
+        ResourcesOperator::Draining => condition(
+            ConditionType::ResourcesOperatorReady,
+            ConditionStatus::False,
+            "Draining",
+            "the resources operator is releasing its finalizers before it is removed".into(),
+        ),
+        ResourcesOperator::Deployed { available: true } => condition(
+            ConditionType::ResourcesOperatorReady,
+            ConditionStatus::True,
+            "Available",
+            "the resources operator's Deployment is available".into(),
+        ),
+        ResourcesOperator::Deployed { available: false } => condition(
+            ConditionType::ResourcesOperatorReady,
+            ConditionStatus::False,
+            "Deploying",
+            "the resources operator's Deployment has no available pod at its current version yet".into(),
+        ),
+    };
+    set_condition(&mut conditions, resources_operator);
+
+    // Keep the documented order whatever order an older status had.
+    let order = |c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| {
+        ConditionType::ALL
+            .iter()
+            .position(|t| t.as_str() == c.type_)
+            .unwrap_or(usize::MAX)
+    };
+    conditions.sort_by_key(order);
+    status.conditions = conditions;
+    status.observed_generation = generation;
+    status.replicas = Some(pods.current);
+    status.ready_replicas = Some(pods.ready);
+    status.selector = Some(observed.selector.clone());
+    if observed.version.is_some() {
+        status.version = observed.version.clone();
+    }
+    if observed.operator_credentials_secret.is_some() {
+        status.operator_credentials_secret = observed.operator_credentials_secret.clone();
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::{StatefulSetSpec, StatefulSetStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).expect("time"))
+    }
+
+    fn observed(pods: Pods) -> Observed {
+        Observed {
+            generation: Some(3),
+            problem: None,
+            pods,
+            resources_operator: ResourcesOperator::Deployed { available: true },
+            version: Some("16.0.7".into()),
+            selector: "app.kubernetes.io/instance=demo,app.kubernetes.io/name=infinispan".into(),
+            operator_credentials_secret: Some("demo-operator-credentials".into()),
+        }
+    }
+
+    fn get<'a>(
+        status: &'a InfinispanStatus,
+        type_: &str,
+    ) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("no {type_} in {status:?}"))
+    }
+
+    fn sts(generation: i64, spec: i32, status: StatefulSetStatus) -> StatefulSet {
+        StatefulSet {
+            metadata: ObjectMeta {
+                generation: Some(generation),
+                ..ObjectMeta::default()
+            },
+            spec: StatefulSetSpec {
+                replicas: Some(spec),
+                ..StatefulSetSpec::default()
+            },
+            status: Some(status),
+        }
+    }
+
+    #[test]
+    fn pods_settle_only_when_the_stateful_set_caught_up() {
+        let caught_up = StatefulSetStatus {
+            observed_generation: Some(2),
+            replicas: 3,
+            ready_replicas: Some(3),
+            updated_replicas: Some(3),
+            current_revision: Some("r2".into()),
+            update_revision: Some("r2".into()),
+            ..StatefulSetStatus::default()
+        };
+        assert!(Pods::of(Some(&sts(2, 3, caught_up.clone())), 3).settled);
+        // Not yet observed the new generation.
+        assert!(!Pods::of(Some(&sts(3, 3, caught_up.clone())), 3).settled);
+        // A roll under way.
+        let rolling = StatefulSetStatus {
+            update_revision: Some("r3".into()),
+            updated_replicas: Some(1),
+            ..caught_up.clone()
+        };
+        assert!(!Pods::of(Some(&sts(2, 3, rolling)), 3).settled);
+        // The CR asks for more than the StatefulSet has.
+        assert!(!Pods::of(Some(&sts(2, 3, caught_up)), 4).settled);
+        // Nothing yet.
+        assert_eq!(
+            Pods::of(None, 2),
+            Pods {
+                desired: 2,
+                current: 0,
+                ready: 0,
+                settled: false
+            }
+        );
+    }
+
+    #[test]
+    fn ready_follows_the_pods() {
+        let all = Pods {
+            desired: 2,
+            current: 2,
+            ready: 2,
+            settled: true,
+        };
+        let status = compute(None, &observed(all), at(10));
+        assert_eq!(get(&status, "Ready").status, "True");
+        assert_eq!(get(&status, "Ready").reason, "AllReplicasReady");
+        assert_eq!(get(&status, "Progressing").status, "False");
+        assert_eq!(get(&status, "Degraded").status, "False");
+        assert_eq!(get(&status, "ResourcesOperatorReady").status, "True");
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!((status.replicas, status.ready_replicas), (Some(2), Some(2)));
+        assert_eq!(status.version.as_deref(), Some("16.0.7"));
+        assert!(get(&status, "Ready").observed_generation == Some(3));
+
+        let some = Pods {
+            desired: 3,
+            current: 3,
+            ready: 1,
+            settled: false,
+        };
+        let status = compute(None, &observed(some), at(10));
+        assert_eq!(get(&status, "Ready").reason, "ReplicasNotReady");
+        assert_eq!(get(&status, "Ready").message, "1 of 3 server pods ready");
+        assert_eq!(get(&status, "Progressing").reason, "RollingOut");
+
+        let stopped = Pods {
+            desired: 0,
+            current: 0,
+            ready: 0,
+            settled: true,
+        };
+        let status = compute(None, &observed(stopped), at(10));
+        assert_eq!(get(&status, "Ready").reason, "Stopped");
+        assert_eq!(get(&status, "Progressing").status, "False");
+    }
+
+    #[test]
+    fn a_problem_is_degraded_with_its_reason() {
+        let mut input = observed(Pods {
+            desired: 1,
+            current: 1,
+            ready: 1,
+            settled: true,
+        });
+        input.problem = Some(Problem {
+            reason: "MissingSecret".into(),
+            message:
+                "Secret ns/tls (spec.security.endpointEncryption.certSecretName) does not exist"
+                    .into(),
+        });
+        let status = compute(None, &input, at(10));
+        let degraded = get(&status, "Degraded");
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", "MissingSecret")
+        );
+        assert!(
+            degraded.message.contains("does not exist"),
+            "{}",
+            degraded.message
+        );
+        // The pods that run keep serving.
+        assert_eq!(get(&status, "Ready").status, "True");
+    }
+
+    #[test]
+    fn unchanged_input_gives_the_same_status_and_time_moves_only_on_change() {
+        let pods = Pods {
+            desired: 1,
+            current: 1,
+            ready: 0,
+            settled: false,
+        };
+        let first = compute(None, &observed(pods), at(10));
+        let again = compute(Some(&first), &observed(pods), at(20));
+        assert_eq!(first, again, "nothing changed: nothing to write");
+        let ready = Pods {
+            ready: 1,
+            settled: true,
+            ..pods
+        };
+        let later = compute(Some(&first), &observed(ready), at(30));
+        assert_eq!(get(&later, "Ready").last_transition_time, at(30));
+        assert_eq!(get(&later, "Degraded").last_transition_time, at(10));
+        let order: Vec<_> = later.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(
+            order,
+            ["Ready", "Progressing", "Degraded", "ResourcesOperatorReady"]
+        );
+    }
+
+    #[test]
+    fn resources_operator_states() {
+        for (state, status, reason) in [
+            (ResourcesOperator::Disabled, "False", "Disabled"),
+            (ResourcesOperator::Draining, "False", "Draining"),
+            (
+                ResourcesOperator::Deployed { available: false },
+                "False",
+                "Deploying",
+            ),
+            (
+                ResourcesOperator::Deployed { available: true },
+                "True",
+                "Available",
+            ),
+        ] {
+            let mut input = observed(Pods::default());
+            input.resources_operator = state;
+            let computed = compute(None, &input, at(1));
+            let condition = get(&computed, "ResourcesOperatorReady");
+            assert_eq!(
+                (condition.status.as_str(), condition.reason.as_str()),
+                (status, reason)
+            );
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! `cluster-operator run`: the Kubernetes client, the watch scope, the settings of every
+//! cluster, one controller per watched namespace (or one for all), shutdown on SIGTERM.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common_crds::Infinispan;
+use common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use kube::Api;
+use kube::runtime::events::Reporter;
+use tokio::sync::watch;
+
+use crate::build::{resources_operator, server};
+use crate::cli::{LogFormat, RunArgs, SERVER_IMAGES};
+use crate::controller::{self, Context, Settings};
+use crate::scope::{self, ScopeError, WatchScope};
+
+/// `run` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("invalid --log-level {level:?}: {message}")]
+    LogLevel { level: String, message: String },
+    #[error(transparent)]
+    Scope(#[from] ScopeError),
+    #[error("cannot reach the Kubernetes API server: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("the default server version {version} has no image (--server-image {version}=IMAGE)")]
+    DefaultVersionWithoutImage { version: String },
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+fn init_logging(args: &RunArgs) -> Result<(), RunError> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level).map_err(|e| {
+        RunError::LogLevel {
+            level: args.log_level.clone(),
+            message: e.to_string(),
+        }
+    })?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let _ = match args.log_format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+    Ok(())
+}
+
+/// The controller settings from the command line.
+pub fn settings(args: &RunArgs) -> Result<Settings, RunError> {
+    let mut by_version: BTreeMap<String, String> = SERVER_IMAGES
+        .iter()
+        .map(|(version, image)| (version.to_string(), image.to_string()))
+        .collect();
+    by_version.extend(args.server_images.iter().cloned());
+    if !by_version.contains_key(&args.default_server_version) {
+        return Err(RunError::DefaultVersionWithoutImage {
+            version: args.default_server_version.clone(),
+        });
+    }
+    let mut server = server::Settings::new(server::ServerImages {
+        default_version: args.default_server_version.clone(),
+        by_version,
+    });
+    server.cluster_domain = args.cluster_domain.clone();
+    server.fs_group = args.server_fs_group.0;
+    server.image_pull_secrets = args.image_pull_secrets.clone();
+    let mut resources =
+        resources_operator::Settings::new(args.resources_operator_image.clone(), "");
+    resources.cluster_domain = args.cluster_domain.clone();
+    resources.image_pull_secrets = args.image_pull_secrets.clone();
+    Ok(Settings {
+        server,
+        resources_operator: resources,
+        drain_timeout: args.drain_timeout,
+    })
+}
+
+/// The namespace the operator's pod runs in, if it runs in one.
+fn own_namespace() -> Option<String> {
+    std::env::var("POD_NAMESPACE").ok().or_else(|| {
+        std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok()
+    })
+}
+
+/// Runs the controller until SIGTERM or Ctrl-C.
+pub fn run(args: RunArgs) -> Result<(), RunError> {
+    init_logging(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?;
+    runtime.block_on(run_async(args))
+}
+
+async fn run_async(args: RunArgs) -> Result<(), RunError> {
+    let requested = args
+        .watch_namespaces
+        .clone()
+        .or_else(|| std::env::var("WATCH_NAMESPACE").ok());
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let scope = scope::resolve(requested.as_deref(), in_cluster, own_namespace().as_deref())?;
+    let settings = settings(&args)?;
+    let client = kube::Client::try_default().await?;
+    // Fail early and clearly when the API server or the CRD is not there.
+    client.apiserver_version().await?;
+    let context = Arc::new(Context {
+        client: client.clone(),
+        settings,
+        reporter: Reporter {
+            controller: CLUSTER_OPERATOR_FIELD_MANAGER.to_string(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
+    });
+    tracing::info!(?scope, "cluster operator starting");
+
+    let (stop, stopped) = watch::channel(false);
+    let shutdown = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    };
+    let mut controllers = Vec::new();
+    match &scope {
+        WatchScope::All => {
+            let client = client.clone();
+            controllers.push(tokio::spawn(controller::run(
+                Api::<Infinispan>::all(client.clone()),
+                move || {
+                    (
+                        Api::<StatefulSet>::all(client.clone()),
+                        Api::<Deployment>::all(client.clone()),
+                    )
+                },
+                context.clone(),
+                shutdown(),
+            )));
+        }
+        WatchScope::Namespaces(namespaces) => {
+            for namespace in namespaces {
+                let client = client.clone();
+                let ns = namespace.clone();
+                controllers.push(tokio::spawn(controller::run(
+                    Api::<Infinispan>::namespaced(client.clone(), namespace),
+                    move || {
+                        (
+                            Api::<StatefulSet>::namespaced(client.clone(), &ns),
+                            Api::<Deployment>::namespaced(client.clone(), &ns),
+                        )
+                    },
+                    context.clone(),
+                    shutdown(),
+                )));
+            }
+        }
+    }
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    stop.send_replace(true);
+    for controller in controllers {
+        let _ = controller.await;
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
