@@ -8,8 +8,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, Either, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -21,6 +21,13 @@ use crate::config::ClientConfig;
 use crate::error::{Error, from_response};
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// A request body streamed from a source (an upload read from a file), never held whole.
+pub(crate) type StreamedBody =
+    StreamBody<futures::stream::BoxStream<'static, Result<Frame<Bytes>, std::io::Error>>>;
+
+/// The body of every request: in memory (almost every call) or streamed (uploads).
+pub(crate) type RequestBody = Either<Full<Bytes>, StreamedBody>;
 
 /// The Infinispan REST client. Cheap to clone (one shared connection pool).
 #[derive(Clone)]
@@ -43,7 +50,7 @@ pub(crate) struct Inner {
     pub(crate) base: String,
     /// The path prefix of the base URL (usually empty), needed for DIGEST's `uri`.
     base_path: String,
-    http: HyperClient<Connector, Full<Bytes>>,
+    http: HyperClient<Connector, RequestBody>,
     auth: Mutex<AuthState>,
 }
 
@@ -126,18 +133,7 @@ fn build_connector(config: &ClientConfig) -> Result<Connector, Error> {
     let builder = hyper_rustls::HttpsConnectorBuilder::new();
     let builder = match &config.ca_bundle_pem {
         Some(pem) => {
-            use rustls_pki_types::CertificateDer;
-            use rustls_pki_types::pem::PemObject;
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| Error::Config(format!("CA bundle: {e}")))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| Error::Config(format!("CA bundle: {e}")))?;
-            }
-            if roots.is_empty() {
-                return Err(Error::Config("CA bundle holds no certificate".into()));
-            }
+            let roots = ca_roots(pem)?;
             let tls = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
                 .map_err(|e| Error::Config(format!("TLS: {e}")))?
@@ -149,7 +145,34 @@ fn build_connector(config: &ClientConfig) -> Result<Connector, Error> {
             .with_provider_and_native_roots(provider)
             .map_err(|e| Error::Config(format!("system CA roots: {e}")))?,
     };
-    Ok(builder.https_or_http().enable_http1().wrap_connector(http))
+    let builder = builder.https_or_http();
+    let builder = match &config.tls_server_name {
+        Some(name) => {
+            let name = rustls_pki_types::ServerName::try_from(name.clone())
+                .map_err(|e| Error::Config(format!("TLS server name '{name}': {e}")))?;
+            builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+        }
+        None => builder,
+    };
+    Ok(builder.enable_http1().wrap_connector(http))
+}
+
+/// The trust anchors of a PEM CA bundle: every `CERTIFICATE` block (other blocks and text
+/// around them are skipped); an error when one does not parse or none is there.
+pub(crate) fn ca_roots(pem: &[u8]) -> Result<rustls::RootCertStore, Error> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| Error::Config(format!("CA bundle: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| Error::Config(format!("CA bundle: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(Error::Config("CA bundle holds no certificate".into()));
+    }
+    Ok(roots)
 }
 
 impl Client {
@@ -299,6 +322,18 @@ impl Client {
     /// authentication challenges (at most [`MAX_CHALLENGES`]) and retries a read once on a
     /// pooled connection the server closed. No timeout: callers bound it.
     pub(crate) async fn send(&self, req: &Req, what: &str) -> Result<Response<Incoming>, Error> {
+        self.send_with(req, what, || Ok(Either::Left(Full::new(req.body.clone()))))
+            .await
+    }
+
+    /// [`Client::send`] with the body made by `body` for every attempt (a streamed upload is
+    /// opened again when a challenge makes the request go twice); `req.body` is not sent.
+    pub(crate) async fn send_with(
+        &self,
+        req: &Req,
+        what: &str,
+        body: impl Fn() -> Result<RequestBody, Error>,
+    ) -> Result<Response<Incoming>, Error> {
         let url = format!("{}{}", self.inner.base, req.path);
         let mut challenges = 0;
         let mut reconnected = false;
@@ -323,7 +358,7 @@ impl Client {
                 b = b.header(n, v);
             }
             let request = b
-                .body(Full::new(req.body.clone()))
+                .body(body()?)
                 .map_err(|e| Error::Config(format!("request for {what}: {e}")))?;
             let resp = match self.inner.http.request(request).await {
                 Ok(resp) => resp,

@@ -36,6 +36,10 @@ pub struct ClientConfig {
     pub auth: AuthMethod,
     /// PEM bundle of the CAs to trust for https; `None` uses the system's roots.
     pub ca_bundle_pem: Option<Vec<u8>>,
+    /// The name the server's certificate must carry, when it is not the host of the base URL
+    /// (one pod of a cluster reached by its own address, its certificate issued for the
+    /// cluster's Service name). `None`: the base URL's host.
+    pub tls_server_name: Option<String>,
     /// Bound on one whole ordinary request (headers and body). Not applied to the event stream.
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
@@ -51,6 +55,7 @@ impl ClientConfig {
             credentials: None,
             auth: AuthMethod::Auto,
             ca_bundle_pem: None,
+            tls_server_name: None,
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             tcp_keepalive: Some(TcpKeepalive::default()),
@@ -89,6 +94,20 @@ impl ClientConfig {
         self
     }
 
+    /// Checks a PEM CA bundle as [`crate::Client::new`] reads it, without building a client
+    /// (e.g. at startup, before the credentials are known): how many CA certificates it holds,
+    /// or [`crate::Error::Config`] saying what is wrong (a certificate that does not parse, or
+    /// none at all).
+    pub fn check_ca_bundle_pem(pem: &[u8]) -> Result<usize, crate::Error> {
+        crate::client::ca_roots(pem).map(|roots| roots.len())
+    }
+
+    /// Verifies the server's certificate against `name` instead of the base URL's host.
+    pub fn with_tls_server_name(mut self, name: impl Into<String>) -> Self {
+        self.tls_server_name = Some(name.into());
+        self
+    }
+
     pub fn with_capabilities(mut self, o: CapabilityOverride) -> Self {
         self.capabilities = o;
         self
@@ -110,6 +129,43 @@ mod tests {
         assert_eq!(c.base_url, "http://infinispan.ns.svc.cluster.local:11222");
         let c = ClientConfig::in_cluster("i", "ns", "corp.example", 443, true);
         assert_eq!(c.base_url, "https://i.ns.svc.corp.example:443");
+    }
+
+    /// A self-signed CA (P-256, valid until 2126), for the parsing only.
+    const CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBtTCCAVugAwIBAgIUFYYxAPlXjncqlXgrsbjZecG7qKQwCgYIKoZIzj0EAwIw
+JzElMCMGA1UEAwwcaW5maW5pc3Bhbi1yZXN0IHVuaXQtdGVzdCBDQTAgFw0yNjEx
+MzAxOTE3MzRaGA8yMTI2MTEwNjE5MTczNFowJzElMCMGA1UEAwwcaW5maW5pc3Bh
+bi1yZXN0IHVuaXQtdGVzdCBDQTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABOba
+1RkSRZAwziPROHwKDqClYMgfGWQ+thF8WVio4DuH/beiDyJiaAJTMtnpSybGFTbc
+SdrRjhWa129spCF80zKjYzBhMB0GA1UdDgQWBBRd+KvyKDpK7xBB9wnftk0n1V1e
+OjAfBgNVHSMEGDAWgBRd+KvyKDpK7xBB9wnftk0n1V1eOjAPBgNVHRMBAf8EBTAD
+AQH/MA4GA1UdDwEB/wQEAwIBBjAKBggqhkjOPQQDAgNIADBFAiEAyTZCeuBfo1lZ
+exCtdRunOCA5qeCe3rH9T5znpeRxK04CIDRDYf7Xxwagr9RvZjWkzFKEX387r8KW
+sbh8zYNCRX6Q
+-----END CERTIFICATE-----
+";
+
+    #[test]
+    fn a_ca_bundle_is_checked_like_the_client_reads_it() {
+        let check = |pem: &str| ClientConfig::check_ca_bundle_pem(pem.as_bytes());
+        assert_eq!(check(CA).ok(), Some(1));
+        assert_eq!(check(&format!("a comment\n{CA}\n{CA}")).ok(), Some(2));
+        let broken = CA.replacen("MIIB", "MIIC", 1);
+        let truncated: String = CA.lines().take(4).collect::<Vec<_>>().join("\n");
+        for bad in [
+            "",
+            "not a certificate",
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+            broken.as_str(),
+            truncated.as_str(),
+        ] {
+            let error = check(bad);
+            assert!(
+                matches!(&error, Err(crate::Error::Config(m)) if m.contains("CA bundle")),
+                "{bad:?}: {error:?}"
+            );
+        }
     }
 
     #[test]

@@ -83,6 +83,11 @@ pub enum Error {
     /// The client was configured wrongly (bad URL, unreadable CA bundle...).
     #[error("invalid client configuration: {0}")]
     Config(String),
+
+    /// A local read or write failed: the file an archive is uploaded from, or the writer a
+    /// download goes to. Nothing the server did.
+    #[error("{what}: {message}")]
+    Local { what: String, message: String },
 }
 
 impl Error {
@@ -111,11 +116,19 @@ impl Error {
             Error::Server { .. } => "ServerError",
             Error::Decode { .. } => "Decode",
             Error::Config(_) => "Config",
+            Error::Local { .. } => "Local",
         }
     }
 
     pub(crate) fn decode(what: &str, message: impl std::fmt::Display) -> Self {
         Error::Decode {
+            what: what.to_owned(),
+            message: message.to_string(),
+        }
+    }
+
+    pub(crate) fn local(what: &str, message: impl std::fmt::Display) -> Self {
+        Error::Local {
             what: what.to_owned(),
             message: message.to_string(),
         }

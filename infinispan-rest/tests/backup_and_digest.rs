@@ -68,14 +68,34 @@ async fn a_backup_from_one_server_restores_into_another() {
             .expect("wait"),
         JobStatus::Done
     );
-    let archive = source.download_backup(&backup).await.expect("download");
+    // The archive streams to a file and from it: never whole in memory.
+    let dir = std::env::temp_dir().join(unique("it-bk-archive"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("archive.zip");
+    let mut file = tokio::fs::File::create(&path).await.expect("archive file");
+    let written = source
+        .download_backup_to(&backup, &mut file)
+        .await
+        .expect("download");
+    drop(file);
+    let archive = std::fs::read(&path).expect("read archive");
+    assert_eq!(written, archive.len() as u64);
     assert!(archive.starts_with(b"PK"), "a zip archive");
 
     let restore = unique("it-restore");
     target
-        .start_restore_upload(&restore, archive, None)
+        .start_restore_upload_file(&restore, &path, None)
         .await
         .expect("start restore");
+    assert!(
+        matches!(
+            target
+                .start_restore_upload_file(&restore, &path, None)
+                .await,
+            Err(Error::AlreadyExists { .. })
+        ),
+        "a restore name in use is refused before the upload"
+    );
     assert_eq!(
         target
             .wait_restore(&restore, Duration::from_secs(60))
@@ -115,6 +135,7 @@ async fn a_backup_from_one_server_restores_into_another() {
         .delete_restore(&restore)
         .await
         .expect("delete restore");
+    std::fs::remove_dir_all(&dir).expect("remove the archive");
     source.delete_backup(&backup).await.expect("delete backup");
     assert!(matches!(
         source.backup_status(&backup).await,

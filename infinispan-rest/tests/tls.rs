@@ -1,6 +1,7 @@
 //! https with a custom CA against a real TLS server: a private node started with
 //! `e2e/testbed/infinispan/infinispan-tls.xml` and a CA + server certificate made with openssl
-//! at test time (nothing committed; the files are removed at the end).
+//! at test time by `server_tls_pki` of `e2e/testbed/pki.sh` (nothing committed; the files are
+//! removed at the end).
 
 mod common;
 
@@ -35,102 +36,27 @@ impl Drop for Pki {
     }
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 impl Pki {
     /// `ca.pem` (the test CA), `server.pem` (PKCS#8 key + certificate for 127.0.0.1 and
     /// localhost, signed by the CA: the keystore of infinispan-tls.xml) and `other-ca.pem` (an
-    /// unrelated CA).
+    /// unrelated CA), made by `server_tls_pki` of e2e/testbed/pki.sh.
     fn generate() -> Pki {
         let dir = std::env::temp_dir().join(unique("it-rest-tls-pki"));
-        std::fs::create_dir_all(&dir).expect("scratch dir");
         let pki = Pki {
             dir,
             extra: Vec::new(),
         };
-        let d = &pki.dir;
-        for (key, cert, cn) in [
-            ("ca.key", "ca.pem", "it-rest-tls-ca"),
-            ("other-ca.key", "other-ca.pem", "it-rest-other-ca"),
-        ] {
-            openssl(
-                d,
-                &[
-                    "req",
-                    "-x509",
-                    "-newkey",
-                    "rsa:2048",
-                    "-nodes",
-                    "-days",
-                    "2",
-                    "-keyout",
-                    key,
-                    "-out",
-                    cert,
-                    "-subj",
-                    &format!("/CN={cn}"),
-                    "-addext",
-                    "basicConstraints=critical,CA:TRUE",
-                    "-addext",
-                    "keyUsage=critical,keyCertSign,cRLSign",
-                ],
-            );
-        }
-        std::fs::write(
-            d.join("server.ext"),
-            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
-             extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n",
-        )
-        .expect("ext file");
-        openssl(
-            d,
-            &[
-                "req",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-keyout",
-                "server.key",
-                "-out",
-                "server.csr",
-                "-subj",
-                "/CN=localhost",
-            ],
+        let out = Command::new("bash")
+            .args(["-c", r#"source "$1" && server_tls_pki "$2""#, "pki"])
+            .arg(common::repo_root().join("e2e/testbed/pki.sh"))
+            .arg(&pki.dir)
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "server_tls_pki (e2e/testbed/pki.sh) failed: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        openssl(
-            d,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                "server.csr",
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-extfile",
-                "server.ext",
-                "-out",
-                "server.crt",
-            ],
-        );
-        let mut pem = std::fs::read(d.join("server.key")).expect("key");
-        pem.extend(std::fs::read(d.join("server.crt")).expect("cert"));
-        std::fs::write(d.join("server.pem"), pem).expect("server.pem");
         pki
     }
 
@@ -254,6 +180,30 @@ async fn https_with_a_custom_ca_basic_auth_operations_errors_and_the_event_strea
     )
     .expect("client");
     assert!(by_name.cache_exists(&cache).await.expect("via localhost"));
+    // reached by one address, verified against another name (one pod of a cluster reached
+    // by its own address, its certificate issued for the Service): the name decides
+    let pinned = |name: &str| {
+        Client::new(
+            config()
+                .with_ca_bundle_pem(ca.clone())
+                .with_tls_server_name(name),
+        )
+        .expect("client")
+    };
+    assert!(
+        pinned("localhost")
+            .cache_exists(&cache)
+            .await
+            .expect("127.0.0.1 verified as localhost")
+    );
+    let err = pinned("infinispan.other.svc.cluster.local")
+        .cache_exists(&cache)
+        .await
+        .expect_err("a name the certificate lacks");
+    assert!(
+        matches!(&err, infinispan_rest::Error::Tls { message, .. } if message.contains("does not name the host")),
+        "{err:?}"
+    );
     // AuthMethod::Auto over TLS: the server offers DIGEST and BASIC by default, Auto picks one
     let auto = Client::new(
         config()
