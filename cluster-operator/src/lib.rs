@@ -7,6 +7,7 @@
 //!   `resources-operator-rules`).
 //! - [`controller`]: the `Infinispan` controller (apply, status, teardown).
 //! - [`scope`]: which namespaces are watched.
+//! - [`servers`]: how the operator reaches a cluster's server (URL, credentials, CA).
 //! - [`run`]: `cluster-operator run`.
 
 pub mod build;
@@ -15,6 +16,7 @@ pub mod controller;
 pub mod manifests;
 pub mod run;
 pub mod scope;
+pub mod servers;
 
 use cli::{Cli, Command, CrdArgs};
 use manifests::ManifestError;

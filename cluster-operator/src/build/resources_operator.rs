@@ -328,13 +328,21 @@ pub fn infinispan_url(cluster: &Infinispan, cluster_domain: &str) -> Result<Stri
             domain: cluster_domain.to_string(),
         });
     }
-    let scheme = match cluster.spec.security.endpoint_encryption.type_ {
-        EncryptionType::None => "http",
-        EncryptionType::Secret => "https",
-    };
+    let scheme = endpoint_scheme(cluster);
     Ok(format!(
         "{scheme}://{name}.{namespace}.svc.{domain}:{SERVER_PORT}"
     ))
+}
+
+/// The scheme of the cluster's endpoint: `https` when it is encrypted
+/// (`spec.security.endpointEncryption.type: Secret`: the server then speaks only TLS on its one
+/// port), `http` otherwise. The one place of that rule (the cluster operator's own server
+/// access uses it too, `crate::servers`).
+pub fn endpoint_scheme(cluster: &Infinispan) -> &'static str {
+    match cluster.spec.security.endpoint_encryption.type_ {
+        EncryptionType::None => "http",
+        EncryptionType::Secret => "https",
+    }
 }
 
 /// The labels of every object of the resources operator of `cluster` (and of its pods).
