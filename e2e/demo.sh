@@ -166,7 +166,7 @@ The resources operator keeps running (pid $(cat "$PIDFILE"), log $LOG).
 
 Everything is still running. Try:
   source $RUN_DIR/env
-  kubectl get infinispan -A            # every kind of the project (category 'infinispan')
+  kubectl get infinispan-all -A        # every kind of the project (category 'infinispan-all')
   kubectl explain cache.spec
   curl -u "\$INFINISPAN_USER:\$INFINISPAN_PASSWORD" "\$INFINISPAN_URL/rest/v2/caches"
   kubectl apply -n demo -f <your Cache CR, label infinispan.org/cluster: demo>   # synced by the operator

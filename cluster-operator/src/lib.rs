@@ -9,11 +9,13 @@
 //! - [`scope`]: which namespaces are watched.
 //! - [`servers`]: how the operator reaches a cluster's server (URL, credentials, CA).
 //! - [`run`]: `cluster-operator run`.
+//! - [`rbac`]: the cluster operator's own RBAC rules.
 
 pub mod build;
 pub mod cli;
 pub mod controller;
 pub mod manifests;
+pub mod rbac;
 pub mod run;
 pub mod scope;
 pub mod servers;

@@ -18,7 +18,7 @@ use crate::common::SelectedResources;
     kind = "Backup",
     namespaced,
     shortname = "ispnbackup",
-    category = "infinispan",
+    category = "infinispan-all",
     status = "BackupStatus",
     derive = "PartialEq",
     doc = "A backup archive of an Infinispan cluster's resources and data, taken once by the cluster operator. The spec cannot change after creation: create another Backup instead.",

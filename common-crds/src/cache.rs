@@ -18,7 +18,7 @@ pub const TEMPLATE_XOR_MESSAGE: &str =
     kind = "Cache",
     namespaced,
     shortname = "ispncache",
-    category = "infinispan",
+    category = "infinispan-all",
     status = "ResourceStatus",
     derive = "PartialEq",
     doc = "A cache on the Infinispan server of the cluster named by the label infinispan.org/cluster (required). Kept in sync in both directions by the cluster's resources operator: caches created on the server by any client appear as Cache CRs (label infinispan.org/origin=server).",

@@ -16,7 +16,7 @@ use crate::common::{ResourceKind, ResourceSpecCommon, ResourceStatus, UpdateStra
     kind = "Counter",
     namespaced,
     shortname = "ispncounter",
-    category = "infinispan",
+    category = "infinispan-all",
     status = "ResourceStatus",
     derive = "PartialEq",
     doc = "A clustered counter on the Infinispan server of the cluster named by the label infinispan.org/cluster (required). Counters are immutable on the server: a change needs updates.strategy recreate, which resets the value. The spec is the counter's definition, never its current value.",

@@ -316,7 +316,7 @@ mod tests {
             );
             assert_eq!(
                 crd.spec.names.categories,
-                Some(vec!["infinispan".to_string()]),
+                Some(vec!["infinispan-all".to_string()]),
                 "{kind}"
             );
             assert_eq!(crd.spec.versions.len(), 1, "{kind}");

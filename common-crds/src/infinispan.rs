@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
     kind = "Infinispan",
     namespaced,
     shortname = "ispn",
-    category = "infinispan",
+    category = "infinispan-all",
     status = "InfinispanStatus",
     derive = "PartialEq",
     doc = "An Infinispan cluster, deployed and run by the cluster operator. Resources on the server (caches, templates, counters, schemas, tasks) are CRs of their own, labelled infinispan.org/cluster=<this name>, kept in sync by the cluster's resources operator.",

@@ -17,7 +17,7 @@ use crate::common::SelectedResources;
     kind = "Restore",
     namespaced,
     shortname = "ispnrestore",
-    category = "infinispan",
+    category = "infinispan-all",
     status = "RestoreStatus",
     derive = "PartialEq",
     doc = "Restores the archive of a Backup into an Infinispan cluster, once, by the cluster operator. CRs recreate what the restored server lacks; no CR is deleted. The spec cannot change after creation: create another Restore instead.",

@@ -14,7 +14,7 @@ use crate::common::{ResourceKind, ResourceSpecCommon, ResourceStatus};
     kind = "Schema",
     namespaced,
     shortname = "ispnschema",
-    category = "infinispan",
+    category = "infinispan-all",
     status = "ResourceStatus",
     derive = "PartialEq",
     doc = "A Protobuf schema on the Infinispan server of the cluster named by the label infinispan.org/cluster (required). Its server name always ends in .proto: the server appends it to names that lack it.",

@@ -14,7 +14,7 @@ use crate::common::{ResourceKind, ResourceSpecCommon, ResourceStatus};
     kind = "Task",
     namespaced,
     shortname = "ispntask",
-    category = "infinispan",
+    category = "infinispan-all",
     status = "ResourceStatus",
     derive = "PartialEq",
     doc = "A server task (script) on the Infinispan server of the cluster named by the label infinispan.org/cluster (required). The script's first line holds its options, e.g. // mode=local,language=javascript. The server has no task events and no task delete: the resources operator follows the server's script cache instead (its entry events, and deletes there).",

@@ -14,7 +14,7 @@ use crate::common::{ResourceKind, ResourceSpecCommon, ResourceStatus, UpdateStra
     kind = "Template",
     namespaced,
     shortname = "ispntemplate",
-    category = "infinispan",
+    category = "infinispan-all",
     status = "ResourceStatus",
     derive = "PartialEq",
     doc = "A cache configuration template on the Infinispan server of the cluster named by the label infinispan.org/cluster (required); caches refer to it by spec.templateName. Templates are immutable on the server: a change needs updates.strategy recreate, and a template is not recreated while caches use it.",

@@ -179,7 +179,7 @@ impl OperatorIdentity {
 }
 
 /// Server-side apply of one namespaced object as the test harness.
-async fn apply<K>(admin: &Client, namespace: &str, object: &K) -> anyhow::Result<()>
+pub(crate) async fn apply<K>(admin: &Client, namespace: &str, object: &K) -> anyhow::Result<()>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -201,7 +201,7 @@ where
 
 /// Writes a kubeconfig for the admin kubeconfig's cluster (server and CA) with `token` as the
 /// user, readable by the owner only.
-fn write_kubeconfig(
+pub(crate) fn write_kubeconfig(
     admin: &Path,
     path: &Path,
     user: &str,

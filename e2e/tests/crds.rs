@@ -669,7 +669,7 @@ async fn kubectl_shows_printer_columns_short_names_and_category() -> anyhow::Res
     // The category lists every kind at once.
     let all = kubectl_stdout(
         &testbed,
-        &["get", "infinispan", "-n", &ns.name, "-o", "name"],
+        &["get", "infinispan-all", "-n", &ns.name, "-o", "name"],
     )?;
     for expected in [
         "cache.infinispan.org/cache-one",
@@ -679,8 +679,14 @@ async fn kubectl_shows_printer_columns_short_names_and_category() -> anyhow::Res
     ] {
         assert!(
             all.contains(expected),
-            "category infinispan lacks {expected}: {all}"
+            "category infinispan-all lacks {expected}: {all}"
         );
     }
+    // The category does not shadow the kind: one cluster by its singular name.
+    let one = kubectl_stdout(
+        &testbed,
+        &["get", "infinispan", "demo", "-n", &ns.name, "-o", "name"],
+    )?;
+    assert_eq!(one.trim(), "infinispan.infinispan.org/demo");
     ns.delete().await
 }

@@ -233,6 +233,8 @@ async fn finalize(
                     Time(Timestamp::now()),
                 );
                 common_crds::conditions::set_condition(&mut next.conditions, condition);
+                // Marking the CR deleted moved its generation: this status describes it.
+                next.observed_generation = cluster.meta().generation;
                 next
             })
             .await?;

@@ -1,0 +1,143 @@
+//! The cluster operator's own permissions: one ClusterRole's rules, bound with a RoleBinding
+//! in each watched namespace (or a ClusterRoleBinding when it watches all namespaces). Defined
+//! once, here: the Helm chart and the OLM bundle carry [`rules`] (printed by `cluster-operator
+//! cluster-operator-rules`), and the end-to-end suites run the operator under exactly these.
+//!
+//! | what | rule |
+//! |---|---|
+//! | watches `Infinispan` CRs, adds and removes its finalizer | `infinispans`: get, list, watch, patch |
+//! | writes their status | `infinispans/status`: get, patch |
+//! | owner references with `blockOwnerDeletion` on everything it creates | `infinispans/finalizers`: update |
+//! | Backup and Restore CRs, their status and finalizers | `backups`, `restores`: get, list, watch, patch; `/status`: get, patch; `/finalizers`: update |
+//! | drain: lists the five resource kinds of a cluster, removes left-over finalizers | their plurals: list, patch (within the resources operator's rules below) |
+//! | generated Secrets (credentials, identities), reads the user's Secrets (identities, TLS) | `secrets`: get, create, patch, delete |
+//! | server ConfigMap, reads the overlay ConfigMap | `configmaps`: get, create, patch, delete |
+//! | Services, ServiceAccounts | get, create, patch, delete |
+//! | StatefulSets, Deployments (watched: owned objects) | get, list, watch, create, patch, delete |
+//! | PodDisruptionBudgets | `policy` `poddisruptionbudgets`: get, create, patch, delete |
+//! | the resources operator's Role and RoleBinding | `roles`, `rolebindings`: get, create, patch, delete |
+//! | deletes a drained resources operator's Lease | `leases`: delete (with the get, update, create below) |
+//! | Events | `events.k8s.io` `events`: create, patch |
+//! | what it grants each resources operator (the API server refuses a Role granting more than its creator holds) | [`common_crds::rbac::grantable_rules`] |
+//!
+//! No wildcard. `pods/exec` is never needed: the operator reaches servers over REST.
+
+use common_crds::labels::API_GROUP;
+use common_crds::rbac::grantable_rules;
+use k8s_openapi::api::rbac::v1::PolicyRule;
+
+fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_string()]),
+        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        resource_names: None,
+        non_resource_urls: None,
+    }
+}
+
+/// The cluster operator's rules in every namespace it watches.
+pub fn rules() -> Vec<PolicyRule> {
+    let mut rules = vec![
+        rule(
+            API_GROUP,
+            &["infinispans"],
+            &["get", "list", "watch", "patch"],
+        ),
+        rule(API_GROUP, &["infinispans/status"], &["get", "patch"]),
+        rule(API_GROUP, &["infinispans/finalizers"], &["update"]),
+        rule(
+            API_GROUP,
+            &["backups", "restores"],
+            &["get", "list", "watch", "patch"],
+        ),
+        rule(
+            API_GROUP,
+            &["backups/status", "restores/status"],
+            &["get", "patch"],
+        ),
+        rule(
+            API_GROUP,
+            &["backups/finalizers", "restores/finalizers"],
+            &["update"],
+        ),
+        rule("", &["secrets"], &["get", "create", "patch", "delete"]),
+        rule(
+            "",
+            &["configmaps", "services", "serviceaccounts"],
+            &["get", "create", "patch", "delete"],
+        ),
+        rule(
+            "apps",
+            &["statefulsets", "deployments"],
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
+        rule(
+            "policy",
+            &["poddisruptionbudgets"],
+            &["get", "create", "patch", "delete"],
+        ),
+        rule(
+            "rbac.authorization.k8s.io",
+            &["roles", "rolebindings"],
+            &["get", "create", "patch", "delete"],
+        ),
+        rule("coordination.k8s.io", &["leases"], &["delete"]),
+    ];
+    // Everything it grants, which covers list and patch of the five kinds (the drain), get,
+    // update and create of Leases, and Events.
+    rules.extend(grantable_rules());
+    rules
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
+        rules.iter().any(|rule| {
+            rule.api_groups.iter().flatten().any(|g| g == group)
+                && rule.resources.iter().flatten().any(|r| r == resource)
+                && rule.verbs.iter().any(|v| v == verb)
+                && rule.resource_names.is_none()
+        })
+    }
+
+    #[test]
+    fn holds_everything_it_grants_and_what_it_does() {
+        let rules = rules();
+        for granted in grantable_rules() {
+            for group in granted.api_groups.iter().flatten() {
+                for resource in granted.resources.iter().flatten() {
+                    for verb in &granted.verbs {
+                        assert!(
+                            allows(&rules, group, resource, verb),
+                            "{group} {resource} {verb}"
+                        );
+                    }
+                }
+            }
+        }
+        for kind in ["caches", "templates", "counters", "schemas", "tasks"] {
+            assert!(allows(&rules, API_GROUP, kind, "list"));
+            assert!(allows(&rules, API_GROUP, kind, "patch"));
+        }
+        assert!(allows(&rules, "apps", "statefulsets", "watch"));
+        assert!(allows(&rules, "coordination.k8s.io", "leases", "delete"));
+    }
+
+    #[test]
+    fn no_wildcards_and_no_exec() {
+        for rule in rules() {
+            for text in rule
+                .verbs
+                .iter()
+                .chain(rule.resources.iter().flatten())
+                .chain(rule.api_groups.iter().flatten())
+            {
+                assert_ne!(text, "*", "{rule:?}");
+            }
+            assert!(!rule.resources.iter().flatten().any(|r| r.contains("exec")));
+        }
+    }
+}

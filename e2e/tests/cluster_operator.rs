@@ -1,0 +1,834 @@
+//! End-to-end: the cluster operator (`cluster-operator run`, the real binary) under its own
+//! least-privilege identity (the ClusterRole of `cluster_operator::rbac`, bound in the watched
+//! namespaces only), on the testbed's API server with owner-reference permission enforcement
+//! and a controller-manager, in namespaces labelled for the restricted Pod Security profile, so
+//! the pods the StatefulSet and ReplicaSet controllers create are really admitted (or refused).
+//! No kubelet runs: pods stay Pending, so the server never becomes ready here (the full chain
+//! with real processes is `cluster_chain`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use common_crds::Infinispan;
+use common_crds::labels::{CLUSTER_FINALIZER, CLUSTER_LABEL, RESOURCES_FINALIZER};
+use e2e::cluster_operator::{ClusterOperator, ClusterOperatorIdentity};
+use e2e::{TestNamespace, Testbed, eventually, install_crds};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+/// The drain timeout the operator runs with in these tests.
+const DRAIN_TIMEOUT: &str = "8s";
+
+struct Env {
+    client: Client,
+    namespaces: Vec<TestNamespace>,
+    identity: ClusterOperatorIdentity,
+    operator: ClusterOperator,
+}
+
+impl Env {
+    async fn start(prefix: &str, namespaces: usize) -> anyhow::Result<Self> {
+        let testbed = Testbed::get()?;
+        let client = testbed.admin_client().await?;
+        install_crds(&client).await?;
+        let mut created = Vec::new();
+        for _ in 0..namespaces {
+            created.push(TestNamespace::create(&client, prefix).await?);
+        }
+        let names: Vec<&str> = created.iter().map(|n| n.name.as_str()).collect();
+        let identity = ClusterOperatorIdentity::create(&client, &testbed, &names).await?;
+        let operator = ClusterOperator::start(
+            &identity.kubeconfig,
+            &names,
+            &[&format!("--drain-timeout={DRAIN_TIMEOUT}")],
+        )?;
+        Ok(Self {
+            client,
+            namespaces: created,
+            identity,
+            operator,
+        })
+    }
+
+    fn ns(&self) -> &str {
+        &self.namespaces[0].name
+    }
+
+    fn clusters(&self, namespace: &str) -> Api<Infinispan> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    async fn apply_cluster(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: Value,
+    ) -> anyhow::Result<Infinispan> {
+        let cr: Infinispan = serde_json::from_value(json!({
+            "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
+            "metadata": { "name": name, "namespace": namespace },
+            "spec": spec,
+        }))?;
+        Ok(self
+            .clusters(namespace)
+            .patch(
+                name,
+                &PatchParams::apply("e2e-user").force(),
+                &Patch::Apply(&cr),
+            )
+            .await?)
+    }
+
+    async fn merge_spec(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: Value,
+    ) -> anyhow::Result<Infinispan> {
+        Ok(self
+            .clusters(namespace)
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": spec })),
+            )
+            .await?)
+    }
+
+    /// Waits until the CR's status describes its current generation and `check` holds.
+    async fn wait_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        what: &str,
+        check: impl Fn(&Infinispan) -> bool,
+    ) -> anyhow::Result<Infinispan> {
+        let api = self.clusters(namespace);
+        let check = &check;
+        let api = &api;
+        eventually(what, WAIT, || async move {
+            let cr = api.get(name).await?;
+            let current =
+                cr.status.as_ref().and_then(|s| s.observed_generation) == cr.metadata.generation;
+            Ok((current && check(&cr)).then_some(cr))
+        })
+        .await
+        .map_err(|e| self.operator.with_log(e))
+    }
+
+    async fn finish(self) -> anyhow::Result<()> {
+        self.operator.stop().await?;
+        for namespace in self.namespaces {
+            // Release what the stopped operator would have released, then drop the namespace.
+            let api: Api<Infinispan> =
+                Api::namespaced(namespace_client(&namespace), &namespace.name);
+            for cr in api.list(&ListParams::default()).await?.items {
+                let patch = json!({ "metadata": { "finalizers": null } });
+                let _ = api
+                    .patch(
+                        &cr.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await;
+            }
+            namespace.delete().await?;
+        }
+        self.identity.delete(&self.client).await
+    }
+}
+
+fn namespace_client(_: &TestNamespace) -> Client {
+    // TestNamespace keeps its client private; the admin client is rebuilt from the testbed.
+    futures_client()
+}
+
+fn futures_client() -> Client {
+    let testbed = Testbed::get().expect("testbed");
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| handle.block_on(testbed.admin_client())).expect("admin client")
+}
+
+fn condition<'a>(cr: &'a Infinispan, type_: &str) -> Option<(&'a str, &'a str, &'a str)> {
+    cr.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
+}
+
+fn controlled_by(object: &impl Resource, cr: &Infinispan) -> bool {
+    object.meta().owner_references.iter().flatten().any(|o| {
+        Some(&o.uid) == cr.metadata.uid.as_ref()
+            && o.controller == Some(true)
+            && o.block_owner_deletion == Some(true)
+            && o.kind == "Infinispan"
+    })
+}
+
+async fn get<K>(client: &Client, namespace: &str, name: &str) -> anyhow::Result<Option<K>>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    Ok(Api::<K>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await?)
+}
+
+/// Every object the operator creates for cluster `name`, by kind and name, with whether it is
+/// controlled by `cr`.
+async fn objects_of(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    cr: &Infinispan,
+) -> anyhow::Result<BTreeMap<String, bool>> {
+    let mut found = BTreeMap::new();
+    macro_rules! look {
+        ($kind:ty, $object:expr) => {
+            let object: String = $object;
+            if let Some(o) = get::<$kind>(client, namespace, &object).await? {
+                found.insert(
+                    format!("{}/{}", <$kind>::kind(&()), object),
+                    controlled_by(&o, cr),
+                );
+            }
+        };
+    }
+    look!(ConfigMap, format!("{name}-server-config"));
+    look!(Secret, format!("{name}-operator-credentials"));
+    look!(Secret, format!("{name}-generated-identities"));
+    look!(Secret, format!("{name}-server-identities"));
+    look!(Service, name.to_string());
+    look!(Service, format!("{name}-ping"));
+    look!(StatefulSet, name.to_string());
+    look!(PodDisruptionBudget, name.to_string());
+    look!(ServiceAccount, format!("resources-operator-{name}"));
+    look!(Role, format!("resources-operator-{name}"));
+    look!(RoleBinding, format!("resources-operator-{name}"));
+    look!(Deployment, format!("resources-operator-{name}"));
+    Ok(found)
+}
+
+const ALL_OBJECTS: [&str; 12] = [
+    "ConfigMap/{}-server-config",
+    "Secret/{}-operator-credentials",
+    "Secret/{}-generated-identities",
+    "Secret/{}-server-identities",
+    "Service/{}",
+    "Service/{}-ping",
+    "StatefulSet/{}",
+    "PodDisruptionBudget/{}",
+    "ServiceAccount/resources-operator-{}",
+    "Role/resources-operator-{}",
+    "RoleBinding/resources-operator-{}",
+    "Deployment/resources-operator-{}",
+];
+
+fn expected_objects(name: &str) -> Vec<String> {
+    let mut all: Vec<String> = ALL_OBJECTS.iter().map(|t| t.replace("{}", name)).collect();
+    all.sort();
+    all
+}
+
+async fn pods_of(client: &Client, namespace: &str) -> anyhow::Result<Vec<String>> {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await?;
+    let mut names: Vec<String> = pods.items.iter().map(|p| p.name_any()).collect();
+    names.sort();
+    Ok(names)
+}
+
+async fn events(client: &Client, namespace: &str, reason: &str) -> anyhow::Result<Vec<Event>> {
+    let list = Api::<Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_gets_every_object_owned_and_its_pods_admitted() -> anyhow::Result<()> {
+    let env = Env::start("co-create", 1).await?;
+    let ns = env.ns().to_string();
+    env.apply_cluster(&ns, "demo", json!({ "replicas": 2 }))
+        .await?;
+    let cr = env
+        .wait_status(
+            &ns,
+            "demo",
+            "the status of demo describes generation 1",
+            |cr| {
+                condition(cr, "Ready").is_some()
+                    && condition(cr, "ResourcesOperatorReady").is_some()
+            },
+        )
+        .await?;
+    ensure!(
+        cr.finalizers().iter().any(|f| f == CLUSTER_FINALIZER),
+        "no finalizer: {:?}",
+        cr.metadata.finalizers
+    );
+    let status = cr.status.clone().context("status")?;
+    ensure!(status.operator_credentials_secret.as_deref() == Some("demo-operator-credentials"));
+    ensure!(
+        status.version.as_deref() == Some(common_crds_version()),
+        "{status:?}"
+    );
+    ensure!(
+        status.selector.as_deref()
+            == Some("app.kubernetes.io/instance=demo,app.kubernetes.io/name=infinispan")
+    );
+    // No kubelet: nothing becomes ready, and the conditions say so.
+    ensure!(
+        condition(&cr, "Ready").map(|c| (c.0, c.1)) == Some(("False", "ReplicasNotReady")),
+        "{:?}",
+        condition(&cr, "Ready")
+    );
+    ensure!(
+        condition(&cr, "Degraded").map(|c| c.0) == Some("False"),
+        "{:?}",
+        condition(&cr, "Degraded")
+    );
+    ensure!(condition(&cr, "ResourcesOperatorReady").map(|c| c.1) == Some("Deploying"));
+
+    let objects = objects_of(&env.client, &ns, "demo", &cr).await?;
+    ensure!(
+        objects.keys().cloned().collect::<Vec<_>>() == expected_objects("demo"),
+        "objects: {objects:?}"
+    );
+    ensure!(
+        objects.values().all(|owned| *owned),
+        "not all controlled by the CR: {objects:?}"
+    );
+
+    // The controllers' pods are admitted under the restricted profile.
+    let client = &env.client;
+    let ns_ref = ns.as_str();
+    let pods = eventually(
+        "the server pods and the resources operator pod exist",
+        WAIT,
+        || async move {
+            let pods = pods_of(client, ns_ref).await?;
+            let servers = pods.iter().filter(|p| p.starts_with("demo-")).count();
+            let operators = pods
+                .iter()
+                .filter(|p| p.starts_with("resources-operator-demo-"))
+                .count();
+            Ok((servers == 2 && operators == 1).then_some(pods))
+        },
+    )
+    .await?;
+    ensure!(
+        events(client, ns_ref, "FailedCreate").await?.is_empty(),
+        "pods refused: {:?}",
+        events(client, ns_ref, "FailedCreate").await?
+    );
+    println!("pods admitted under the restricted profile: {pods:?}");
+
+    // The operator's own identity was enough: nothing it did was refused.
+    ensure!(
+        env.operator.log_lines(&["Forbidden"]) == 0,
+        "{}",
+        std::fs::read_to_string(&env.operator.log)?
+    );
+    env.finish().await
+}
+
+fn common_crds_version() -> &'static str {
+    cluster_operator::cli::DEFAULT_SERVER_VERSION
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn changes_update_exactly_what_they_must() -> anyhow::Result<()> {
+    let env = Env::start("co-update", 1).await?;
+    let ns = env.ns().to_string();
+    env.apply_cluster(&ns, "demo", json!({ "replicas": 1 }))
+        .await?;
+    env.wait_status(&ns, "demo", "first status", |cr| {
+        condition(cr, "Ready").is_some()
+    })
+    .await?;
+    let client = &env.client;
+    let sts0: StatefulSet = get(client, &ns, "demo").await?.context("sts")?;
+    let cm0: ConfigMap = get(client, &ns, "demo-server-config")
+        .await?
+        .context("cm")?;
+    let dep0: Deployment = get(client, &ns, "resources-operator-demo")
+        .await?
+        .context("deployment")?;
+    ensure!(
+        get::<PodDisruptionBudget>(client, &ns, "demo")
+            .await?
+            .is_none(),
+        "a budget on one pod"
+    );
+
+    // Replicas: the StatefulSet scales, a budget appears, nothing else moves.
+    env.merge_spec(&ns, "demo", json!({ "replicas": 3 }))
+        .await?;
+    env.wait_status(&ns, "demo", "status of replicas 3", |_| true)
+        .await?;
+    let sts1: StatefulSet = get(client, &ns, "demo").await?.context("sts")?;
+    ensure!(sts1.spec.replicas == Some(3));
+    ensure!(
+        sts1.spec.template == sts0.spec.template,
+        "the pod template changed on a scale"
+    );
+    ensure!(
+        get::<PodDisruptionBudget>(client, &ns, "demo")
+            .await?
+            .is_some(),
+        "no budget at 3 pods"
+    );
+    let cm1: ConfigMap = get(client, &ns, "demo-server-config")
+        .await?
+        .context("cm")?;
+    ensure!(
+        cm1.resource_version() == cm0.resource_version(),
+        "the ConfigMap was rewritten on a scale"
+    );
+    let dep1: Deployment = get(client, &ns, "resources-operator-demo")
+        .await?
+        .context("deployment")?;
+    ensure!(
+        dep1.metadata.generation == dep0.metadata.generation,
+        "the resources operator rolled on a scale"
+    );
+
+    // Server resources: the pod template changes (Kubernetes rolls it), the resources operator
+    // does not.
+    env.merge_spec(&ns, "demo", json!({ "container": { "resources": { "requests": { "memory": "2Gi", "cpu": "1" }, "limits": { "memory": "2Gi" } } } })).await?;
+    env.wait_status(&ns, "demo", "status after resources", |_| true)
+        .await?;
+    let sts2: StatefulSet = get(client, &ns, "demo").await?.context("sts")?;
+    let resources = sts2
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.resources.clone())
+        .context("resources")?;
+    ensure!(
+        serde_json::to_value(&resources)?["limits"]["memory"] == "2Gi",
+        "{resources:?}"
+    );
+    let dep2: Deployment = get(client, &ns, "resources-operator-demo")
+        .await?
+        .context("deployment")?;
+    ensure!(
+        dep2.metadata.generation == dep0.metadata.generation,
+        "the resources operator rolled on a server change"
+    );
+
+    // Resources operator settings: its Deployment rolls, the server does not.
+    env.merge_spec(&ns, "demo", json!({ "resourcesOperator": { "logLevel": "debug", "resources": { "requests": { "memory": "64Mi" }, "limits": { "memory": "128Mi" } } } })).await?;
+    env.wait_status(
+        &ns,
+        "demo",
+        "status after resources operator settings",
+        |_| true,
+    )
+    .await?;
+    let dep3: Deployment = get(client, &ns, "resources-operator-demo")
+        .await?
+        .context("deployment")?;
+    ensure!(
+        dep3.metadata.generation > dep2.metadata.generation,
+        "the resources operator did not roll"
+    );
+    let container = dep3
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .context("container")?;
+    ensure!(
+        container
+            .args
+            .iter()
+            .flatten()
+            .any(|a| a == "--log-level=debug"),
+        "{:?}",
+        container.args
+    );
+    ensure!(serde_json::to_value(&container.resources)?["limits"]["memory"] == "128Mi");
+    let sts3: StatefulSet = get(client, &ns, "demo").await?.context("sts")?;
+    ensure!(
+        sts3.metadata.generation == sts2.metadata.generation,
+        "the server changed on a resources operator change"
+    );
+
+    // Idle: nothing is written while nothing changes (status, objects).
+    let cr_before = env.clusters(&ns).get("demo").await?;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let cr_after = env.clusters(&ns).get("demo").await?;
+    ensure!(
+        cr_before.resource_version() == cr_after.resource_version(),
+        "the CR was written while nothing changed"
+    );
+    let sts4: StatefulSet = get(client, &ns, "demo").await?.context("sts")?;
+    ensure!(sts4.metadata.generation == sts3.metadata.generation);
+    env.finish().await
+}
+
+/// A Cache CR of `cluster` holding the resources operator's finalizer, as the resources
+/// operator leaves one; `owner`: a mirror CR owned by the Infinispan CR.
+async fn resource_cr(
+    client: &Client,
+    namespace: &str,
+    cluster: &Infinispan,
+    name: &str,
+    owned: bool,
+) -> anyhow::Result<()> {
+    let mut metadata = json!({
+        "name": name, "namespace": namespace,
+        "labels": { CLUSTER_LABEL: cluster.name_any() },
+        "finalizers": [RESOURCES_FINALIZER],
+    });
+    if owned {
+        metadata["ownerReferences"] = json!([{
+            "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
+            "name": cluster.name_any(), "uid": cluster.metadata.uid, "controller": true,
+        }]);
+        metadata["labels"]["infinispan.org/origin"] = json!("server");
+    }
+    let cache: common_crds::Cache = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Cache",
+        "metadata": metadata,
+        "spec": { "template": "{\"local-cache\":{}}" },
+    }))?;
+    Api::<common_crds::Cache>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &cache)
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_a_cluster_drains_then_everything_is_collected() -> anyhow::Result<()> {
+    let env = Env::start("co-delete", 1).await?;
+    let ns = env.ns().to_string();
+    env.apply_cluster(&ns, "demo", json!({ "replicas": 2 }))
+        .await?;
+    let cr = env
+        .wait_status(&ns, "demo", "first status", |cr| {
+            condition(cr, "Ready").is_some()
+        })
+        .await?;
+    let client = &env.client;
+    // No resources operator runs here (no kubelet): the CRs keep its finalizer until the
+    // cluster operator's drain timeout.
+    resource_cr(client, &ns, &cr, "user-cache", false).await?;
+    resource_cr(client, &ns, &cr, "mirror-cache", true).await?;
+    let lease: Lease = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": { "name": "demo-resources-operator", "namespace": ns },
+        "spec": { "holderIdentity": "gone" },
+    }))?;
+    Api::<Lease>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &lease)
+        .await?;
+
+    let deleted_at = std::time::Instant::now();
+    env.clusters(&ns)
+        .delete("demo", &DeleteParams::default())
+        .await?;
+    let draining = env
+        .wait_status(&ns, "demo", "the CR reports the drain", |cr| {
+            condition(cr, "ResourcesOperatorReady").map(|c| c.1) == Some("Draining")
+        })
+        .await?;
+    println!(
+        "while draining: {:?}",
+        condition(&draining, "ResourcesOperatorReady")
+    );
+    let clusters = env.clusters(&ns);
+    let clusters = &clusters;
+    eventually("the Infinispan CR is gone", WAIT, || async move {
+        Ok(clusters.get_opt("demo").await?.is_none().then_some(()))
+    })
+    .await
+    .map_err(|e| env.operator.with_log(e))?;
+    let took = deleted_at.elapsed();
+    ensure!(
+        took >= Duration::from_secs(7),
+        "the drain did not wait for the resources operator ({took:?})"
+    );
+    ensure!(
+        !events(client, &ns, "DrainTimeout").await?.is_empty(),
+        "no DrainTimeout Event"
+    );
+
+    // Everything the CR controlled is collected; the user's CR stays, released.
+    let ns_ref = ns.as_str();
+    let caches: Api<common_crds::Cache> = Api::namespaced(client.clone(), ns_ref);
+    let caches = &caches;
+    let cr = &cr;
+    eventually(
+        "every owned object and the mirror CR are collected",
+        Duration::from_secs(90),
+        || async move {
+            let left = objects_of(client, ns_ref, "demo", cr).await?;
+            let pods = pods_of(client, ns_ref).await?;
+            let mirror = caches.get_opt("mirror-cache").await?;
+            let pvcs = Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+                client.clone(),
+                ns_ref,
+            )
+            .list(&ListParams::default())
+            .await?
+            .items
+            .len();
+            Ok((left.is_empty() && pods.is_empty() && mirror.is_none() && pvcs == 0).then_some(()))
+        },
+    )
+    .await?;
+    let user = caches.get("user-cache").await?;
+    ensure!(
+        user.metadata.deletion_timestamp.is_none() && user.finalizers().is_empty(),
+        "{:?}",
+        user.metadata
+    );
+    ensure!(
+        get::<Lease>(client, &ns, "demo-resources-operator")
+            .await?
+            .is_none(),
+        "the Lease was left"
+    );
+    env.finish().await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn disabling_the_resources_operator_drains_and_removes_it() -> anyhow::Result<()> {
+    let env = Env::start("co-disable", 1).await?;
+    let ns = env.ns().to_string();
+    env.apply_cluster(&ns, "demo", json!({})).await?;
+    let cr = env
+        .wait_status(&ns, "demo", "first status", |cr| {
+            condition(cr, "Ready").is_some()
+        })
+        .await?;
+    let client = &env.client;
+    resource_cr(client, &ns, &cr, "user-cache", false).await?;
+    let sts0: StatefulSet = get(client, &ns, "demo").await?.context("sts")?;
+
+    env.merge_spec(
+        &ns,
+        "demo",
+        json!({ "resourcesOperator": { "enabled": false } }),
+    )
+    .await?;
+    env.wait_status(&ns, "demo", "Draining", |cr| {
+        condition(cr, "ResourcesOperatorReady").map(|c| c.1) == Some("Draining")
+    })
+    .await?;
+    let disabled = env
+        .wait_status(&ns, "demo", "Disabled", |cr| {
+            condition(cr, "ResourcesOperatorReady").map(|c| c.1) == Some("Disabled")
+        })
+        .await?;
+    let objects = objects_of(client, &ns, "demo", &disabled).await?;
+    for gone in ["ServiceAccount", "Role", "RoleBinding", "Deployment"] {
+        ensure!(
+            !objects.contains_key(&format!("{gone}/resources-operator-demo")),
+            "{gone} left: {objects:?}"
+        );
+    }
+    ensure!(objects.contains_key("StatefulSet/demo"), "{objects:?}");
+    let sts1: StatefulSet = get(client, &ns, "demo").await?.context("sts")?;
+    ensure!(
+        sts1.metadata.generation == sts0.metadata.generation,
+        "the server changed"
+    );
+    let user = Api::<common_crds::Cache>::namespaced(client.clone(), &ns)
+        .get("user-cache")
+        .await?;
+    ensure!(
+        user.finalizers().is_empty(),
+        "finalizer left: {:?}",
+        user.finalizers()
+    );
+
+    // Enabled again: it comes back.
+    env.merge_spec(
+        &ns,
+        "demo",
+        json!({ "resourcesOperator": { "enabled": true } }),
+    )
+    .await?;
+    env.wait_status(&ns, "demo", "Deploying again", |cr| {
+        condition(cr, "ResourcesOperatorReady").map(|c| c.1) == Some("Deploying")
+    })
+    .await?;
+    ensure!(
+        get::<Deployment>(client, &ns, "resources-operator-demo")
+            .await?
+            .is_some()
+    );
+    env.finish().await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_clusters_in_one_namespace_and_a_second_namespace() -> anyhow::Result<()> {
+    let env = Env::start("co-two", 2).await?;
+    let ns = env.ns().to_string();
+    let other = env.namespaces[1].name.clone();
+    env.apply_cluster(&ns, "alpha", json!({})).await?;
+    env.apply_cluster(&ns, "beta", json!({ "replicas": 2 }))
+        .await?;
+    env.apply_cluster(&other, "alpha", json!({})).await?;
+    let alpha = env
+        .wait_status(&ns, "alpha", "alpha", |cr| condition(cr, "Ready").is_some())
+        .await?;
+    let beta = env
+        .wait_status(&ns, "beta", "beta", |cr| condition(cr, "Ready").is_some())
+        .await?;
+    let alpha2 = env
+        .wait_status(&other, "alpha", "alpha in the second namespace", |cr| {
+            condition(cr, "Ready").is_some()
+        })
+        .await?;
+    let client = &env.client;
+    for (namespace, name, cr) in [
+        (&ns, "alpha", &alpha),
+        (&ns, "beta", &beta),
+        (&other, "alpha", &alpha2),
+    ] {
+        let objects = objects_of(client, namespace, name, cr).await?;
+        let mut expected = expected_objects(name);
+        if name == "alpha" {
+            expected.retain(|o| !o.starts_with("PodDisruptionBudget/"));
+        }
+        ensure!(
+            objects.keys().cloned().collect::<Vec<_>>() == expected,
+            "{namespace}/{name}: {objects:?}"
+        );
+        ensure!(
+            objects.values().all(|o| *o),
+            "{namespace}/{name} not all controlled by its CR: {objects:?}"
+        );
+    }
+    // Deleting one leaves the others alone.
+    env.clusters(&ns)
+        .delete("alpha", &DeleteParams::default())
+        .await?;
+    let clusters = env.clusters(&ns);
+    let clusters = &clusters;
+    eventually("alpha is gone", WAIT, || async move {
+        Ok(clusters.get_opt("alpha").await?.is_none().then_some(()))
+    })
+    .await?;
+    ensure!(objects_of(client, &ns, "beta", &beta).await?.len() == expected_objects("beta").len());
+    ensure!(get::<StatefulSet>(client, &other, "alpha").await?.is_some());
+    env.finish().await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_refused_or_explained_without_a_hot_loop() -> anyhow::Result<()> {
+    let env = Env::start("co-bad", 1).await?;
+    let ns = env.ns().to_string();
+    let client = &env.client;
+
+    // Refused by the schema's CEL rule.
+    let refused = env
+        .apply_cluster(
+            &ns,
+            "no-cert",
+            json!({ "security": { "endpointEncryption": { "type": "Secret" } } }),
+        )
+        .await
+        .err()
+        .context("a CR with TLS and no certificate Secret was accepted")?;
+    ensure!(
+        format!("{refused:#}").contains("certSecretName is required"),
+        "{refused:#}"
+    );
+
+    // Explained in status: a missing Secret, a bad TLS Secret, an unknown version.
+    env.apply_cluster(
+        &ns,
+        "missing",
+        json!({ "security": { "endpointSecretName": "nope" } }),
+    )
+    .await?;
+    let tls: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": { "name": "bad-tls", "namespace": ns },
+        "data": { "tls.crt": "bm90IGEgY2VydA==", "tls.key": "bm90IGEga2V5" },
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &tls)
+        .await?;
+    env.apply_cluster(&ns, "badtls", json!({ "security": { "endpointEncryption": { "type": "Secret", "certSecretName": "bad-tls" } } })).await?;
+    env.apply_cluster(&ns, "future", json!({ "version": "99.0.0" }))
+        .await?;
+    for (name, reason, needle) in [
+        ("missing", "MissingSecret", "nope"),
+        ("badtls", "InvalidTlsSecret", "bad-tls"),
+        ("future", "UnsupportedVersion", "99.0.0"),
+    ] {
+        let cr = env
+            .wait_status(
+                &ns,
+                name,
+                &format!("{name} is Degraded with {reason}"),
+                |cr| condition(cr, "Degraded").map(|c| (c.0, c.1)) == Some(("True", reason)),
+            )
+            .await?;
+        let message = condition(&cr, "Degraded")
+            .map(|c| c.2.to_string())
+            .unwrap_or_default();
+        ensure!(message.contains(needle), "{name}: {message}");
+        ensure!(
+            get::<StatefulSet>(client, &ns, name).await?.is_none(),
+            "{name}: a StatefulSet was created"
+        );
+        println!("{name}: Degraded {reason}: {message}");
+    }
+    // No hot loop: nothing is written for a while, one Warning per problem, the operator runs.
+    let versions = |names: [&'static str; 3]| {
+        let api = env.clusters(&ns);
+        async move {
+            let mut out = Vec::new();
+            for name in names {
+                out.push(api.get(name).await?.resource_version());
+            }
+            anyhow::Ok(out)
+        }
+    };
+    let before = versions(["missing", "badtls", "future"]).await?;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    ensure!(
+        versions(["missing", "badtls", "future"]).await? == before,
+        "the CRs were rewritten while nothing changed"
+    );
+    for reason in ["MissingSecret", "InvalidTlsSecret", "UnsupportedVersion"] {
+        let count: i32 = events(client, &ns, reason)
+            .await?
+            .iter()
+            .map(|e| e.count.unwrap_or(1))
+            .sum();
+        ensure!(count == 1, "{count} {reason} Events");
+    }
+    let mut env = env;
+    ensure!(env.operator.running(), "the operator exited");
+    env.finish().await
+}
