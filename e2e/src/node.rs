@@ -6,6 +6,7 @@
 //! REST client suites 1501-1999; resources-operator suites 2001-2099 (JGroups port
 //! 19000 + offset - 2000). Each suite picks its own offsets from that range.
 
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, ensure};
@@ -54,6 +55,11 @@ impl Node {
         format!("http://127.0.0.1:{}", 11222 + self.offset)
     }
 
+    /// The URL of the node started with [`Node::start_tls`] (TLS only on its one port).
+    pub fn https_url(&self) -> String {
+        format!("https://127.0.0.1:{}", 11222 + self.offset)
+    }
+
     /// Starts the node (a cluster of its own) and waits until it is healthy. Starting a node
     /// that runs already restarts nothing.
     pub fn start(&self) -> anyhow::Result<()> {
@@ -86,6 +92,28 @@ impl Node {
         self.start_with(&["--config", &config.to_string_lossy()])
     }
 
+    /// Starts the node serving TLS only (`infinispan-tls.xml`) with `pki`'s `server.pem`, its
+    /// health probed over https trusting `pki`'s CA. The copy of the key in the node's conf
+    /// dir is removed with `pki`.
+    pub fn start_tls(&self, pki: &mut ServerPki) -> anyhow::Result<()> {
+        let config = repo_root().join("e2e/testbed/infinispan/infinispan-tls.xml");
+        let (server_pem, ca) = (pki.server_pem(), pki.ca());
+        pki.copies.push(
+            run_dir()
+                .join("infinispan")
+                .join(&self.name)
+                .join("conf/server.pem"),
+        );
+        self.start_with(&[
+            "--config",
+            &config.to_string_lossy(),
+            "--conf-file",
+            &server_pem.to_string_lossy(),
+            "--ca",
+            &ca.to_string_lossy(),
+        ])
+    }
+
     /// Stops the node gracefully (its persistent state is kept).
     pub fn stop(&self) -> anyhow::Result<()> {
         infinispan_sh(&["stop", &self.name])
@@ -109,6 +137,60 @@ impl Node {
                 testbed.infinispan_password.clone(),
             )),
         )?)
+    }
+}
+
+/// The PKI of a TLS node, made at test time by `server_tls_pki` of `e2e/testbed/pki.sh` in a
+/// scratch directory under the run dir (nothing committed). Removed on drop, with the copies
+/// of its key that nodes were started with: drop it after the node is stopped.
+#[derive(Debug)]
+pub struct ServerPki {
+    pub dir: PathBuf,
+    copies: Vec<PathBuf>,
+}
+
+impl ServerPki {
+    pub fn generate(prefix: &str) -> anyhow::Result<Self> {
+        let pki = Self {
+            dir: run_dir().join(crate::operator::unique(prefix)),
+            copies: Vec::new(),
+        };
+        let output = Command::new("bash")
+            .args(["-c", r#"source "$1" && server_tls_pki "$2""#, "pki"])
+            .arg(repo_root().join("e2e/testbed/pki.sh"))
+            .arg(&pki.dir)
+            .output()
+            .context("running bash")?;
+        ensure!(
+            output.status.success(),
+            "server_tls_pki (e2e/testbed/pki.sh) failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(pki)
+    }
+
+    /// The test CA (PEM), which signed the server's certificate.
+    pub fn ca(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+
+    /// A CA unrelated to the server's certificate.
+    pub fn other_ca(&self) -> PathBuf {
+        self.dir.join("other-ca.pem")
+    }
+
+    /// The server's key and certificate (for 127.0.0.1 and localhost).
+    pub fn server_pem(&self) -> PathBuf {
+        self.dir.join("server.pem")
+    }
+}
+
+impl Drop for ServerPki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        for copy in &self.copies {
+            let _ = std::fs::remove_file(copy);
+        }
     }
 }
 

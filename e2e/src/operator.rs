@@ -261,6 +261,12 @@ pub struct Options {
     pub infinispan_url: Option<String>,
     /// The server the test itself talks to (default: `infinispan_url`, else node0).
     pub test_url: Option<String>,
+    /// PEM CA bundle the test's own REST client trusts (an https server). The operator's is
+    /// given in `args` (`--ca-bundle`), so a test can run it without one.
+    pub test_ca_bundle: Option<Vec<u8>>,
+    /// Waits for the operator's `/readyz` before the test (default); `false` for an operator
+    /// that is not meant to become ready.
+    pub wait_ready: bool,
     /// The Kubernetes identity the operator runs as.
     pub identity: Identity,
 }
@@ -282,6 +288,8 @@ impl Default for Options {
             args: Vec::new(),
             infinispan_url: None,
             test_url: None,
+            test_ca_bundle: None,
+            wait_ready: true,
             identity: Identity::default(),
         }
     }
@@ -352,12 +360,14 @@ impl Fixture {
             .clone()
             .or_else(|| options.infinispan_url.clone())
             .unwrap_or_else(|| testbed.infinispan_url.clone());
-        let rest = infinispan_rest::Client::new(ClientConfig::new(test_url).with_credentials(
-            Credentials::new(
-                testbed.infinispan_user.clone(),
-                testbed.infinispan_password.clone(),
-            ),
-        ))?;
+        let mut config = ClientConfig::new(test_url).with_credentials(Credentials::new(
+            testbed.infinispan_user.clone(),
+            testbed.infinispan_password.clone(),
+        ));
+        if let Some(pem) = options.test_ca_bundle {
+            config = config.with_ca_bundle_pem(pem);
+        }
+        let rest = infinispan_rest::Client::new(config)?;
         let mut launch = Launch::new(&testbed, &ns.name);
         launch.args = options.args;
         if let Some(url) = options.infinispan_url {
@@ -376,7 +386,11 @@ impl Fixture {
             }
             Identity::Admin => None,
         };
-        let operator = Operator::start(&launch).await?;
+        let operator = if options.wait_ready {
+            Operator::start(&launch).await?
+        } else {
+            Operator::spawn(&launch)?
+        };
         let caches = Api::<Cache>::namespaced(client.clone(), &ns.name);
         Ok(Self {
             testbed,

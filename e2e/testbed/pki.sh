@@ -73,3 +73,30 @@ current-context: testbed
 KC
   chmod 600 "$file"
 }
+
+# server_tls_pki DIR: the PKI of a TLS Infinispan node for tests, made in DIR (created):
+#   ca.pem (+ ca.key)   a test CA
+#   server.pem          unencrypted PKCS#8 key + certificate for IP 127.0.0.1 and DNS localhost,
+#                       signed by ca.pem: the keystore infinispan/infinispan-tls.xml reads (give it
+#                       to `infinispan.sh start` with --conf-file DIR/server.pem --ca DIR/ca.pem)
+#   other-ca.pem        an unrelated CA (trusting only it must fail)
+# Valid for 2 days; nothing of it is committed. Used by infinispan-rest/tests/tls.rs and
+# e2e/tests/server_tls.rs.
+server_tls_pki() {
+  local dir=$1 pair
+  mkdir -p "$dir"
+  (
+    cd "$dir"
+    for pair in ca:it-tls-ca other-ca:it-tls-other-ca; do
+      openssl req -x509 -newkey rsa:2048 -nodes -days 2 -keyout "${pair%%:*}.key" -out "${pair%%:*}.pem" \
+        -subj "/CN=${pair#*:}" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    done
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "/CN=localhost"
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+      -extfile server.ext -out server.crt
+    cat server.key server.crt >server.pem
+    rm -f server.csr server.ext ca.srl
+  )
+}

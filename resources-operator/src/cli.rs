@@ -2,6 +2,7 @@
 //! prefixed `RESOURCES_OPERATOR_` (what the Helm chart and the cluster operator set).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::builder::BoolishValueParser;
@@ -55,6 +56,12 @@ pub struct RunArgs {
     /// Secret (same namespace) with the keys `username` and `password` of an admin user.
     #[arg(long, env = "RESOURCES_OPERATOR_CREDENTIALS_SECRET")]
     pub credentials_secret: String,
+
+    /// PEM file with the CA certificates to trust for an https `--infinispan-url` (one or
+    /// more; e.g. the private CA that signed the server's certificate), instead of the system's
+    /// roots. Read once at startup: a missing or invalid file stops the operator.
+    #[arg(long, env = "RESOURCES_OPERATOR_CA_BUNDLE", value_name = "FILE")]
+    pub ca_bundle: Option<PathBuf>,
 
     /// Direction of sync; default: the Infinispan CR's spec.resourcesOperator.syncMode.
     #[arg(long, env = "RESOURCES_OPERATOR_SYNC_MODE", value_enum)]
@@ -295,6 +302,7 @@ mod tests {
             panic!("does not parse: {cli:?}");
         };
         assert_eq!(args.cluster, "demo");
+        assert_eq!(args.ca_bundle, None);
         assert_eq!(args.sync_mode, Some(SyncModeArg::ToServer));
         assert_eq!(args.conflict_winner, None);
         assert_eq!(args.log_format, LogFormat::Json);
@@ -316,6 +324,16 @@ mod tests {
         let cli = Cli::try_parse_from(REQUIRED.iter().chain(extra))?;
         let Command::Run(args) = cli.command;
         Ok(args)
+    }
+
+    #[test]
+    fn the_ca_bundle_is_a_file() -> Result<(), anyhow::Error> {
+        let args = run_args(&["--ca-bundle", "/etc/infinispan/ca.pem"])?;
+        assert_eq!(
+            args.ca_bundle,
+            Some(PathBuf::from("/etc/infinispan/ca.pem"))
+        );
+        Ok(())
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! `resources-operator run`: wires the pieces for one Infinispan cluster.
 //!
-//! Steps: logging and the checked leader-election options; Kubernetes client (KUBECONFIG or
+//! Steps: logging, the checked leader-election options and the CA bundle (read and checked
+//! once: a bad file stops the start, see [`ca_bundle`]); Kubernetes client (KUBECONFIG or
 //! in-cluster); the metrics endpoint; leader election (a standby waits here, Ready, reading
 //! the Lease and nothing else; see [`crate::leadership`]); then, as the leader: the Infinispan
-//! CR (sync defaults, owner of mirror CRs); the credentials Secret; the REST client; the cache
-//! engine (CR watch + controller) and the config event stream feeding it, while the Lease is
+//! CR (sync defaults, owner of mirror CRs); the credentials Secret; the REST client (the one
+//! client of the run: every engine and every server stream uses a clone of it, so all of them
+//! trust the same CA bundle); the cache engine (CR watch + controller) and the config event stream feeding it, while the Lease is
 //! renewed; graceful shutdown on SIGTERM or Ctrl-C (engine first, then the Lease released).
 //! A leader that loses the Lease drops the engine at once and the process exits non-zero.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common_crds::Infinispan;
@@ -59,6 +62,8 @@ pub enum RunError {
         name: String,
         message: String,
     },
+    #[error("cannot use the CA bundle {} (--ca-bundle): {message}", path.display())]
+    CaBundle { path: PathBuf, message: String },
     #[error("cannot build the Infinispan REST client: {0}")]
     Rest(#[from] infinispan_rest::Error),
     #[error("cannot set up metrics: {0}")]
@@ -90,6 +95,26 @@ fn init_logging(args: &RunArgs) -> Result<(), RunError> {
     Ok(())
 }
 
+/// The PEM CA bundle of `--ca-bundle`, read and checked as the REST client will use it; `None`
+/// without the flag (the system's roots).
+pub fn ca_bundle(path: Option<&Path>) -> Result<Option<Vec<u8>>, RunError> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let error = |message: String| RunError::CaBundle {
+        path: path.to_path_buf(),
+        message,
+    };
+    let pem = std::fs::read(path).map_err(|e| error(e.to_string()))?;
+    let certificates = ClientConfig::check_ca_bundle_pem(&pem).map_err(|e| error(e.to_string()))?;
+    tracing::info!(
+        file = %path.display(),
+        certificates,
+        "trusting the CA bundle for the server's TLS certificate"
+    );
+    Ok(Some(pem))
+}
+
 async fn credentials(client: &kube::Client, args: &RunArgs) -> Result<Credentials, RunError> {
     let error = |message: String| RunError::Credentials {
         namespace: args.namespace.clone(),
@@ -112,6 +137,7 @@ async fn credentials(client: &kube::Client, args: &RunArgs) -> Result<Credential
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
     init_logging(&args)?;
     let election = args.election.election()?;
+    let ca_bundle = ca_bundle(args.ca_bundle.as_deref())?;
     let client = kube::Client::try_default()
         .await
         .map_err(RunError::Kubernetes)?;
@@ -127,6 +153,14 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         readiness.clone(),
     )));
     let shutdown = Shutdown::listen();
+    let start = Start {
+        args: &args,
+        ca_bundle: ca_bundle.as_deref(),
+        client: client.clone(),
+        metrics: metrics.clone(),
+        readiness: readiness.clone(),
+        shutdown: &shutdown,
+    };
 
     let Some(election) = election else {
         tracing::info!(
@@ -135,7 +169,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
              run exactly one replica"
         );
         metrics.leader.set(1);
-        let result = sync(&args, client, metrics, readiness, None, &shutdown).await;
+        let result = sync(start, None).await;
         drop(endpoint);
         tracing::info!("stopped");
         return result;
@@ -163,15 +197,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             return Ok(());
         }
     };
-    let result = sync(
-        &args,
-        client,
-        metrics,
-        readiness,
-        Some(&mut leadership),
-        &shutdown,
-    )
-    .await;
+    let result = sync(start, Some(&mut leadership)).await;
     match result {
         // Not ours any more: nothing to release.
         Err(RunError::LeadershipLost(_)) => {}
@@ -188,14 +214,15 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 /// The sync itself, once this process may write: reads the cluster's settings and credentials,
 /// wires the cache engine and its event stream, and runs them until shutdown, or until
 /// `leadership` is lost, which drops the engine (and every reconcile in flight) at once.
-async fn sync(
-    args: &RunArgs,
-    client: kube::Client,
-    metrics: Metrics,
-    readiness: Readiness,
-    leadership: Option<&mut Leadership>,
-    shutdown: &Shutdown,
-) -> Result<(), RunError> {
+async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(), RunError> {
+    let Start {
+        args,
+        ca_bundle,
+        client,
+        metrics,
+        readiness,
+        shutdown,
+    } = start;
     let cluster = Api::<Infinispan>::namespaced(client.clone(), &args.namespace)
         .get(&args.cluster)
         .await
@@ -211,10 +238,14 @@ async fn sync(
             name: args.cluster.clone(),
         })?;
 
-    let rest = infinispan_rest::Client::new(
-        ClientConfig::new(args.infinispan_url.clone())
-            .with_credentials(credentials(&client, args).await?),
-    )?;
+    // The one REST client of the run: the engines and every server stream (config events,
+    // schema, counter and task feeds) use clones of it, so its TLS settings are everyone's.
+    let mut config = ClientConfig::new(args.infinispan_url.clone())
+        .with_credentials(credentials(&client, args).await?);
+    if let Some(pem) = ca_bundle {
+        config = config.with_ca_bundle_pem(pem);
+    }
+    let rest = infinispan_rest::Client::new(config)?;
 
     let recorder = Recorder::new(
         client.clone(),
@@ -246,6 +277,7 @@ async fn sync(
         cluster = args.cluster,
         namespace = args.namespace,
         url = args.infinispan_url,
+        ca_bundle = ?args.ca_bundle,
         state = ?initial,
         "starting the sync"
     );
@@ -350,6 +382,17 @@ async fn sync(
             loss = leadership.hold() => Err(RunError::LeadershipLost(loss)),
         },
     }
+}
+
+/// What the sync starts with, whether this process leads or runs alone.
+struct Start<'a> {
+    args: &'a RunArgs,
+    /// The checked PEM of `--ca-bundle`.
+    ca_bundle: Option<&'a [u8]>,
+    client: kube::Client,
+    metrics: Metrics,
+    readiness: Readiness,
+    shutdown: &'a Shutdown,
 }
 
 /// One server stream: its name (logs, metrics), the engines it feeds, the stream, whether it
@@ -502,5 +545,50 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_ca_bundle_the_system_roots_are_used() -> Result<(), RunError> {
+        assert_eq!(ca_bundle(None)?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_missing_or_invalid_ca_bundle_is_an_error_naming_the_file() -> Result<(), anyhow::Error> {
+        let dir = std::env::temp_dir().join(format!("ca-bundle-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let not_pem = dir.join("not-a-ca.pem");
+        std::fs::write(
+            &not_pem,
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        )?;
+        let broken = dir.join("broken.pem");
+        std::fs::write(
+            &broken,
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )?;
+        let cases = [
+            (dir.join("missing.pem"), "No such file"),
+            (dir.clone(), "directory"),
+            (not_pem, "no certificate"),
+            (broken, "CA bundle"),
+        ];
+        for (path, why) in cases {
+            let Err(error) = ca_bundle(Some(&path)) else {
+                anyhow::bail!("{} accepted", path.display());
+            };
+            let text = error.to_string();
+            assert!(matches!(error, RunError::CaBundle { .. }), "{text}");
+            assert!(text.contains(&path.display().to_string()), "{text}");
+            assert!(text.contains("--ca-bundle"), "{text}");
+            assert!(text.contains(why), "{text}");
+        }
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
     }
 }

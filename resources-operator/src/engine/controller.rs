@@ -136,6 +136,9 @@ pub struct Engine<A: KindAdapter> {
     recorder: Recorder,
     trigger: mpsc::UnboundedSender<ObjectRef<A::Cr>>,
     ready: watch::Sender<bool>,
+    /// The controller is shutting down: reconciles still waiting for the first snapshot give
+    /// up (they have done nothing yet), so that shutdown never waits for an unreachable server.
+    stopping: watch::Sender<bool>,
     comparisons: Mutex<HashMap<String, (i64, String, Compared)>>,
     refusals: Mutex<HashMap<String, Refusal>>,
     /// Per CR uid, the resourceVersion our last write to it replaced: a store copy still at
@@ -325,20 +328,25 @@ impl<A: KindAdapter> Engine<A> {
     }
 
     /// Waits for the first complete server snapshot, unless draining: a drain needs no server
-    /// (the cluster may be gone already).
-    pub(super) async fn wait_ready(&self) {
+    /// (the cluster may be gone already). False when the controller stops first (a server
+    /// never reached, e.g. refusing TLS): the reconcile must do nothing.
+    pub(super) async fn wait_ready(&self) -> bool {
         let mut ready = self.ready.subscribe();
         let mut state = self.settings.state.clone();
+        let mut stopping = self.stopping.subscribe();
         tokio::select! {
-            _ = ready.wait_for(|ready| *ready) => {}
-            _ = state.wait_for(|s| matches!(s, ClusterState::Draining(_))) => {}
+            _ = ready.wait_for(|ready| *ready) => true,
+            _ = state.wait_for(|s| matches!(s, ClusterState::Draining(_))) => true,
+            _ = stopping.wait_for(|stopping| *stopping) => false,
         }
     }
 
     // ---- Reconcile of one CR ---------------------------------------------------------------
 
     pub(super) async fn reconcile(&self, cr: Arc<A::Cr>) -> Result<Requeue, EngineError> {
-        self.wait_ready().await;
+        if !self.wait_ready().await {
+            return Ok(Requeue::await_change());
+        }
         self.started(&cr);
         let _busy = self.order.begin(A::EVENT_KIND);
         let started = Instant::now();

@@ -244,7 +244,21 @@ pub async fn run<S, M>(
                 for sink in &sinks {
                     sink.disconnected();
                 }
-                tracing::warn!(%error, ?retry_in, failures, stream = name, "server stream disconnected");
+                if let infinispan_rest::Error::Tls { .. } = &error {
+                    // Retried like any failure, but a retry cannot fix it: say what must change.
+                    tracing::error!(
+                        %error,
+                        ?retry_in,
+                        failures,
+                        stream = name,
+                        "cannot connect to the server over TLS: nothing is synced until this is \
+                         fixed. A server certificate signed by a private CA needs that CA given \
+                         with --ca-bundle; otherwise check the server's certificate and \
+                         --infinispan-url"
+                    );
+                } else {
+                    tracing::warn!(%error, ?retry_in, failures, stream = name, "server stream disconnected");
+                }
             }
         }
     }

@@ -51,6 +51,7 @@ impl<A: KindAdapter> Wiring<A> {
             recorder,
             trigger,
             ready,
+            stopping: watch::channel(false).0,
             comparisons: Mutex::new(HashMap::new()),
             refusals: Mutex::new(HashMap::new()),
             replaced_versions: Mutex::new(HashMap::new()),
@@ -69,7 +70,8 @@ impl<A: KindAdapter> Wiring<A> {
         }
     }
 
-    /// Runs the controller until `shutdown` resolves (graceful: reconciles in flight finish).
+    /// Runs the controller until `shutdown` resolves (graceful: reconciles in flight finish;
+    /// those still waiting for the first server snapshot end without doing anything).
     pub async fn run(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -81,6 +83,13 @@ impl<A: KindAdapter> Wiring<A> {
             trigger_rx,
             writer,
         } = self;
+        let shutdown = {
+            let engine = Arc::clone(&engine);
+            async move {
+                shutdown.await;
+                engine.stopping.send_replace(true);
+            }
+        };
         let config = watcher::Config::default().labels(&cluster_selector(&engine.settings.cluster));
         let crs = watcher(guarded, config)
             .default_backoff()
