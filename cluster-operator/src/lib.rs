@@ -1,6 +1,7 @@
 //! The Infinispan cluster operator, as a library driven by the thin `main` of the
 //! `cluster-operator` binary (so that tests drive it too).
 //!
+//! - [`backup`]: the `Backup` and `Restore` controllers (the server's REST backup API).
 //! - [`build`]: the desired objects of an `Infinispan` CR (pure builders).
 //! - [`cli`]: the command line.
 //! - [`manifests`]: the CRD, admission-policy and RBAC-rules YAML (`crd`, `admission-policy`,
@@ -11,6 +12,7 @@
 //! - [`run`]: `cluster-operator run`.
 //! - [`rbac`]: the cluster operator's own RBAC rules.
 
+pub mod backup;
 pub mod build;
 pub mod cli;
 pub mod controller;

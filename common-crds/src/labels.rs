@@ -37,6 +37,10 @@ pub const RESOURCES_FINALIZER: &str = "resources.infinispan.org/finalizer";
 /// drained before the cluster goes (design E5).
 pub const CLUSTER_FINALIZER: &str = "cluster.infinispan.org/finalizer";
 
+/// Finalizer the cluster operator puts on `Backup` CRs, so that deleting a Backup deletes its
+/// archive on the server first.
+pub const BACKUP_FINALIZER: &str = "backups.infinispan.org/archive";
+
 /// Server-side apply field manager of the cluster operator.
 pub const CLUSTER_OPERATOR_FIELD_MANAGER: &str = "infinispan-cluster-operator";
 /// Server-side apply field manager of the resources operator.

@@ -24,6 +24,10 @@ use crate::names::encode;
 /// Which resources to include; `None` fields mean "none of this kind" once any field is set.
 /// `vec!["*".into()]` means all of a kind. [`Client::start_backup`] with `None` resources
 /// backs up everything.
+///
+/// Beware (measured on 16.0.7, backups and restores alike): an **empty list means all** of
+/// that kind, not none, and a resources object with every field `None` (`{}`) means
+/// everything; a name that does not exist fails the whole job. Leave a kind out to exclude it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct BackupResources {
     #[serde(skip_serializing_if = "Option::is_none")]
