@@ -14,8 +14,13 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use common_crds::Infinispan;
+use kube::api::ListParams;
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
+
 use crate::identity::{apply, write_kubeconfig};
-use crate::{TEST_FIELD_MANAGER, Testbed, eventually};
+use crate::{TEST_FIELD_MANAGER, TestNamespace, Testbed, eventually, install_crds};
 
 /// The cluster operator's ServiceAccount (in the first watched namespace) and a kubeconfig for
 /// it.
@@ -69,24 +74,7 @@ impl ClusterOperatorIdentity {
             }))?;
             apply(admin, namespace, &binding).await?;
         }
-        let request = TokenRequest {
-            spec: Some(TokenRequestSpec {
-                expiration_seconds: Some(3600),
-                ..TokenRequestSpec::default()
-            }),
-            ..TokenRequest::default()
-        };
-        let token = Api::<ServiceAccount>::namespaced(admin.clone(), home)
-            .create_token_request(account_name, &PostParams::default(), &request)
-            .await?
-            .status
-            .and_then(|s| s.token)
-            .filter(|t| !t.is_empty())
-            .context("the TokenRequest gave no token")?;
-        let dir = crate::repo_root().join("target/e2e-logs");
-        std::fs::create_dir_all(&dir)?;
-        let kubeconfig = dir.join(format!("{home}-cluster-operator.kubeconfig"));
-        write_kubeconfig(&testbed.kubeconfig, &kubeconfig, account_name, home, &token)?;
+        let kubeconfig = service_account_kubeconfig(admin, testbed, home, account_name).await?;
         let identity = Self {
             namespace: home.to_string(),
             service_account: account_name.to_string(),
@@ -123,6 +111,36 @@ impl ClusterOperatorIdentity {
             Err(error) => Err(error.into()),
         }
     }
+}
+
+/// A kubeconfig (under `target/e2e-logs`, mode 0600) for the testbed's API server with a token
+/// of the ServiceAccount `namespace/account`.
+pub async fn service_account_kubeconfig(
+    admin: &Client,
+    testbed: &Testbed,
+    namespace: &str,
+    account: &str,
+) -> anyhow::Result<PathBuf> {
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), namespace)
+        .create_token_request(account, &PostParams::default(), &request)
+        .await
+        .with_context(|| format!("requesting a token for {namespace}/{account}"))?
+        .status
+        .and_then(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .context("the TokenRequest gave no token")?;
+    let dir = crate::repo_root().join("target/e2e-logs");
+    std::fs::create_dir_all(&dir)?;
+    let kubeconfig = dir.join(format!("{namespace}-{account}.kubeconfig"));
+    write_kubeconfig(&testbed.kubeconfig, &kubeconfig, account, namespace, &token)?;
+    Ok(kubeconfig)
 }
 
 /// The path of the `cluster-operator` binary (built once per test process).
@@ -228,26 +246,174 @@ impl ClusterOperator {
     }
 }
 
-/// Every name in `names` exists as a `K` in `namespace`, each returned.
-pub async fn get_all<K>(
-    client: &Client,
-    namespace: &str,
-    names: &[String],
-) -> anyhow::Result<Vec<K>>
+/// How long the suites wait for the operator.
+pub const WAIT: Duration = Duration::from_secs(60);
+/// The drain timeout the operator runs with in these tests.
+pub const DRAIN_TIMEOUT: &str = "8s";
+
+/// Test namespaces (restricted Pod Security profile), the CRDs, the cluster operator's
+/// identity bound in those namespaces, and the operator running as it.
+pub struct Env {
+    pub client: Client,
+    pub testbed: Testbed,
+    pub namespaces: Vec<TestNamespace>,
+    pub identity: ClusterOperatorIdentity,
+    pub operator: ClusterOperator,
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Env")
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Env {
+    /// `namespaces` new namespaces named `<prefix>-<random>`, the operator watching them with
+    /// `args` after `--drain-timeout=DRAIN_TIMEOUT`.
+    pub async fn start(prefix: &str, namespaces: usize, args: &[&str]) -> anyhow::Result<Self> {
+        let testbed = Testbed::get()?;
+        let client = testbed.admin_client().await?;
+        install_crds(&client).await?;
+        let mut created = Vec::new();
+        for _ in 0..namespaces {
+            created.push(TestNamespace::create(&client, prefix).await?);
+        }
+        let names: Vec<&str> = created.iter().map(|n| n.name.as_str()).collect();
+        let identity = ClusterOperatorIdentity::create(&client, &testbed, &names).await?;
+        let mut all = Vec::new();
+        if !args.iter().any(|a| a.starts_with("--drain-timeout")) {
+            all.push(format!("--drain-timeout={DRAIN_TIMEOUT}"));
+        }
+        all.extend(args.iter().map(|a| a.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let operator = ClusterOperator::start(&identity.kubeconfig, &names, &all)?;
+        Ok(Self {
+            client,
+            testbed,
+            namespaces: created,
+            identity,
+            operator,
+        })
+    }
+
+    pub fn ns(&self) -> &str {
+        &self.namespaces[0].name
+    }
+
+    pub fn clusters(&self, namespace: &str) -> Api<Infinispan> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    pub async fn apply_cluster(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: Value,
+    ) -> anyhow::Result<Infinispan> {
+        let cr: Infinispan = serde_json::from_value(json!({
+            "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
+            "metadata": { "name": name, "namespace": namespace },
+            "spec": spec,
+        }))?;
+        Ok(self
+            .clusters(namespace)
+            .patch(
+                name,
+                &PatchParams::apply("e2e-user").force(),
+                &Patch::Apply(&cr),
+            )
+            .await?)
+    }
+
+    pub async fn merge_spec(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: Value,
+    ) -> anyhow::Result<Infinispan> {
+        Ok(self
+            .clusters(namespace)
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": spec })),
+            )
+            .await?)
+    }
+
+    /// Waits until the CR's status describes its current generation and `check` holds.
+    pub async fn wait_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        what: &str,
+        check: impl Fn(&Infinispan) -> bool,
+    ) -> anyhow::Result<Infinispan> {
+        let api = self.clusters(namespace);
+        let check = &check;
+        let api = &api;
+        eventually(what, WAIT, || async move {
+            let cr = api.get(name).await?;
+            let current =
+                cr.status.as_ref().and_then(|s| s.observed_generation) == cr.metadata.generation;
+            Ok((current && check(&cr)).then_some(cr))
+        })
+        .await
+        .map_err(|e| self.operator.with_log(e))
+    }
+
+    pub async fn finish(self) -> anyhow::Result<()> {
+        self.operator.stop().await?;
+        for namespace in self.namespaces {
+            // Release what the stopped operator would have released, then drop the namespace.
+            let api: Api<Infinispan> = Api::namespaced(self.client.clone(), &namespace.name);
+            for cr in api.list(&ListParams::default()).await?.items {
+                let patch = json!({ "metadata": { "finalizers": null } });
+                let _ = api
+                    .patch(
+                        &cr.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await;
+            }
+            namespace.delete().await?;
+        }
+        self.identity.delete(&self.client).await
+    }
+}
+
+/// (status, reason, message) of the CR's condition `type_`.
+pub fn condition<'a>(cr: &'a Infinispan, type_: &str) -> Option<(&'a str, &'a str, &'a str)> {
+    cr.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
+}
+
+/// Whether `object` is controlled by `cr` with `blockOwnerDeletion`.
+pub fn controlled_by(object: &impl Resource, cr: &Infinispan) -> bool {
+    object.meta().owner_references.iter().flatten().any(|o| {
+        Some(&o.uid) == cr.metadata.uid.as_ref()
+            && o.controller == Some(true)
+            && o.block_owner_deletion == Some(true)
+            && o.kind == "Infinispan"
+    })
+}
+
+/// The object `name` of kind `K`, if it exists.
+pub async fn get<K>(client: &Client, namespace: &str, name: &str) -> anyhow::Result<Option<K>>
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + std::fmt::Debug
         + serde::de::DeserializeOwned,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    let mut found = Vec::new();
-    for name in names {
-        found.push(
-            api.get(name)
-                .await
-                .with_context(|| format!("{} {namespace}/{name}", K::kind(&())))?,
-        );
-    }
-    Ok(found)
+    Ok(Api::<K>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await?)
 }

@@ -12,180 +12,16 @@ use std::time::Duration;
 use anyhow::{Context, ensure};
 use common_crds::Infinispan;
 use common_crds::labels::{CLUSTER_FINALIZER, CLUSTER_LABEL, RESOURCES_FINALIZER};
-use e2e::cluster_operator::{ClusterOperator, ClusterOperatorIdentity};
-use e2e::{TestNamespace, Testbed, eventually, install_crds};
+use e2e::cluster_operator::{Env, WAIT, condition, controlled_by, get};
+use e2e::eventually;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
-use serde_json::{Value, json};
-
-const WAIT: Duration = Duration::from_secs(60);
-/// The drain timeout the operator runs with in these tests.
-const DRAIN_TIMEOUT: &str = "8s";
-
-struct Env {
-    client: Client,
-    namespaces: Vec<TestNamespace>,
-    identity: ClusterOperatorIdentity,
-    operator: ClusterOperator,
-}
-
-impl Env {
-    async fn start(prefix: &str, namespaces: usize) -> anyhow::Result<Self> {
-        let testbed = Testbed::get()?;
-        let client = testbed.admin_client().await?;
-        install_crds(&client).await?;
-        let mut created = Vec::new();
-        for _ in 0..namespaces {
-            created.push(TestNamespace::create(&client, prefix).await?);
-        }
-        let names: Vec<&str> = created.iter().map(|n| n.name.as_str()).collect();
-        let identity = ClusterOperatorIdentity::create(&client, &testbed, &names).await?;
-        let operator = ClusterOperator::start(
-            &identity.kubeconfig,
-            &names,
-            &[&format!("--drain-timeout={DRAIN_TIMEOUT}")],
-        )?;
-        Ok(Self {
-            client,
-            namespaces: created,
-            identity,
-            operator,
-        })
-    }
-
-    fn ns(&self) -> &str {
-        &self.namespaces[0].name
-    }
-
-    fn clusters(&self, namespace: &str) -> Api<Infinispan> {
-        Api::namespaced(self.client.clone(), namespace)
-    }
-
-    async fn apply_cluster(
-        &self,
-        namespace: &str,
-        name: &str,
-        spec: Value,
-    ) -> anyhow::Result<Infinispan> {
-        let cr: Infinispan = serde_json::from_value(json!({
-            "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
-            "metadata": { "name": name, "namespace": namespace },
-            "spec": spec,
-        }))?;
-        Ok(self
-            .clusters(namespace)
-            .patch(
-                name,
-                &PatchParams::apply("e2e-user").force(),
-                &Patch::Apply(&cr),
-            )
-            .await?)
-    }
-
-    async fn merge_spec(
-        &self,
-        namespace: &str,
-        name: &str,
-        spec: Value,
-    ) -> anyhow::Result<Infinispan> {
-        Ok(self
-            .clusters(namespace)
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "spec": spec })),
-            )
-            .await?)
-    }
-
-    /// Waits until the CR's status describes its current generation and `check` holds.
-    async fn wait_status(
-        &self,
-        namespace: &str,
-        name: &str,
-        what: &str,
-        check: impl Fn(&Infinispan) -> bool,
-    ) -> anyhow::Result<Infinispan> {
-        let api = self.clusters(namespace);
-        let check = &check;
-        let api = &api;
-        eventually(what, WAIT, || async move {
-            let cr = api.get(name).await?;
-            let current =
-                cr.status.as_ref().and_then(|s| s.observed_generation) == cr.metadata.generation;
-            Ok((current && check(&cr)).then_some(cr))
-        })
-        .await
-        .map_err(|e| self.operator.with_log(e))
-    }
-
-    async fn finish(self) -> anyhow::Result<()> {
-        self.operator.stop().await?;
-        for namespace in self.namespaces {
-            // Release what the stopped operator would have released, then drop the namespace.
-            let api: Api<Infinispan> =
-                Api::namespaced(namespace_client(&namespace), &namespace.name);
-            for cr in api.list(&ListParams::default()).await?.items {
-                let patch = json!({ "metadata": { "finalizers": null } });
-                let _ = api
-                    .patch(
-                        &cr.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await;
-            }
-            namespace.delete().await?;
-        }
-        self.identity.delete(&self.client).await
-    }
-}
-
-fn namespace_client(_: &TestNamespace) -> Client {
-    // TestNamespace keeps its client private; the admin client is rebuilt from the testbed.
-    futures_client()
-}
-
-fn futures_client() -> Client {
-    let testbed = Testbed::get().expect("testbed");
-    let handle = tokio::runtime::Handle::current();
-    tokio::task::block_in_place(|| handle.block_on(testbed.admin_client())).expect("admin client")
-}
-
-fn condition<'a>(cr: &'a Infinispan, type_: &str) -> Option<(&'a str, &'a str, &'a str)> {
-    cr.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
-}
-
-fn controlled_by(object: &impl Resource, cr: &Infinispan) -> bool {
-    object.meta().owner_references.iter().flatten().any(|o| {
-        Some(&o.uid) == cr.metadata.uid.as_ref()
-            && o.controller == Some(true)
-            && o.block_owner_deletion == Some(true)
-            && o.kind == "Infinispan"
-    })
-}
-
-async fn get<K>(client: &Client, namespace: &str, name: &str) -> anyhow::Result<Option<K>>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned,
-{
-    Ok(Api::<K>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await?)
-}
+use serde_json::json;
 
 /// Every object the operator creates for cluster `name`, by kind and name, with whether it is
 /// controlled by `cr`.
@@ -265,7 +101,7 @@ async fn events(client: &Client, namespace: &str, reason: &str) -> anyhow::Resul
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_gets_every_object_owned_and_its_pods_admitted() -> anyhow::Result<()> {
-    let env = Env::start("co-create", 1).await?;
+    let env = Env::start("co-create", 1, &[]).await?;
     let ns = env.ns().to_string();
     env.apply_cluster(&ns, "demo", json!({ "replicas": 2 }))
         .await?;
@@ -357,7 +193,7 @@ fn common_crds_version() -> &'static str {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn changes_update_exactly_what_they_must() -> anyhow::Result<()> {
-    let env = Env::start("co-update", 1).await?;
+    let env = Env::start("co-update", 1, &[]).await?;
     let ns = env.ns().to_string();
     env.apply_cluster(&ns, "demo", json!({ "replicas": 1 }))
         .await?;
@@ -524,7 +360,7 @@ async fn resource_cr(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deleting_a_cluster_drains_then_everything_is_collected() -> anyhow::Result<()> {
-    let env = Env::start("co-delete", 1).await?;
+    let env = Env::start("co-delete", 1, &[]).await?;
     let ns = env.ns().to_string();
     env.apply_cluster(&ns, "demo", json!({ "replicas": 2 }))
         .await?;
@@ -618,7 +454,7 @@ async fn deleting_a_cluster_drains_then_everything_is_collected() -> anyhow::Res
 
 #[tokio::test(flavor = "multi_thread")]
 async fn disabling_the_resources_operator_drains_and_removes_it() -> anyhow::Result<()> {
-    let env = Env::start("co-disable", 1).await?;
+    let env = Env::start("co-disable", 1, &[]).await?;
     let ns = env.ns().to_string();
     env.apply_cluster(&ns, "demo", json!({})).await?;
     let cr = env
@@ -688,7 +524,7 @@ async fn disabling_the_resources_operator_drains_and_removes_it() -> anyhow::Res
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_clusters_in_one_namespace_and_a_second_namespace() -> anyhow::Result<()> {
-    let env = Env::start("co-two", 2).await?;
+    let env = Env::start("co-two", 2, &[]).await?;
     let ns = env.ns().to_string();
     let other = env.namespaces[1].name.clone();
     env.apply_cluster(&ns, "alpha", json!({})).await?;
@@ -743,7 +579,7 @@ async fn two_clusters_in_one_namespace_and_a_second_namespace() -> anyhow::Resul
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_is_refused_or_explained_without_a_hot_loop() -> anyhow::Result<()> {
-    let env = Env::start("co-bad", 1).await?;
+    let env = Env::start("co-bad", 1, &[]).await?;
     let ns = env.ns().to_string();
     let client = &env.client;
 
