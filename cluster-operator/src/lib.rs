@@ -11,11 +11,13 @@
 //! - [`servers`]: how the operator reaches a cluster's server (URL, credentials, CA).
 //! - [`run`]: `cluster-operator run`.
 //! - [`rbac`]: the cluster operator's own RBAC rules.
+//! - [`label_policy`]: the label policy applied at startup when permitted.
 
 pub mod backup;
 pub mod build;
 pub mod cli;
 pub mod controller;
+pub mod label_policy;
 pub mod manifests;
 pub mod rbac;
 pub mod run;

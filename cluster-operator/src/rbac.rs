@@ -36,6 +36,20 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
     }
 }
 
+/// The optional cluster-wide rules that let the operator apply the label policy itself at
+/// startup ([`crate::label_policy`]; the OLM bundle grants them, the Helm chart installs the
+/// policy instead).
+pub fn label_policy_rules() -> Vec<PolicyRule> {
+    vec![rule(
+        "admissionregistration.k8s.io",
+        &[
+            "validatingadmissionpolicies",
+            "validatingadmissionpolicybindings",
+        ],
+        &["get", "create", "patch"],
+    )]
+}
+
 /// The cluster operator's rules in every namespace it watches.
 pub fn rules() -> Vec<PolicyRule> {
     let mut rules = vec![

@@ -16,6 +16,9 @@ use crate::cli::{LogFormat, RunArgs, SERVER_IMAGES};
 use crate::controller::{self, Context, Settings};
 use crate::scope::{self, ScopeError, WatchScope};
 
+/// How long reconciles in flight may take to finish after SIGTERM.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// `run` could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -97,6 +100,9 @@ pub fn run(args: RunArgs) -> Result<(), RunError> {
 }
 
 async fn run_async(args: RunArgs) -> Result<(), RunError> {
+    // Signals first: a SIGTERM during startup is a clean stop, not a kill.
+    let (stop, stopped) = watch::channel(false);
+    let signals = Signals::listen(stop);
     let requested = args
         .watch_namespaces
         .clone()
@@ -116,8 +122,8 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
         },
     });
     tracing::info!(?scope, "cluster operator starting");
+    crate::label_policy::ensure(&client).await;
 
-    let (stop, stopped) = watch::channel(false);
     let shutdown = move || {
         let mut stopped = stopped.clone();
         async move {
@@ -158,33 +164,53 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
             }
         }
     }
-    wait_for_signal().await;
-    tracing::info!("shutting down");
-    stop.send_replace(true);
-    for controller in controllers {
-        let _ = controller.await;
+    signals.stopped().await;
+    // Reconciles in flight finish; a controller still starting up (its first list) does not
+    // hold the exit.
+    let aborts: Vec<_> = controllers.iter().map(|c| c.abort_handle()).collect();
+    let finished = futures::future::join_all(controllers);
+    if tokio::time::timeout(SHUTDOWN_GRACE, finished).await.is_err() {
+        tracing::warn!("reconciles did not finish within {SHUTDOWN_GRACE:?}; stopping them");
+        aborts.iter().for_each(|a| a.abort());
     }
     Ok(())
 }
 
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+/// SIGTERM or Ctrl-C, listened to from the start of `run`.
+struct Signals {
+    stopped: watch::Receiver<bool>,
+}
+
+impl Signals {
+    /// Registers the handlers now (synchronously) and sends `true` on `stop` at the first
+    /// signal.
+    fn listen(stop: watch::Sender<bool>) -> Self {
+        let stopped = stop.subscribe();
+        #[cfg(unix)]
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::spawn(async move {
+            #[cfg(unix)]
+            match term {
+                Some(mut term) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = tokio::signal::ctrl_c() => {}
+                    }
+                }
+                None => {
+                    let _ = tokio::signal::ctrl_c().await;
                 }
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
+            #[cfg(not(unix))]
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("shutting down");
+            stop.send_replace(true);
+        });
+        Self { stopped }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    /// Waits for the signal.
+    async fn stopped(mut self) {
+        let _ = self.stopped.wait_for(|s| *s).await;
     }
 }

@@ -178,6 +178,14 @@ async fn a_cluster_gets_every_object_owned_and_its_pods_admitted() -> anyhow::Re
     );
     println!("pods admitted under the restricted profile: {pods:?}");
 
+    // Without the (optional) permission for the label policy, one clear warning.
+    ensure!(
+        env.operator
+            .log_lines(&["WARN", "label policy", "is not applied by the operator"])
+            == 1,
+        "no warning about the label policy: {}",
+        std::fs::read_to_string(&env.operator.log)?
+    );
     // The operator's own identity was enough: nothing it did was refused.
     ensure!(
         env.operator.log_lines(&["Forbidden"]) == 0,
@@ -666,5 +674,82 @@ async fn bad_input_is_refused_or_explained_without_a_hot_loop() -> anyhow::Resul
     }
     let mut env = env;
     ensure!(env.operator.running(), "the operator exited");
+    env.finish().await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_the_permission_the_operator_applies_the_label_policy() -> anyhow::Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let env = Env::start("co-policy", 1, &[]).await?;
+    let ns = env.ns().to_string();
+    let name = format!("{ns}-label-policy");
+    let role: ClusterRole = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": { "name": name },
+        "rules": cluster_operator::rbac::label_policy_rules(),
+    }))?;
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": { "name": name },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name },
+        "subjects": [{ "kind": "ServiceAccount", "name": env.identity.service_account, "namespace": ns }],
+    }))?;
+    Api::<ClusterRole>::all(env.client.clone())
+        .create(&PostParams::default(), &role)
+        .await?;
+    Api::<ClusterRoleBinding>::all(env.client.clone())
+        .create(&PostParams::default(), &binding)
+        .await?;
+    // Restart the operator so that it tries again at startup.
+    let Env {
+        client,
+        testbed,
+        namespaces,
+        identity,
+        operator,
+    } = env;
+    operator.stop().await?;
+    let names: Vec<&str> = namespaces.iter().map(|n| n.name.as_str()).collect();
+    let operator =
+        e2e::cluster_operator::ClusterOperator::start(&identity.kubeconfig, &names, &[])?;
+    let env = Env {
+        client,
+        testbed,
+        namespaces,
+        identity,
+        operator,
+    };
+    let operator = &env.operator;
+    eventually(
+        "the operator applied the label policy",
+        WAIT,
+        || async move { Ok((operator.log_lines(&["label policy applied"]) == 1).then_some(())) },
+    )
+    .await
+    .map_err(|e| env.operator.with_log(e))?;
+    let (policy, _) = common_crds::generate::label_policy();
+    let applied = Api::<ValidatingAdmissionPolicy>::all(env.client.clone())
+        .get(&policy.name_any())
+        .await?;
+    let managers: Vec<String> = applied
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    ensure!(
+        managers
+            .iter()
+            .any(|m| m == common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER),
+        "{managers:?}"
+    );
+    let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
+        .delete(&name, &DeleteParams::default())
+        .await;
+    let _ = Api::<ClusterRole>::all(env.client.clone())
+        .delete(&name, &DeleteParams::default())
+        .await;
     env.finish().await
 }
