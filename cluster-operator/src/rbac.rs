@@ -15,6 +15,7 @@
 //! | Services, ServiceAccounts | get, create, patch, delete |
 //! | StatefulSets, Deployments (watched: owned objects) | get, list, watch, create, patch, delete |
 //! | PodDisruptionBudgets | `policy` `poddisruptionbudgets`: get, create, patch, delete |
+//! | `spec.expose` Ingress | `networking.k8s.io` `ingresses`: get, create, patch, delete |
 //! | the resources operator's Role and RoleBinding | `roles`, `rolebindings`: get, create, patch, delete |
 //! | deletes a drained resources operator's Lease | `leases`: delete (with the get, update, create below) |
 //! | Events | `events.k8s.io` `events`: create, patch |
@@ -89,6 +90,11 @@ pub fn rules() -> Vec<PolicyRule> {
         rule(
             "policy",
             &["poddisruptionbudgets"],
+            &["get", "create", "patch", "delete"],
+        ),
+        rule(
+            "networking.k8s.io",
+            &["ingresses"],
             &["get", "create", "patch", "delete"],
         ),
         rule(

@@ -321,6 +321,52 @@ async fn changes_update_exactly_what_they_must() -> anyhow::Result<()> {
         "the server changed on a resources operator change"
     );
 
+    // spec.expose: a NodePort Service, then an Ingress instead, then nothing.
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::networking::v1::Ingress;
+    env.merge_spec(
+        &ns,
+        "demo",
+        json!({ "expose": { "type": "NodePort", "nodePort": 31222 } }),
+    )
+    .await?;
+    env.wait_status(&ns, "demo", "status after expose NodePort", |_| true)
+        .await?;
+    let external: Service = get(client, &ns, "demo-external")
+        .await?
+        .context("external Service")?;
+    let port = external
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .and_then(|p| p.first())
+        .context("port")?;
+    ensure!(port.node_port == Some(31222), "{port:?}");
+    env.merge_spec(
+        &ns,
+        "demo",
+        json!({ "expose": { "type": "Ingress", "nodePort": null, "host": "ispn.example.com" } }),
+    )
+    .await?;
+    env.wait_status(&ns, "demo", "status after expose Ingress", |_| true)
+        .await?;
+    ensure!(
+        get::<Service>(client, &ns, "demo-external")
+            .await?
+            .is_none(),
+        "the NodePort Service stayed"
+    );
+    let ingress: Ingress = get(client, &ns, "demo").await?.context("Ingress")?;
+    ensure!(serde_json::to_value(&ingress.spec)?["rules"][0]["host"] == "ispn.example.com");
+    env.merge_spec(&ns, "demo", json!({ "expose": null }))
+        .await?;
+    env.wait_status(&ns, "demo", "status without expose", |_| true)
+        .await?;
+    ensure!(
+        get::<Ingress>(client, &ns, "demo").await?.is_none(),
+        "the Ingress stayed"
+    );
+
     // Idle: nothing is written while nothing changes (status, objects).
     let cr_before = env.clusters(&ns).get("demo").await?;
     tokio::time::sleep(Duration::from_secs(6)).await;

@@ -4,9 +4,11 @@
 //!
 //! - [`server`]: the server's configuration (ConfigMap), Services, StatefulSet,
 //!   PodDisruptionBudget.
+//! - [`expose`]: `spec.expose`, a NodePort or LoadBalancer Service, or an Ingress.
 //! - [`resources_operator`]: the per-cluster resources operator: ServiceAccount, Role,
 //!   RoleBinding and Deployment.
 
+pub mod expose;
 pub mod resources_operator;
 pub mod server;
 #[cfg(test)]
@@ -55,7 +57,7 @@ fn selector_labels(app: &str, cluster: &str) -> BTreeMap<String, String> {
 /// The controller owner reference to the `Infinispan` CR `name` with `uid`, with
 /// `blockOwnerDeletion` (setting it needs `update` on `infinispans/finalizers` under the
 /// OwnerReferencesPermissionEnforcement admission plugin).
-fn controller_reference(name: &str, uid: String) -> OwnerReference {
+pub(crate) fn controller_reference(name: &str, uid: String) -> OwnerReference {
     OwnerReference {
         api_version: Infinispan::api_version(&()).into_owned(),
         kind: Infinispan::kind(&()).into_owned(),

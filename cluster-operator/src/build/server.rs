@@ -121,8 +121,8 @@
 //! - **PodDisruptionBudget**: `maxUnavailable: 1` when replicas > 1 (none otherwise: a budget
 //!   on one pod would only block node drains), `unhealthyPodEvictionPolicy: AlwaysAllow` so a
 //!   crash-looping pod never blocks a drain.
-//! - **Not built here**: `spec.expose` (NodePort, LoadBalancer, Ingress) and the operator
-//!   credentials and default identities Secrets themselves.
+//! - **Not built here**: `spec.expose` ([`super::expose`]) and the operator credentials and
+//!   default identities Secrets themselves (the controller's `credentials`).
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -8,8 +8,9 @@
 //! 2. reads what the CR references ([`referenced`]; generates the operators' credentials and,
 //!    unless the user names one, the application identities Secret);
 //! 3. builds the server objects ([`crate::build::server`]) and applies them in order
-//!    (ConfigMap, identities Secret, Services, StatefulSet, PodDisruptionBudget), deleting a
-//!    left-over identities Secret or budget the CR no longer asks for;
+//!    (ConfigMap, identities Secret, Services, the `spec.expose` Service or Ingress,
+//!    StatefulSet, PodDisruptionBudget), deleting a left-over identities Secret, external
+//!    Service, Ingress or budget the CR no longer asks for;
 //! 4. applies the resources operator's ServiceAccount, Role, RoleBinding and Deployment
 //!    ([`crate::build::resources_operator`]), or drains and removes them when
 //!    `spec.resourcesOperator.enabled` is false ([`teardown`]);
@@ -41,7 +42,8 @@ use common_crds::infinispan::InfinispanStatus;
 use common_crds::labels::{CLUSTER_FINALIZER, CLUSTER_OPERATOR_FIELD_MANAGER};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -53,7 +55,7 @@ use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::build::{resources_operator, server};
+use crate::build::{expose, resources_operator, server};
 use apply::{ApplyError, apply, delete_owned};
 use status::{Observed, Pods, Problem, ResourcesOperator};
 use teardown::Drain;
@@ -492,6 +494,29 @@ async fn apply_server(
     }
     apply(client, &objects.ping_service).await?;
     apply(client, &objects.client_service).await?;
+    let exposed = expose::build(cluster);
+    match &exposed.service {
+        Some(service) => {
+            apply(client, service).await?;
+        }
+        None => {
+            delete_owned::<Service>(
+                client,
+                &namespace,
+                &expose::external_service_name(&name),
+                &uid,
+            )
+            .await?;
+        }
+    }
+    match &exposed.ingress {
+        Some(ingress) => {
+            apply(client, ingress).await?;
+        }
+        None => {
+            delete_owned::<Ingress>(client, &namespace, &expose::ingress_name(&name), &uid).await?;
+        }
+    }
     let stateful_set = apply(client, &objects.stateful_set).await?;
     match &objects.pod_disruption_budget {
         Some(budget) => {

@@ -1,0 +1,200 @@
+//! `spec.expose`: the object that makes the server endpoint (port 11222, REST and Hot Rod)
+//! reachable from outside the Kubernetes cluster (pure).
+//!
+//! - `NodePort` / `LoadBalancer`: a Service `<cluster>-external` of that type selecting the
+//!   server pods, `spec.expose.nodePort` when given, `spec.expose.annotations` on the Service
+//!   (load-balancer settings live there).
+//! - `Ingress`: an Ingress `<cluster>` routing `/` of `spec.expose.host` (every host when
+//!   absent) to the client Service `<cluster>:11222`, `spec.expose.annotations` on it. An Ingress
+//!   carries HTTP: REST works through it, Hot Rod does not (use NodePort or LoadBalancer for Hot
+//!   Rod clients). With endpoint TLS on, the ingress controller must talk HTTPS to the backend or
+//!   pass TLS through: that is controller-specific (for ingress-nginx,
+//!   `nginx.ingress.kubernetes.io/backend-protocol: HTTPS`), so it is the user's annotation.
+//!
+//! The controller deletes the object of a type the CR no longer asks for.
+
+use common_crds::Infinispan;
+use common_crds::infinispan::ExposeType;
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::networking::v1::{
+    HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule,
+    IngressServiceBackend, IngressSpec, ServiceBackendPort,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+
+use super::resources_operator::SERVER_PORT;
+use super::server::{SERVER_PORT_NAME, client_service_name, labels, selector_labels};
+
+/// What exposes the endpoint.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Exposed {
+    pub service: Option<Service>,
+    pub ingress: Option<Ingress>,
+}
+
+/// Name of the external Service of `cluster`.
+pub fn external_service_name(cluster: &str) -> String {
+    format!("{cluster}-external")
+}
+
+/// Name of the Ingress of `cluster`.
+pub fn ingress_name(cluster: &str) -> String {
+    cluster.to_string()
+}
+
+fn metadata(
+    cluster: &Infinispan,
+    name: String,
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: cluster.namespace(),
+        labels: Some(labels(&cluster.name_any())),
+        annotations: (!annotations.is_empty()).then(|| annotations.clone()),
+        owner_references: Some(vec![super::controller_reference(
+            &cluster.name_any(),
+            cluster.uid().unwrap_or_default(),
+        )]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The objects `spec.expose` asks for (none when it is absent).
+pub fn build(cluster: &Infinispan) -> Exposed {
+    let Some(expose) = &cluster.spec.expose else {
+        return Exposed::default();
+    };
+    let name = cluster.name_any();
+    match expose.type_ {
+        ExposeType::NodePort | ExposeType::LoadBalancer => {
+            let type_ = match expose.type_ {
+                ExposeType::NodePort => "NodePort",
+                _ => "LoadBalancer",
+            };
+            Exposed {
+                service: Some(Service {
+                    metadata: metadata(cluster, external_service_name(&name), &expose.annotations),
+                    spec: Some(ServiceSpec {
+                        type_: Some(type_.to_string()),
+                        selector: Some(selector_labels(&name)),
+                        ports: Some(vec![ServicePort {
+                            name: Some(SERVER_PORT_NAME.to_string()),
+                            port: i32::from(SERVER_PORT),
+                            target_port: Some(IntOrString::String(SERVER_PORT_NAME.to_string())),
+                            node_port: expose.node_port.filter(|_| type_ == "NodePort"),
+                            protocol: Some("TCP".to_string()),
+                            ..ServicePort::default()
+                        }]),
+                        ..ServiceSpec::default()
+                    }),
+                    status: None,
+                }),
+                ingress: None,
+            }
+        }
+        ExposeType::Ingress => Exposed {
+            service: None,
+            ingress: Some(Ingress {
+                metadata: metadata(cluster, ingress_name(&name), &expose.annotations),
+                spec: Some(IngressSpec {
+                    rules: Some(vec![IngressRule {
+                        host: expose.host.clone(),
+                        http: Some(HTTPIngressRuleValue {
+                            paths: vec![HTTPIngressPath {
+                                path: Some("/".to_string()),
+                                path_type: "Prefix".to_string(),
+                                backend: IngressBackend {
+                                    service: Some(IngressServiceBackend {
+                                        name: client_service_name(&name),
+                                        port: Some(ServiceBackendPort {
+                                            number: Some(i32::from(SERVER_PORT)),
+                                            name: None,
+                                        }),
+                                    }),
+                                    resource: None,
+                                },
+                            }],
+                        }),
+                    }]),
+                    ..IngressSpec::default()
+                }),
+                status: None,
+            }),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common_crds::infinispan::InfinispanSpec;
+    use serde_json::json;
+
+    fn cluster(expose: serde_json::Value) -> Infinispan {
+        let spec: InfinispanSpec =
+            serde_json::from_value(json!({ "expose": expose })).expect("spec");
+        let mut cr = Infinispan::new("demo", spec);
+        cr.metadata.namespace = Some("team-a".into());
+        cr.metadata.uid = Some("uid-1".into());
+        cr
+    }
+
+    #[test]
+    fn nothing_without_expose() {
+        let mut cr = cluster(json!(null));
+        cr.spec.expose = None;
+        assert_eq!(build(&cr), Exposed::default());
+    }
+
+    #[test]
+    fn node_port_and_load_balancer_services() {
+        let exposed = build(&cluster(
+            json!({ "type": "NodePort", "nodePort": 30222, "annotations": { "a": "b" } }),
+        ));
+        let service = exposed.service.expect("service");
+        assert!(exposed.ingress.is_none());
+        assert_eq!(service.metadata.name.as_deref(), Some("demo-external"));
+        assert_eq!(
+            service.metadata.annotations,
+            Some([("a".to_string(), "b".to_string())].into())
+        );
+        let owner = &service.metadata.owner_references.as_ref().expect("owner")[0];
+        assert_eq!(
+            (
+                owner.uid.as_str(),
+                owner.controller,
+                owner.block_owner_deletion
+            ),
+            ("uid-1", Some(true), Some(true))
+        );
+        let spec = service.spec.expect("spec");
+        assert_eq!(spec.type_.as_deref(), Some("NodePort"));
+        assert_eq!(spec.selector, Some(selector_labels("demo")));
+        let port = &spec.ports.expect("ports")[0];
+        assert_eq!((port.port, port.node_port), (11222, Some(30222)));
+
+        let exposed = build(&cluster(json!({ "type": "LoadBalancer" })));
+        let spec = exposed.service.and_then(|s| s.spec).expect("spec");
+        assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+        assert_eq!(spec.ports.expect("ports")[0].node_port, None);
+    }
+
+    #[test]
+    fn ingress_routes_to_the_client_service() {
+        let exposed = build(&cluster(
+            json!({ "type": "Ingress", "host": "ispn.example.com" }),
+        ));
+        assert!(exposed.service.is_none());
+        let ingress = exposed.ingress.expect("ingress");
+        assert_eq!(ingress.metadata.name.as_deref(), Some("demo"));
+        let rule = &ingress.spec.expect("spec").rules.expect("rules")[0];
+        assert_eq!(rule.host.as_deref(), Some("ispn.example.com"));
+        let path = &rule.http.as_ref().expect("http").paths[0];
+        let backend = path.backend.service.as_ref().expect("service backend");
+        assert_eq!(backend.name, "demo");
+        assert_eq!(backend.port.as_ref().and_then(|p| p.number), Some(11222));
+    }
+}
