@@ -31,7 +31,7 @@ pub enum Command {
     ///
     /// Kubernetes credentials come from KUBECONFIG or the in-cluster service account. Every flag
     /// is also an environment variable prefixed `CLUSTER_OPERATOR_`.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 /// Options of `run`.
@@ -84,6 +84,26 @@ pub struct RunArgs {
     /// removes them itself (e.g. 60, 60s, 2m).
     #[arg(long, env = "CLUSTER_OPERATOR_DRAIN_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
+
+    /// Out-of-cluster mode: reach the server of the cluster `NAMESPACE/NAME` at `URL` instead
+    /// of its in-cluster Service name (`NAMESPACE/NAME=URL`; repeatable; env: comma-separated).
+    /// Used for Backup and Restore.
+    #[arg(
+        long = "server-url",
+        env = "CLUSTER_OPERATOR_SERVER_URLS",
+        value_delimiter = ','
+    )]
+    pub server_urls: Vec<crate::servers::ServerAddress>,
+
+    /// PEM file of CA certificates trusted for servers' TLS certificates, in addition to a
+    /// certificate Secret's `ca.crt` and the system roots.
+    #[arg(long, env = "CLUSTER_OPERATOR_CA_BUNDLE")]
+    pub ca_bundle: Option<PathBuf>,
+
+    /// Directory where a Restore keeps an archive between its download from the source cluster
+    /// and its upload to the target (default: the system temporary directory).
+    #[arg(long, env = "CLUSTER_OPERATOR_ARCHIVE_DIR")]
+    pub archive_dir: Option<PathBuf>,
 
     /// Log format.
     #[arg(long, env = "CLUSTER_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -225,6 +245,16 @@ mod tests {
         assert_eq!(run.drain_timeout, Duration::from_secs(120));
         assert_eq!(run.server_fs_group, FsGroup(None));
         assert!(parse(&["cluster-operator", "run", "--server-image=nope"]).is_err());
+        let Ok(Command::Run(run)) = parse(&[
+            "cluster-operator",
+            "run",
+            "--server-url=ns/a=http://127.0.0.1:1",
+            "--server-url=ns/b=http://127.0.0.1:2",
+        ]) else {
+            panic!("run parses");
+        };
+        assert_eq!(run.server_urls.len(), 2);
+        assert!(parse(&["cluster-operator", "run", "--server-url=nope"]).is_err());
         assert!(parse(&["cluster-operator", "run", "--server-fs-group=-1"]).is_err());
         assert!(parse(&["cluster-operator"]).is_err());
         assert!(parse(&["cluster-operator", "crds"]).is_err());

@@ -48,7 +48,7 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
         Command::ResourcesOperatorRules => {
             manifests::print(&manifests::resources_operator_rules()?)?
         }
-        Command::Run(args) => run::run(args)?,
+        Command::Run(args) => run::run(*args)?,
     }
     Ok(())
 }

@@ -11,10 +11,12 @@ use kube::Api;
 use kube::runtime::events::Reporter;
 use tokio::sync::watch;
 
+use crate::backup;
 use crate::build::{resources_operator, server};
 use crate::cli::{LogFormat, RunArgs, SERVER_IMAGES};
 use crate::controller::{self, Context, Settings};
 use crate::scope::{self, ScopeError, WatchScope};
+use crate::servers::{ServerAddresses, Servers};
 
 /// How long reconciles in flight may take to finish after SIGTERM.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -30,6 +32,14 @@ pub enum RunError {
     Kube(#[from] kube::Error),
     #[error("the default server version {version} has no image (--server-image {version}=IMAGE)")]
     DefaultVersionWithoutImage { version: String },
+    #[error(transparent)]
+    ServerAddresses(#[from] crate::servers::AddressError),
+    #[error("cannot read the CA bundle {}: {source}", path.display())]
+    CaBundle {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
@@ -110,6 +120,22 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let scope = scope::resolve(requested.as_deref(), in_cluster, own_namespace().as_deref())?;
     let settings = settings(&args)?;
+    let mut servers = Servers::new(
+        ServerAddresses::from_entries(args.server_urls.iter().cloned())?,
+        args.cluster_domain.clone(),
+    );
+    if let Some(path) = &args.ca_bundle {
+        let pem = std::fs::read(path).map_err(|source| RunError::CaBundle {
+            path: path.clone(),
+            source,
+        })?;
+        servers = servers.with_ca_bundle_pem(pem);
+    }
+    let servers = Arc::new(servers);
+    let mut backup_settings = backup::Settings::default();
+    if let Some(dir) = &args.archive_dir {
+        backup_settings.archive_dir = dir.clone();
+    }
     let client = kube::Client::try_default().await?;
     // Fail early and clearly when the API server or the CRD is not there.
     client.apiserver_version().await?;
@@ -133,6 +159,15 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
     let mut controllers = Vec::new();
     match &scope {
         WatchScope::All => {
+            controllers.push(tokio::spawn(backup::run(
+                client.clone(),
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+                servers.clone(),
+                backup_settings.clone(),
+                shutdown(),
+            )));
             let client = client.clone();
             controllers.push(tokio::spawn(controller::run(
                 Api::<Infinispan>::all(client.clone()),
@@ -148,6 +183,15 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
         }
         WatchScope::Namespaces(namespaces) => {
             for namespace in namespaces {
+                controllers.push(tokio::spawn(backup::run(
+                    client.clone(),
+                    Api::namespaced(client.clone(), namespace),
+                    Api::namespaced(client.clone(), namespace),
+                    Api::namespaced(client.clone(), namespace),
+                    servers.clone(),
+                    backup_settings.clone(),
+                    shutdown(),
+                )));
                 let client = client.clone();
                 let ns = namespace.clone();
                 controllers.push(tokio::spawn(controller::run(
@@ -169,7 +213,10 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
     // hold the exit.
     let aborts: Vec<_> = controllers.iter().map(|c| c.abort_handle()).collect();
     let finished = futures::future::join_all(controllers);
-    if tokio::time::timeout(SHUTDOWN_GRACE, finished).await.is_err() {
+    if tokio::time::timeout(SHUTDOWN_GRACE, finished)
+        .await
+        .is_err()
+    {
         tracing::warn!("reconciles did not finish within {SHUTDOWN_GRACE:?}; stopping them");
         aborts.iter().for_each(|a| a.abort());
     }
