@@ -158,7 +158,7 @@ impl Operator {
                 "--metrics-address",
                 &metrics.to_string(),
                 "--log-level",
-                "resources_operator=debug,info",
+                "resources_operator=debug,operator_runtime=debug,info",
             ])
             .args(&launch.args)
             .env("KUBECONFIG", &launch.kubeconfig)

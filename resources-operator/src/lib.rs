@@ -4,16 +4,18 @@
 //! - [`cli`]: the command line (`run`).
 //! - [`run`]: wiring for one cluster: clients, metrics endpoint, engines, event stream, shutdown.
 //! - [`cluster`]: the Infinispan CR, watched: sync policy and drain (E5).
-//! - [`leadership`]: leader election among replicas (the Lease; a standby is Ready and idle).
 //! - [`engine`]: the generic sync engine (decision, queue, event stream, status).
 //! - [`kinds`]: the kind adapters (where a cache becomes a CR and back: [`kinds::cache`]).
-//! - [`metrics`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` endpoint.
+//! - [`metrics`]: the sync's Prometheus metrics.
+//!
+//! Leader election among replicas (the Lease `<cluster>-resources-operator`; a standby is Ready
+//! and idle), the `/metrics`, `/healthz`, `/readyz` endpoint and logging come from
+//! `operator_runtime`, shared with the cluster operator.
 
 pub mod cli;
 pub mod cluster;
 pub mod engine;
 pub mod kinds;
-pub mod leadership;
 pub mod metrics;
 pub mod run;
 

@@ -1,20 +1,9 @@
-//! Prometheus metrics (prefix `infinispan_resources_operator_`) and the small HTTP endpoint
-//! serving `/metrics`, `/healthz` and `/readyz`.
-//!
-//! The endpoint is a minimal HTTP/1.1 responder on a Tokio listener (GET only, one request per
-//! connection): the operator needs nothing more and it keeps the binary small.
+//! Prometheus metrics of the sync (prefix `infinispan_resources_operator_`), in the registry
+//! that `operator_runtime::endpoint` serves on `/metrics`; the leader election's metrics
+//! (`leader`, `lease_writes_total`) are registered in it too.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
-
-use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
-};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use operator_runtime::leadership::ElectionMetrics;
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 /// Prefix of every metric name.
 pub const PREFIX: &str = "infinispan_resources_operator";
@@ -38,10 +27,9 @@ pub struct Metrics {
     pub stream_disconnects: IntCounterVec,
     /// Config events received, by kind.
     pub stream_events: IntCounterVec,
-    /// 1 while this process leads (holds the Lease, or runs without leader election), else 0.
-    pub leader: IntGauge,
-    /// Writes to the Lease by operation (`create`, `acquire`, `renew`, `release`).
-    pub lease_writes: IntCounterVec,
+    /// `leader` (1 while this process leads: holds the Lease, or runs without leader
+    /// election) and `lease_writes_total` by operation.
+    pub election: ElectionMetrics,
     /// 1 while draining (design E5), by kind.
     pub draining: IntGaugeVec,
     /// 1 once drained: no CR of the kind holds the finalizer (design E5).
@@ -112,17 +100,8 @@ impl Metrics {
         registry.register(Box::new(server_objects.clone()))?;
         registry.register(Box::new(stream_connections.clone()))?;
         registry.register(Box::new(stream_disconnects.clone()))?;
-        let leader = IntGauge::new(
-            "leader",
-            "1 while this process leads (holds the Lease or runs without leader election)",
-        )?;
-        let lease_writes = IntCounterVec::new(
-            Opts::new("lease_writes_total", "Writes to the leader-election Lease"),
-            &["operation"],
-        )?;
         registry.register(Box::new(stream_events.clone()))?;
-        registry.register(Box::new(leader.clone()))?;
-        registry.register(Box::new(lease_writes.clone()))?;
+        let election = ElectionMetrics::register(&registry)?;
         let draining = IntGaugeVec::new(
             Opts::new(
                 "draining",
@@ -180,8 +159,7 @@ impl Metrics {
             stream_connections,
             stream_disconnects,
             stream_events,
-            leader,
-            lease_writes,
+            election,
             draining,
             drained,
             reconciles_in_flight,
@@ -190,113 +168,13 @@ impl Metrics {
             invalid_crs,
         })
     }
-
-    /// The text exposition of every metric.
-    pub fn render(&self) -> String {
-        let mut buffer = Vec::new();
-        if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut buffer) {
-            tracing::warn!(%error, "cannot encode metrics");
-        }
-        String::from_utf8_lossy(&buffer).into_owned()
-    }
 }
 
-/// Readiness, set once and never withdrawn (design E7: it does not depend on leadership):
-/// - a standby is Ready once it has read the Lease and found it held by another replica;
-/// - the leader (or a process without leader election) is Ready once its engine has the first
-///   snapshot of the server and the CR store is filled, for every kind. A standby that takes over later stays
-///   Ready.
-#[derive(Debug, Clone, Default)]
-pub struct Readiness {
-    ready: Arc<AtomicBool>,
-    /// Parts (one per kind's engine) that must be ready, and how many are.
-    expected: Arc<AtomicUsize>,
-    parts: Arc<AtomicUsize>,
-}
-
-impl Readiness {
-    /// Ready as a whole (a standby that waits for the Lease).
-    pub fn set_ready(&self) {
-        self.ready.store(true, Ordering::Relaxed);
-    }
-
-    /// `n` parts must say [`Readiness::part_ready`] before the process is ready.
-    pub fn expect_parts(&self, n: usize) {
-        self.expected.store(n, Ordering::Relaxed);
-    }
-
-    /// One part is ready.
-    pub fn part_ready(&self) {
-        self.parts.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed) || {
-            let expected = self.expected.load(Ordering::Relaxed);
-            expected > 0 && self.parts.load(Ordering::Relaxed) >= expected
-        }
-    }
-}
-
-/// Binds the endpoint (so that a bad address fails at startup).
-pub async fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(address).await
-}
-
-/// Serves the endpoint until the task is dropped.
-pub async fn serve(listener: TcpListener, metrics: Metrics, readiness: Readiness) {
-    loop {
-        let (mut socket, _) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "metrics endpoint: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let metrics = metrics.clone();
-        let readiness = readiness.clone();
-        tokio::spawn(async move {
-            let mut buffer = vec![0u8; 4096];
-            let read = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buffer)).await;
-            let Ok(Ok(n)) = read else { return };
-            let request = String::from_utf8_lossy(&buffer[..n]);
-            let path = request
-                .lines()
-                .next()
-                .and_then(|line| line.split_whitespace().nth(1))
-                .unwrap_or("/");
-            let (status, content_type, body) = respond(path, &metrics, &readiness);
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            if let Err(error) = socket.write_all(response.as_bytes()).await {
-                tracing::debug!(%error, "metrics endpoint: write failed");
-            }
-            let _ = socket.shutdown().await;
-        });
-    }
-}
-
-fn respond(
-    path: &str,
-    metrics: &Metrics,
-    readiness: &Readiness,
-) -> (&'static str, &'static str, String) {
-    const TEXT: &str = "text/plain; charset=utf-8";
-    match path {
-        "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics.render()),
-        "/healthz" => ("200 OK", TEXT, "ok\n".to_string()),
-        "/readyz" if readiness.is_ready() => ("200 OK", TEXT, "ready\n".to_string()),
-        "/readyz" => (
-            "503 Service Unavailable",
-            TEXT,
-            "waiting for the Lease or the first server snapshot\n".to_string(),
-        ),
-        _ => ("404 Not Found", TEXT, "not found\n".to_string()),
-    }
-}
+/// What `/readyz` says while the operator is not ready: a standby is Ready once it has seen
+/// another holder of the Lease; the leader (or a process without leader election) once every
+/// kind's engine has its first server snapshot and a filled CR store (design E7: readiness does
+/// not depend on leadership, and a standby that takes over later stays Ready).
+pub const WAITING_FOR: &str = "waiting for the Lease or the first server snapshot";
 
 #[cfg(test)]
 mod tests {
@@ -309,7 +187,7 @@ mod tests {
             .reconciles
             .with_label_values(&["Cache", "nothing"])
             .inc();
-        let text = metrics.render();
+        let text = operator_runtime::endpoint::render(&metrics.registry);
         assert!(
             text.contains("infinispan_resources_operator_reconciles_total{kind=\"Cache\",result=\"nothing\"} 1"),
             "{text}"
@@ -320,14 +198,18 @@ mod tests {
     #[test]
     fn leadership_is_exported() -> Result<(), prometheus::Error> {
         let metrics = Metrics::new()?;
-        let text = metrics.render();
+        let text = operator_runtime::endpoint::render(&metrics.registry);
         assert!(
             text.contains("infinispan_resources_operator_leader 0"),
             "{text}"
         );
-        metrics.leader.set(1);
-        metrics.lease_writes.with_label_values(&["renew"]).inc();
-        let text = metrics.render();
+        metrics.election.leader.set(1);
+        metrics
+            .election
+            .lease_writes
+            .with_label_values(&["renew"])
+            .inc();
+        let text = operator_runtime::endpoint::render(&metrics.registry);
         assert!(
             text.contains("infinispan_resources_operator_leader 1"),
             "{text}"
@@ -338,20 +220,6 @@ mod tests {
             ),
             "{text}"
         );
-        Ok(())
-    }
-
-    #[test]
-    fn readyz_follows_readiness() -> Result<(), prometheus::Error> {
-        let metrics = Metrics::new()?;
-        let readiness = Readiness::default();
-        assert_eq!(
-            respond("/readyz", &metrics, &readiness).0,
-            "503 Service Unavailable"
-        );
-        readiness.set_ready();
-        assert_eq!(respond("/readyz", &metrics, &readiness).0, "200 OK");
-        assert_eq!(respond("/healthz", &metrics, &readiness).0, "200 OK");
         Ok(())
     }
 }

@@ -3,12 +3,13 @@
 //! Steps: logging, the checked leader-election options and the CA bundle (read and checked
 //! once: a bad file stops the start, see [`ca_bundle`]); Kubernetes client (KUBECONFIG or
 //! in-cluster); the metrics endpoint; leader election (a standby waits here, Ready, reading
-//! the Lease and nothing else; see [`crate::leadership`]); then, as the leader: the Infinispan
-//! CR (sync defaults, owner of mirror CRs); the credentials Secret; the REST client (the one
-//! client of the run: every engine and every server stream uses a clone of it, so all of them
-//! trust the same CA bundle); the cache engine (CR watch + controller) and the config event stream feeding it, while the Lease is
-//! renewed; graceful shutdown on SIGTERM or Ctrl-C (engine first, then the Lease released).
-//! A leader that loses the Lease drops the engine at once and the process exits non-zero.
+//! the Lease and nothing else; see `operator_runtime::leadership`); then, as the leader: the
+//! Infinispan CR (sync defaults, owner of mirror CRs); the credentials Secret; the REST client
+//! (the one client of the run: every engine and every server stream uses a clone of it, so all
+//! of them trust the same CA bundle); the engines (CR watch + controller per kind) and the
+//! server streams feeding them, while the Lease is renewed; graceful shutdown on SIGTERM or
+//! Ctrl-C (engines first, then the Lease released). A leader that loses the Lease drops the
+//! engines at once and the process exits non-zero.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,9 +20,12 @@ use infinispan_rest::{ClientConfig, Credentials, InternalObjects, StreamOptions}
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Resource};
+use operator_runtime::endpoint::{self, Readiness};
+use operator_runtime::leadership::{Candidate, ElectionConfig, Leadership, Loss, TimingsError};
+use operator_runtime::logging::{self, LogLevelError};
 use tokio::sync::watch;
 
-use crate::cli::{LogFormat, RunArgs};
+use crate::cli::RunArgs;
 use crate::cluster;
 use crate::engine::ServerState;
 use crate::engine::controller::{Settings, Wiring};
@@ -31,8 +35,7 @@ use crate::kinds::counter::CounterAdapter;
 use crate::kinds::schema::SchemaAdapter;
 use crate::kinds::task::TaskAdapter;
 use crate::kinds::template::TemplateAdapter;
-use crate::leadership::{self, Candidate, Leadership, Loss, TimingsError};
-use crate::metrics::{self, Metrics, Readiness};
+use crate::metrics::{self, Metrics};
 
 /// Name of the controller in Kubernetes Events.
 pub const REPORTER: &str = "infinispan-resources-operator";
@@ -43,8 +46,8 @@ const CONCURRENCY: u16 = 16;
 /// Why `run` could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("invalid --log-level {level:?}: {message}")]
-    LogLevel { level: String, message: String },
+    #[error(transparent)]
+    LogLevel(#[from] LogLevelError),
     #[error("cannot reach Kubernetes: {0}")]
     Kubernetes(#[source] kube::Error),
     #[error("cannot read the Infinispan CR {namespace}/{name}: {source}")]
@@ -74,25 +77,6 @@ pub enum RunError {
     Timings(#[from] TimingsError),
     #[error("lost the leadership ({0}); the work in flight was aborted, exiting")]
     LeadershipLost(#[source] Loss),
-}
-
-fn init_logging(args: &RunArgs) -> Result<(), RunError> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level).map_err(|e| {
-        RunError::LogLevel {
-            level: args.log_level.clone(),
-            message: e.to_string(),
-        }
-    })?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    // A second initialisation (tests) is harmless: keep the first.
-    let _ = match args.log_format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
-    };
-    Ok(())
 }
 
 /// The PEM CA bundle of `--ca-bundle`, read and checked as the REST client will use it; `None`
@@ -135,7 +119,7 @@ async fn credentials(client: &kube::Client, args: &RunArgs) -> Result<Credential
 
 /// Runs until SIGTERM or Ctrl-C, or until leadership is lost (an error: the process must end).
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
-    init_logging(&args)?;
+    logging::init(args.log_format, &args.log_level)?;
     let election = args.election.election()?;
     let ca_bundle = ca_bundle(args.ca_bundle.as_deref())?;
     let client = kube::Client::try_default()
@@ -143,13 +127,13 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         .map_err(RunError::Kubernetes)?;
 
     let metrics = Metrics::new()?;
-    let readiness = Readiness::default();
-    let listener = metrics::bind(args.metrics_address)
+    let readiness = Readiness::new(metrics::WAITING_FOR);
+    let listener = endpoint::bind(args.metrics_address)
         .await
         .map_err(RunError::Listen)?;
-    let endpoint = AbortOnDrop(tokio::spawn(metrics::serve(
+    let endpoint = AbortOnDrop(tokio::spawn(endpoint::serve(
         listener,
-        metrics.clone(),
+        metrics.registry.clone(),
         readiness.clone(),
     )));
     let shutdown = Shutdown::listen();
@@ -168,27 +152,30 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             "leader election is off (--leader-election=false): this process syncs alone; \
              run exactly one replica"
         );
-        metrics.leader.set(1);
+        metrics.election.leader.set(1);
         let result = sync(start, None).await;
         drop(endpoint);
         tracing::info!("stopped");
         return result;
     };
 
+    let lease_name = common_crds::rbac::leader_lease_name(&args.cluster);
     tracing::info!(
         cluster = args.cluster,
         identity = election.identity,
-        lease = leadership::lease_name(&args.cluster),
+        lease = lease_name,
         timings = ?election.timings,
         "leader election: waiting for the Lease"
     );
     let candidate = Candidate::new(
         client.clone(),
-        &args.namespace,
-        &args.cluster,
-        election.identity,
-        election.timings,
-        metrics.clone(),
+        ElectionConfig {
+            namespace: args.namespace.clone(),
+            lease_name,
+            identity: election.identity,
+            timings: election.timings,
+        },
+        metrics.election.clone(),
     );
     let mut leadership = tokio::select! {
         leadership = candidate.acquire(&readiness) => leadership,

@@ -34,6 +34,7 @@ use kube::runtime::events::{Event as KubeEvent, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
+use operator_runtime::endpoint::Readiness;
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -48,7 +49,7 @@ use super::loop_guard::{self, Verdict};
 use super::snapshot::{Known, Snapshot};
 use super::status::{StatusUpdate, next_status};
 use crate::cluster::{ClusterState, Policy};
-use crate::metrics::{Metrics, Readiness};
+use crate::metrics::Metrics;
 
 mod drain;
 mod execute;

@@ -1,6 +1,7 @@
-//! Leader election (design E7): replicas of the operator for one cluster share a `Lease`
-//! (coordination.k8s.io/v1) named [`lease_name`] in the operator's namespace. One holds it and
-//! syncs; the others are standbys: Ready, reading the Lease every retry period, writing nothing.
+//! Leader election: the replicas of one operator share a `Lease` (coordination.k8s.io/v1) whose
+//! namespace and name the operator chooses ([`ElectionConfig`]; e.g. the resources operator of
+//! cluster `demo` uses `demo-resources-operator`, design E7). One holds it and works; the
+//! others are standbys: they read the Lease every retry period and write nothing.
 //!
 //! The protocol is client-go's, in small steps:
 //! 1. observe the Lease (a read; the leader skips it while its own last write is current);
@@ -24,14 +25,22 @@
 //! monotonic clocks over one lease duration).
 //!
 //! Losing the Lease ends the process. [`Leadership::hold`] returns the [`Loss`]; the caller
-//! drops the engine at once (in-flight reconciles are futures of the engine and are dropped with
-//! it; the event stream task is aborted) and exits with a non-zero status. A fresh process
-//! (in Kubernetes, the restarted container) then starts again as a standby, with empty caches:
-//! simpler and safer than resetting an engine's state in place.
+//! drops its work at once (in-flight reconciles are futures and are dropped with it) and exits
+//! with a non-zero status. A fresh process (in Kubernetes, the restarted container) then starts
+//! again as a standby, with empty caches: simpler and safer than resetting state in place.
 //!
-//! On SIGTERM the leader stops its engine first, then releases the Lease the client-go way
-//! (holder cleared, `leaseDurationSeconds: 1`) so that a standby takes over within one retry
-//! period.
+//! On SIGTERM the leader stops its work first, then releases the Lease the client-go way
+//! ([`Leadership::release`]: holder cleared, `leaseDurationSeconds: 1`) so that a standby takes
+//! over within one retry period.
+//!
+//! Readiness: a standby is Ready once it has read the Lease and found another holder
+//! ([`Candidate::acquire`] sets the [`Readiness`]); readiness never depends on leadership.
+//!
+//! Metrics ([`ElectionMetrics`], in the operator's own registry and with its prefix):
+//! `<prefix>_leader` (1 while leading) and `<prefix>_lease_writes_total{operation}`.
+//!
+//! The timings' errors name the flags `--lease-duration`, `--lease-renew-deadline` and
+//! `--lease-retry-period`: every operator of this workspace spells them so.
 
 use std::time::{Duration, Instant};
 
@@ -39,8 +48,9 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
+use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 
-use crate::metrics::{Metrics, Readiness};
+use crate::endpoint::Readiness;
 
 /// Default `--lease-duration`.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -52,9 +62,49 @@ pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 /// The longest a release may take on shutdown (the pod's grace period must cover it).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Name of the Lease of the resources operator of `cluster`.
-pub fn lease_name(cluster: &str) -> String {
-    common_crds::rbac::leader_lease_name(cluster)
+/// Who competes for which Lease, and how fast.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElectionConfig {
+    /// Namespace of the Lease (the operator's own, usually).
+    pub namespace: String,
+    /// Name of the Lease: one per group of replicas that must have one leader (never shared by
+    /// two operators).
+    pub lease_name: String,
+    /// Holder identity written into the Lease: unique per replica, the same across restarts
+    /// of one pod ([`default_identity`]).
+    pub identity: String,
+    pub timings: Timings,
+}
+
+/// The election's metrics. Registered in the operator's registry, so they carry its prefix.
+#[derive(Clone, Debug)]
+pub struct ElectionMetrics {
+    /// `leader`: 1 while this process leads, else 0. The election sets it; an operator running
+    /// without leader election sets it to 1 itself.
+    pub leader: IntGauge,
+    /// `lease_writes_total`: writes to the Lease by `operation` (`create`, `acquire`, `renew`,
+    /// `release`).
+    pub lease_writes: IntCounterVec,
+}
+
+impl ElectionMetrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let leader = IntGauge::new(
+            "leader",
+            "1 while this process leads (holds the Lease or runs without leader election)",
+        )?;
+        let lease_writes = IntCounterVec::new(
+            Opts::new("lease_writes_total", "Writes to the leader-election Lease"),
+            &["operation"],
+        )?;
+        registry.register(Box::new(leader.clone()))?;
+        registry.register(Box::new(lease_writes.clone()))?;
+        Ok(Self {
+            leader,
+            lease_writes,
+        })
+    }
 }
 
 /// The identity written as the Lease's holder when `--identity` is not given: `POD_NAME`, else
@@ -340,7 +390,7 @@ struct Elector {
     name: String,
     identity: String,
     timings: Timings,
-    metrics: Metrics,
+    metrics: ElectionMetrics,
     /// The Lease as last read or written, and when its version was first seen.
     last: Option<(Lease, Instant)>,
 }
@@ -486,19 +536,19 @@ impl std::fmt::Debug for Candidate {
 }
 
 impl Candidate {
-    pub fn new(
-        client: kube::Client,
-        namespace: &str,
-        cluster: &str,
-        identity: String,
-        timings: Timings,
-        metrics: Metrics,
-    ) -> Self {
+    /// A candidate for `config`'s Lease; nothing is read yet. Sets `leader` to 0.
+    pub fn new(client: kube::Client, config: ElectionConfig, metrics: ElectionMetrics) -> Self {
+        let ElectionConfig {
+            namespace,
+            lease_name,
+            identity,
+            timings,
+        } = config;
         metrics.leader.set(0);
         Self {
             elector: Elector {
-                api: Api::namespaced(client, namespace),
-                name: lease_name(cluster),
+                api: Api::namespaced(client, &namespace),
+                name: lease_name,
                 identity,
                 timings,
                 metrics,
@@ -509,7 +559,7 @@ impl Candidate {
 
     /// Observes the Lease every retry period until this process holds it. After the first
     /// round that leaves it a standby (the Lease was read, someone else holds it), `readiness`
-    /// is set: a standby is Ready.
+    /// is set as a whole ([`Readiness::set_ready`]): a standby is Ready.
     pub async fn acquire(self, readiness: &Readiness) -> Leadership {
         let Self { mut elector } = self;
         let mut standby_said = false;
@@ -1068,6 +1118,23 @@ mod tests {
             fallback.ends_with(&format!("-{}", std::process::id())),
             "{fallback}"
         );
-        assert_eq!(lease_name("demo"), "demo-resources-operator");
+    }
+
+    #[test]
+    fn the_metrics_take_the_registrys_prefix() -> Result<(), prometheus::Error> {
+        let registry = Registry::new_custom(Some("some_operator".to_string()), None)?;
+        let metrics = ElectionMetrics::register(&registry)?;
+        metrics.leader.set(1);
+        metrics.lease_writes.with_label_values(&["renew"]).inc();
+        let text = crate::endpoint::render(&registry);
+        assert!(text.contains("some_operator_leader 1"), "{text}");
+        assert!(
+            text.contains("some_operator_lease_writes_total{operation=\"renew\"} 1"),
+            "{text}"
+        );
+        // A second operator in the same process would have a registry of its own; one registry
+        // takes the election's metrics once.
+        assert!(ElectionMetrics::register(&registry).is_err());
+        Ok(())
     }
 }
