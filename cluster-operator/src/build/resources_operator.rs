@@ -56,8 +56,9 @@ use common_crds::rbac::{self, OperatorScope};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
-    LocalObjectReference, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, SeccompProfile, SecurityContext, ServiceAccount,
+    KeyToPath, LocalObjectReference, ObjectFieldSelector, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource,
+    SecurityContext, ServiceAccount, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -77,6 +78,11 @@ pub const METRICS_PORT_NAME: &str = "metrics";
 pub const CONTAINER_NAME: &str = "resources-operator";
 /// Replicas of the Deployment (the CR has no field for it).
 pub const DEFAULT_REPLICAS: i32 = 1;
+/// Where the server's CA (`ca.crt` of the certificate Secret) is mounted.
+pub const SERVER_CA_DIR: &str = "/etc/infinispan/server-ca";
+/// The key of the certificate Secret holding the CA, and the file name.
+pub const SERVER_CA_KEY: &str = "ca.crt";
+const SERVER_CA_VOLUME: &str = "server-ca";
 /// Pod-template annotation: the SHA-256 (hex) of everything that must roll the pods.
 pub const ROLLOUT_HASH_ANNOTATION: &str = "infinispan.org/rollout-hash";
 
@@ -103,6 +109,10 @@ pub struct Settings {
     pub credentials_revision: Option<String>,
     /// Image pull Secrets of the pods (they must exist in the CR's namespace).
     pub image_pull_secrets: Vec<String>,
+    /// With endpoint TLS: the certificate Secret has a `ca.crt`, which the pod then mounts and
+    /// trusts (`--ca-bundle`), so a server certificate from a private CA is verified. Without
+    /// it the pod trusts the system roots only.
+    pub server_ca: bool,
 }
 
 impl Settings {
@@ -114,6 +124,7 @@ impl Settings {
             credentials_secret: credentials_secret.into(),
             credentials_revision: None,
             image_pull_secrets: Vec::new(),
+            server_ca: false,
         }
     }
 }
@@ -199,7 +210,15 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
     let spec = &cluster.spec.resources_operator;
     let object_name = rbac::resources_operator_name(id.name);
 
-    let args = vec![
+    // The server's CA, from the certificate Secret (TLS only).
+    let ca_secret = cluster
+        .spec
+        .security
+        .endpoint_encryption
+        .cert_secret_name
+        .clone()
+        .filter(|_| settings.server_ca && url.starts_with("https://"));
+    let mut args = vec![
         "run".to_string(),
         format!("--cluster={}", id.name),
         format!("--namespace={}", id.namespace),
@@ -209,6 +228,9 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
         format!("--metrics-address=0.0.0.0:{METRICS_PORT}"),
         "--leader-election=true".to_string(),
     ];
+    if ca_secret.is_some() {
+        args.push(format!("--ca-bundle={SERVER_CA_DIR}/{SERVER_CA_KEY}"));
+    }
     let container = Container {
         name: CONTAINER_NAME.to_string(),
         image: Some(image),
@@ -246,6 +268,14 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
             ..SecurityContext::default()
         }),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        volume_mounts: ca_secret.as_ref().map(|_| {
+            vec![VolumeMount {
+                name: SERVER_CA_VOLUME.to_string(),
+                mount_path: SERVER_CA_DIR.to_string(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }]
+        }),
         ..Container::default()
     };
 
@@ -253,6 +283,21 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
     let pod = PodSpec {
         containers: vec![container],
         service_account_name: Some(object_name.clone()),
+        volumes: ca_secret.map(|secret| {
+            vec![Volume {
+                name: SERVER_CA_VOLUME.to_string(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(secret),
+                    items: Some(vec![KeyToPath {
+                        key: SERVER_CA_KEY.to_string(),
+                        path: SERVER_CA_KEY.to_string(),
+                        ..KeyToPath::default()
+                    }]),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            }]
+        }),
         automount_service_account_token: Some(true),
         enable_service_links: Some(false),
         security_context: Some(PodSecurityContext {
@@ -1128,5 +1173,70 @@ mod tests {
         }
         .to_string();
         assert!(message.contains("ns/demo"), "{message}");
+    }
+}
+
+#[cfg(test)]
+mod server_ca_tests {
+    use super::*;
+    use common_crds::infinispan::InfinispanSpec;
+
+    fn tls_cluster() -> Infinispan {
+        let spec: InfinispanSpec = serde_json::from_value(serde_json::json!({
+            "security": { "endpointEncryption": { "type": "Secret", "certSecretName": "demo-tls" } }
+        }))
+        .expect("spec");
+        let mut cr = Infinispan::new("demo", spec);
+        cr.metadata.namespace = Some("team-a".into());
+        cr.metadata.uid = Some("uid-1".into());
+        cr
+    }
+
+    #[test]
+    fn a_private_ca_is_mounted_and_trusted_only_when_the_secret_has_one() {
+        let mut settings = Settings::new("img", "demo-operator-credentials");
+        let without = deployment(&tls_cluster(), &settings).expect("deployment");
+        let args = without.spec.template.spec.as_ref().expect("pod").containers[0]
+            .args
+            .clone();
+        assert!(
+            !args
+                .unwrap_or_default()
+                .iter()
+                .any(|a| a.starts_with("--ca-bundle"))
+        );
+        settings.server_ca = true;
+        let with = deployment(&tls_cluster(), &settings).expect("deployment");
+        let pod = with.spec.template.spec.clone().expect("pod");
+        let container = &pod.containers[0];
+        assert!(
+            container
+                .args
+                .iter()
+                .flatten()
+                .any(|a| a == "--ca-bundle=/etc/infinispan/server-ca/ca.crt")
+        );
+        let volume = &pod.volumes.expect("volumes")[0];
+        let secret = volume.secret.as_ref().expect("secret volume");
+        assert_eq!(secret.secret_name.as_deref(), Some("demo-tls"));
+        assert_eq!(secret.items.as_ref().expect("items")[0].key, "ca.crt");
+        let mount = &container.volume_mounts.as_ref().expect("mounts")[0];
+        assert_eq!(mount.read_only, Some(true));
+        // A change of trust rolls the pod.
+        assert_ne!(
+            with.spec.template.metadata.and_then(|m| m.annotations),
+            without.spec.template.metadata.and_then(|m| m.annotations)
+        );
+        // Plain text: nothing to trust.
+        let mut plain = tls_cluster();
+        plain.spec.security.endpoint_encryption.type_ =
+            common_crds::infinispan::EncryptionType::None;
+        let pod = deployment(&plain, &settings)
+            .expect("deployment")
+            .spec
+            .template
+            .spec
+            .expect("pod");
+        assert!(pod.volumes.is_none());
     }
 }

@@ -334,6 +334,7 @@ async fn apply_cluster(
                 let mut settings = context.settings.resources_operator.clone();
                 settings.credentials_secret = read.operator_credentials.name_any();
                 settings.credentials_revision = Some(read.credentials_revision.clone());
+                settings.server_ca = read.server_ca;
                 match resources_operator::build(cluster, &settings) {
                     Ok(objects) => match apply_resources_operator(client, objects).await {
                         Ok(deployment) => ResourcesOperator::deployed(Some(&deployment)),

@@ -60,6 +60,8 @@ pub struct Read {
     /// A digest of the credentials Secret's data (never the data), so that a new password
     /// rolls the resources operator (it reads the Secret once at start).
     pub credentials_revision: String,
+    /// The endpoint certificate Secret has a `ca.crt` (the resources operator trusts it).
+    pub server_ca: bool,
 }
 
 /// Reads (and creates what the operator generates) everything `cluster` references.
@@ -130,6 +132,7 @@ pub async fn read(client: &kube::Client, cluster: &Infinispan) -> Result<Read, R
     };
 
     let encryption = &security.endpoint_encryption;
+    let mut server_ca = false;
     let tls = match (encryption.type_, &encryption.cert_secret_name) {
         (EncryptionType::Secret, Some(tls_secret)) => {
             let found = secrets.get_opt(tls_secret).await?.ok_or_else(|| {
@@ -139,6 +142,10 @@ pub async fn read(client: &kube::Client, cluster: &Infinispan) -> Result<Read, R
                     field: "spec.security.endpointEncryption.certSecretName",
                 }
             })?;
+            server_ca = found
+                .data
+                .as_ref()
+                .is_some_and(|d| d.contains_key(crate::servers::CA_KEY));
             Some(TlsCertificate::from_secret(&found)?)
         }
         (EncryptionType::Secret, None) => return Err(BuildError::MissingTlsSecretName.into()),
@@ -154,6 +161,7 @@ pub async fn read(client: &kube::Client, cluster: &Infinispan) -> Result<Read, R
         },
         operator_credentials,
         credentials_revision,
+        server_ca,
     })
 }
 
