@@ -273,6 +273,16 @@ impl Env {
     /// `namespaces` new namespaces named `<prefix>-<random>`, the operator watching them with
     /// `args` after `--drain-timeout=DRAIN_TIMEOUT`.
     pub async fn start(prefix: &str, namespaces: usize, args: &[&str]) -> anyhow::Result<Self> {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        Self::start_with(prefix, namespaces, move |_| args).await
+    }
+
+    /// [`Env::start`] with arguments computed from the new namespaces' names.
+    pub async fn start_with(
+        prefix: &str,
+        namespaces: usize,
+        args: impl FnOnce(&[&str]) -> Vec<String>,
+    ) -> anyhow::Result<Self> {
         let testbed = Testbed::get()?;
         let client = testbed.admin_client().await?;
         install_crds(&client).await?;
@@ -282,6 +292,7 @@ impl Env {
         }
         let names: Vec<&str> = created.iter().map(|n| n.name.as_str()).collect();
         let identity = ClusterOperatorIdentity::create(&client, &testbed, &names).await?;
+        let args = args(&names);
         let mut all = Vec::new();
         if !args.iter().any(|a| a.starts_with("--drain-timeout")) {
             all.push(format!("--drain-timeout={DRAIN_TIMEOUT}"));
@@ -368,21 +379,38 @@ impl Env {
         self.operator.stop().await?;
         for namespace in self.namespaces {
             // Release what the stopped operator would have released, then drop the namespace.
-            let api: Api<Infinispan> = Api::namespaced(self.client.clone(), &namespace.name);
-            for cr in api.list(&ListParams::default()).await?.items {
-                let patch = json!({ "metadata": { "finalizers": null } });
-                let _ = api
-                    .patch(
-                        &cr.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await;
-            }
+            release_finalizers::<Infinispan>(&self.client, &namespace.name).await?;
+            release_finalizers::<common_crds::Backup>(&self.client, &namespace.name).await?;
+            release_finalizers::<common_crds::Restore>(&self.client, &namespace.name).await?;
             namespace.delete().await?;
         }
         self.identity.delete(&self.client).await
     }
+}
+
+/// Removes every finalizer of the `K`s in `namespace`.
+async fn release_finalizers<K>(client: &Client, namespace: &str) -> anyhow::Result<()>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    for cr in api.list(&ListParams::default()).await?.items {
+        if cr.finalizers().is_empty() {
+            continue;
+        }
+        let patch = json!({ "metadata": { "finalizers": null } });
+        let _ = api
+            .patch(
+                &cr.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+    }
+    Ok(())
 }
 
 /// (status, reason, message) of the CR's condition `type_`.

@@ -48,7 +48,15 @@ async fn a_cluster_operator_deployment_runs_the_sync_end_to_end() -> anyhow::Res
 }
 
 async fn chain(node: &Node) -> anyhow::Result<()> {
-    let env = Env::start("co-chain", 1, &["--drain-timeout=60s"]).await?;
+    // The namespace name is random: the server URL override needs it, so the namespace is
+    // chosen first and the operator started with `--server-url <ns>/demo=<node>`.
+    let env = Env::start_with("co-chain", 1, |namespaces| {
+        vec![
+            "--drain-timeout=60s".to_string(),
+            format!("--server-url={}/demo={}", namespaces[0], node.url()),
+        ]
+    })
+    .await?;
     let ns = env.ns().to_string();
     let client = env.client.clone();
     env.apply_cluster(&ns, "demo", json!({ "replicas": 1 }))
@@ -207,6 +215,28 @@ async fn chain(node: &Node) -> anyhow::Result<()> {
         "the mirror CR is not owned by the Infinispan CR: {:?}",
         mirror.metadata.owner_references
     );
+
+    // A Backup through the out-of-cluster server URL.
+    let backup: common_crds::Backup = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Backup",
+        "metadata": { "name": "chain-backup", "namespace": ns },
+        "spec": { "cluster": "demo" },
+    }))?;
+    let backups: Api<common_crds::Backup> = Api::namespaced(client.clone(), &ns);
+    backups.create(&PostParams::default(), &backup).await?;
+    let backups = &backups;
+    eventually("the Backup succeeds", WAIT, || async move {
+        let b = backups.get("chain-backup").await?;
+        let phase = b.status.as_ref().and_then(|s| s.phase);
+        anyhow::ensure!(
+            phase != Some(common_crds::backup::Phase::Failed),
+            "Backup failed: {:?}",
+            b.status
+        );
+        Ok((phase == Some(common_crds::backup::Phase::Succeeded)).then_some(()))
+    })
+    .await
+    .map_err(|e| env.operator.with_log(e))?;
 
     // E5/E6 for real: deleting the cluster, the resources operator drains itself.
     let deleted = std::time::Instant::now();
