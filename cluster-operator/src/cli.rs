@@ -3,7 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+
+use clap::builder::BoolishValueParser;
+use clap::{Args, Parser, Subcommand};
+pub use operator_runtime::duration::parse_duration;
+pub use operator_runtime::logging::LogFormat;
 
 /// The Infinispan cluster operator: deploys and runs Infinispan clusters, one resources operator
 /// per cluster, backups and restores.
@@ -105,6 +110,17 @@ pub struct RunArgs {
     #[arg(long, env = "CLUSTER_OPERATOR_ARCHIVE_DIR")]
     pub archive_dir: Option<PathBuf>,
 
+    /// Address of the HTTP endpoint serving /metrics, /healthz and /readyz.
+    #[arg(
+        long,
+        env = "CLUSTER_OPERATOR_METRICS_ADDRESS",
+        default_value = "0.0.0.0:8080"
+    )]
+    pub metrics_address: SocketAddr,
+
+    #[command(flatten)]
+    pub election: ElectionArgs,
+
     /// Log format.
     #[arg(long, env = "CLUSTER_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -113,6 +129,46 @@ pub struct RunArgs {
     /// `cluster_operator=debug,info`.
     #[arg(long, env = "CLUSTER_OPERATOR_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
+}
+
+/// Leader-election options of `run`.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Leader election")]
+pub struct ElectionArgs {
+    /// Elect one leader among the replicas through the Lease `infinispan-cluster-operator`
+    /// (`true` or `false`); standbys are Ready and write nothing.
+    #[arg(
+        long = "leader-election",
+        env = "CLUSTER_OPERATOR_LEADER_ELECTION",
+        value_name = "BOOL",
+        value_parser = BoolishValueParser::new(),
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "true",
+        default_missing_value = "true"
+    )]
+    pub enabled: bool,
+
+    /// Namespace of the Lease; default: the operator's own namespace (POD_NAMESPACE or the
+    /// service account's), else the first watched namespace.
+    #[arg(long, env = "CLUSTER_OPERATOR_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+
+    /// How long a Lease holds without renewal (e.g. `15s`).
+    #[arg(long, env = "CLUSTER_OPERATOR_LEASE_DURATION", value_parser = parse_duration, default_value = "15s")]
+    pub lease_duration: Duration,
+
+    /// How long the leader keeps trying to renew before it gives up and stops.
+    #[arg(long, env = "CLUSTER_OPERATOR_LEASE_RENEW_DEADLINE", value_parser = parse_duration, default_value = "10s")]
+    pub lease_renew_deadline: Duration,
+
+    /// How often the leader renews and a standby looks at the Lease.
+    #[arg(long, env = "CLUSTER_OPERATOR_LEASE_RETRY_PERIOD", value_parser = parse_duration, default_value = "2s")]
+    pub lease_retry_period: Duration,
+
+    /// Holder identity written in the Lease; default: POD_NAME, else `<hostname>-<pid>`.
+    #[arg(long, env = "CLUSTER_OPERATOR_IDENTITY")]
+    pub identity: Option<String>,
 }
 
 /// The server version CRs run when they set none.
@@ -124,13 +180,6 @@ pub const DEFAULT_RESOURCES_OPERATOR_IMAGE: &str = concat!(
     "quay.io/infinispan-operators/resources-operator:",
     env!("CARGO_PKG_VERSION")
 );
-
-/// Log formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
 
 fn parse_server_image(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
@@ -157,30 +206,6 @@ fn parse_fs_group(text: &str) -> Result<FsGroup, String> {
         .filter(|group| *group >= 0)
         .map(|group| FsGroup(Some(group)))
         .ok_or_else(|| format!("{text:?} is not a group id (a number >= 0) or `none`"))
-}
-
-/// A duration: seconds (`15`, `1.5`), or numbers with units `ms`, `s`, `m`, `h`, which may be
-/// combined (`1m30s`).
-// TODO(operator-runtime): the resources operator's parse_duration, once shared.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let invalid = || format!("invalid duration {text:?}: use e.g. 15, 15s, 500ms, 1m30s");
-    if let Ok(seconds) = text.parse::<f64>() {
-        return Duration::try_from_secs_f64(seconds).map_err(|_| invalid());
-    }
-    let (number, unit) = text.split_at(
-        text.find(|c: char| c.is_ascii_alphabetic())
-            .ok_or_else(invalid)?,
-    );
-    let number: f64 = number.parse().map_err(|_| invalid())?;
-    let scale = match unit {
-        "ms" => 0.001,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        _ => return Err(invalid()),
-    };
-    Duration::try_from_secs_f64(number * scale).map_err(|_| invalid())
 }
 
 #[derive(Debug, Args)]

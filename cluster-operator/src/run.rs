@@ -13,10 +13,26 @@ use tokio::sync::watch;
 
 use crate::backup;
 use crate::build::{resources_operator, server};
-use crate::cli::{LogFormat, RunArgs, SERVER_IMAGES};
+use crate::cli::{RunArgs, SERVER_IMAGES};
 use crate::controller::{self, Context, Settings};
 use crate::scope::{self, ScopeError, WatchScope};
 use crate::servers::{ServerAddresses, Servers};
+use operator_runtime::endpoint::{self, Readiness};
+use operator_runtime::leadership::{
+    self, Candidate, ElectionConfig, ElectionMetrics, Loss, Timings, TimingsError,
+};
+
+/// The cluster operator's Lease (leader election among its replicas).
+pub const LEASE_NAME: &str = "infinispan-cluster-operator";
+
+/// Aborts a task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// How long reconciles in flight may take to finish after SIGTERM.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -40,26 +56,33 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Timings(#[from] TimingsError),
+    #[error(
+        "leader election needs a namespace for its Lease: set --lease-namespace (or run in a pod, or watch a list of namespaces), or --leader-election=false"
+    )]
+    NoLeaseNamespace,
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("cannot listen on the metrics address {address}: {source}")]
+    Listen {
+        address: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("lost the leadership ({0}); the work in flight was aborted, exiting")]
+    LeadershipLost(#[source] Loss),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
 
 fn init_logging(args: &RunArgs) -> Result<(), RunError> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level).map_err(|e| {
+    operator_runtime::logging::init(args.log_format, &args.log_level).map_err(|e| {
         RunError::LogLevel {
-            level: args.log_level.clone(),
-            message: e.to_string(),
+            level: e.level,
+            message: e.message,
         }
-    })?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = match args.log_format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
-    };
-    Ok(())
+    })
 }
 
 /// The controller settings from the command line.
@@ -136,9 +159,84 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
     if let Some(dir) = &args.archive_dir {
         backup_settings.archive_dir = dir.clone();
     }
+    let timings = Timings::new(
+        args.election.lease_duration,
+        args.election.lease_renew_deadline,
+        args.election.lease_retry_period,
+    )?;
+    let lease_namespace = args
+        .election
+        .lease_namespace
+        .clone()
+        .or_else(own_namespace)
+        .or_else(|| match &scope {
+            WatchScope::Namespaces(namespaces) => namespaces.iter().next().cloned(),
+            WatchScope::All => None,
+        });
+    let lease_namespace = match (args.election.enabled, lease_namespace) {
+        (false, _) => None,
+        (true, Some(namespace)) => Some(namespace.trim().to_string()),
+        (true, None) => return Err(RunError::NoLeaseNamespace),
+    };
     let client = kube::Client::try_default().await?;
-    // Fail early and clearly when the API server or the CRD is not there.
+    // Fail early and clearly when the API server is not there.
     client.apiserver_version().await?;
+
+    let registry =
+        prometheus::Registry::new_custom(Some("infinispan_cluster_operator".into()), None)?;
+    let election_metrics = ElectionMetrics::register(&registry)?;
+    let readiness = Readiness::new("waiting for the Lease");
+    let listener = endpoint::bind(args.metrics_address)
+        .await
+        .map_err(|source| RunError::Listen {
+            address: args.metrics_address,
+            source,
+        })?;
+    let _endpoint = AbortOnDrop(tokio::spawn(endpoint::serve(
+        listener,
+        registry,
+        readiness.clone(),
+    )));
+
+    let mut leadership = match lease_namespace {
+        None => {
+            tracing::info!(
+                "leader election is off (--leader-election=false): run exactly one replica"
+            );
+            election_metrics.leader.set(1);
+            None
+        }
+        Some(namespace) => {
+            let config = ElectionConfig {
+                namespace,
+                lease_name: LEASE_NAME.to_string(),
+                identity: args
+                    .election
+                    .identity
+                    .clone()
+                    .filter(|i| !i.is_empty())
+                    .unwrap_or_else(|| {
+                        leadership::default_identity(std::env::var("POD_NAME").ok())
+                    }),
+                timings,
+            };
+            tracing::info!(
+                namespace = config.namespace,
+                lease = LEASE_NAME,
+                identity = config.identity,
+                "leader election: waiting for the Lease"
+            );
+            let candidate = Candidate::new(client.clone(), config, election_metrics);
+            tokio::select! {
+                leadership = candidate.acquire(&readiness) => Some(leadership),
+                () = signals.stopped() => {
+                    tracing::info!("stopped as a standby");
+                    return Ok(());
+                }
+            }
+        }
+    };
+
     let context = Arc::new(Context {
         client: client.clone(),
         settings,
@@ -208,10 +306,22 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
             }
         }
     }
-    signals.stopped().await;
+    readiness.set_ready();
+    let aborts: Vec<_> = controllers.iter().map(|c| c.abort_handle()).collect();
+    if let Some(held) = leadership.as_mut() {
+        tokio::select! {
+            () = signals.stopped() => {}
+            loss = held.hold() => {
+                // Not ours any more: stop every write at once.
+                aborts.iter().for_each(|a| a.abort());
+                return Err(RunError::LeadershipLost(loss));
+            }
+        }
+    } else {
+        signals.stopped().await;
+    }
     // Reconciles in flight finish; a controller still starting up (its first list) does not
     // hold the exit.
-    let aborts: Vec<_> = controllers.iter().map(|c| c.abort_handle()).collect();
     let finished = futures::future::join_all(controllers);
     if tokio::time::timeout(SHUTDOWN_GRACE, finished)
         .await
@@ -219,6 +329,9 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
     {
         tracing::warn!("reconciles did not finish within {SHUTDOWN_GRACE:?}; stopping them");
         aborts.iter().for_each(|a| a.abort());
+    }
+    if let Some(held) = leadership {
+        held.release().await;
     }
     Ok(())
 }
@@ -257,7 +370,8 @@ impl Signals {
     }
 
     /// Waits for the signal.
-    async fn stopped(mut self) {
-        let _ = self.stopped.wait_for(|s| *s).await;
+    async fn stopped(&self) {
+        let mut stopped = self.stopped.clone();
+        let _ = stopped.wait_for(|s| *s).await;
     }
 }

@@ -160,6 +160,8 @@ pub fn binary() -> anyhow::Result<PathBuf> {
 pub struct ClusterOperator {
     pub child: tokio::process::Child,
     pub log: PathBuf,
+    /// Its /metrics, /healthz and /readyz endpoint.
+    pub metrics: std::net::SocketAddr,
 }
 
 impl ClusterOperator {
@@ -177,10 +179,15 @@ impl ClusterOperator {
             crate::operator::unique("run")
         ));
         let log_file = std::fs::File::create(&log)?;
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
         let child = tokio::process::Command::new(binary()?)
             .arg("run")
+            .arg(format!("--metrics-address={metrics}"))
             .arg(format!("--watch-namespaces={}", namespaces.join(",")))
-            .args(["--log-level", "cluster_operator=debug,info"])
+            .args([
+                "--log-level",
+                "cluster_operator=debug,operator_runtime=debug,info",
+            ])
             .args(args)
             .env("KUBECONFIG", kubeconfig)
             .env_remove("WATCH_NAMESPACE")
@@ -190,7 +197,35 @@ impl ClusterOperator {
             .kill_on_drop(true)
             .spawn()
             .context("starting cluster-operator")?;
-        Ok(Self { child, log })
+        Ok(Self {
+            child,
+            log,
+            metrics,
+        })
+    }
+
+    /// GET `path` on the metrics endpoint: (status, body).
+    pub async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut socket = tokio::net::TcpStream::connect(self.metrics).await?;
+        socket
+            .write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await?;
+        let mut response = String::new();
+        socket.read_to_string(&mut response).await?;
+        let status = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .context("no HTTP status")?;
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Ok((status, body))
     }
 
     /// The last lines of the log, attached to `error`.

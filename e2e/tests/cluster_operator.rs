@@ -799,3 +799,82 @@ async fn with_the_permission_the_operator_applies_the_label_policy() -> anyhow::
         .await;
     env.finish().await
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_elect_one_leader_and_the_standby_takes_over() -> anyhow::Result<()> {
+    use e2e::cluster_operator::ClusterOperator;
+    let timings = [
+        "--lease-duration=4s",
+        "--lease-renew-deadline=3s",
+        "--lease-retry-period=1s",
+    ];
+    let mut args = vec!["--identity=first"];
+    args.extend(timings);
+    let env = Env::start("co-leader", 1, &args).await?;
+    let ns = env.ns().to_string();
+    let names = [ns.as_str()];
+    let mut second_args = vec!["--identity=second"];
+    second_args.extend(timings);
+    let second = ClusterOperator::start(&env.identity.kubeconfig, &names, &second_args)?;
+    let (first_ref, second_ref) = (&env.operator, &second);
+    // Both Ready; exactly one leader, the Lease in the watched namespace.
+    eventually("both replicas are Ready", WAIT, || async move {
+        let a = first_ref.get("/readyz").await.map(|r| r.0).unwrap_or(0);
+        let b = second_ref.get("/readyz").await.map(|r| r.0).unwrap_or(0);
+        Ok((a == 200 && b == 200).then_some(()))
+    })
+    .await?;
+    let leader_gauge = |body: &str| {
+        body.lines()
+            .find(|l| l.starts_with("infinispan_cluster_operator_leader "))
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_string)
+    };
+    let a = leader_gauge(&env.operator.get("/metrics").await?.1);
+    let b = leader_gauge(&second.get("/metrics").await?.1);
+    ensure!(
+        matches!(
+            (a.as_deref(), b.as_deref()),
+            (Some("1"), Some("0")) | (Some("0"), Some("1"))
+        ),
+        "leader gauges {a:?} {b:?}"
+    );
+    let lease: Lease = get(&env.client, &ns, "infinispan-cluster-operator")
+        .await?
+        .context("Lease")?;
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .context("holder")?;
+    println!("leader: {holder}");
+
+    // Kill the leader (no release): the standby takes over after the lease and reconciles.
+    let Env {
+        client,
+        testbed,
+        namespaces,
+        identity,
+        mut operator,
+    } = env;
+    let survivor = if holder == "first" {
+        operator.child.kill().await?;
+        second
+    } else {
+        let mut second = second;
+        second.child.kill().await?;
+        operator
+    };
+    let env = Env {
+        client,
+        testbed,
+        namespaces,
+        identity,
+        operator: survivor,
+    };
+    env.apply_cluster(&ns, "demo", json!({})).await?;
+    env.wait_status(&ns, "demo", "the new leader reconciles", |cr| {
+        condition(cr, "Ready").is_some()
+    })
+    .await?;
+    env.finish().await
+}
