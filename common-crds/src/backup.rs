@@ -84,7 +84,8 @@ pub struct BackupStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// Where the archive is: its path on the backup volume.
+    /// Where the archive is: `<cluster>:<server backup job>` (it stays on the server of the
+    /// cluster backed up, on the node that took it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<String>,
 

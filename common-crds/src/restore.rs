@@ -80,7 +80,7 @@ pub struct RestoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// Path of the archive restored, on the backup volume.
+    /// The archive restored: `<cluster>:<server backup job>` of its Backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<String>,
 
