@@ -21,6 +21,7 @@ crds: ## regenerate the CRD, admission-policy and RBAC-rules YAML for the Helm c
 	$(CARGO) run -q -p cluster-operator -- crd > helm/infinispan-operator/crds/infinispan.org.yaml
 	$(CARGO) run -q -p cluster-operator -- admission-policy > helm/infinispan-operator/files/label-policy.yaml
 	$(CARGO) run -q -p cluster-operator -- resources-operator-rules > helm/infinispan-operator/files/resources-operator-rules.yaml
+	$(CARGO) run -q -p cluster-operator -- cluster-operator-rules > helm/infinispan-operator/files/cluster-operator-rules.yaml
 	$(CARGO) run -q -p cluster-operator -- crd --split olm/bundle/manifests
 
 .PHONY: testbed-build

@@ -31,6 +31,11 @@ pub enum Command {
     /// cluster operator must hold to grant each cluster's Role), as a YAML list with a comment
     /// header; the Helm chart includes it.
     ResourcesOperatorRules,
+    /// Print the cluster operator's own RBAC rules (in every watched namespace; for all
+    /// namespaces as a ClusterRole) and, under `labelPolicyRules`, the optional cluster-wide rules
+    /// that let it apply the label policy itself, as YAML with a comment header; the Helm chart
+    /// and the OLM bundle include them.
+    ClusterOperatorRules,
     /// Run the controller: every `Infinispan` CR in the watched namespaces becomes a server
     /// cluster and its resources operator.
     ///
@@ -281,6 +286,10 @@ mod tests {
         assert_eq!(run.server_urls.len(), 2);
         assert!(parse(&["cluster-operator", "run", "--server-url=nope"]).is_err());
         assert!(parse(&["cluster-operator", "run", "--server-fs-group=-1"]).is_err());
+        assert!(matches!(
+            parse(&["cluster-operator", "cluster-operator-rules"]),
+            Ok(Command::ClusterOperatorRules)
+        ));
         assert!(parse(&["cluster-operator"]).is_err());
         assert!(parse(&["cluster-operator", "crds"]).is_err());
     }

@@ -45,6 +45,7 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
             manifests::write_crd_files(&dir)?;
         }
         Command::AdmissionPolicy => manifests::print(&manifests::admission_policy()?)?,
+        Command::ClusterOperatorRules => manifests::print(&manifests::cluster_operator_rules()?)?,
         Command::ResourcesOperatorRules => {
             manifests::print(&manifests::resources_operator_rules()?)?
         }

@@ -40,5 +40,8 @@ fn run_refuses_a_default_version_without_an_image() {
 fn run_says_when_there_is_no_api_server() {
     let (ok, stderr) = run(&["--watch-namespaces=a"]);
     assert!(!ok);
-    assert!(stderr.contains("cannot reach the Kubernetes API server"), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach the Kubernetes API server"),
+        "{stderr}"
+    );
 }

@@ -74,6 +74,14 @@ fn helm_chart_resources_operator_rules_are_up_to_date() {
 }
 
 #[test]
+fn helm_chart_cluster_operator_rules_are_up_to_date() {
+    assert_same(
+        "helm/infinispan-operator/files/cluster-operator-rules.yaml",
+        &run(&["cluster-operator-rules"]),
+    );
+}
+
+#[test]
 fn olm_bundle_crds_are_up_to_date() {
     let dir = std::env::temp_dir().join(format!("cluster-operator-crds-{}", std::process::id()));
     let dir_arg = dir.to_str().expect("UTF-8 temporary directory");
