@@ -289,7 +289,6 @@ async fn apply_cluster(
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
     let client = &context.client;
-    let uid = cluster.uid().unwrap_or_default();
     let mut problem: Option<Problem> = None;
     let mut version = None;
     let mut stateful_set: Option<StatefulSet> = None;
@@ -388,7 +387,6 @@ async fn apply_cluster(
             }
         }
     };
-    let _ = uid;
 
     let observed = Observed {
         generation: cluster.meta().generation,
