@@ -172,6 +172,6 @@ Everything is still running. Try:
   kubectl apply -n demo -f <your Cache CR, label infinispan.org/cluster: demo>   # synced by the operator
   curl -s http://$METRICS/metrics                                                # its metrics
   kubectl get caches,templates,schemas,counters,tasks -n demo
-Not there yet: the cluster operator (the Infinispan CR is not turned into pods yet).
+The cluster operator runs too, but this demo does not use it yet: README "Creating a cluster" shows it (cargo run -p cluster-operator -- run ...).
 Stop it with: make testbed-down   (or make testbed-wipe to also delete its state)
 EOF2
