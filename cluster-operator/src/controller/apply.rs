@@ -52,6 +52,30 @@ where
         .map_err(|source| classify(K::kind(&()).into_owned(), name, source))
 }
 
+/// Applies `desired` when the CR asks for it, else deletes the left-over `name` the CR
+/// controls (an optional object the CR no longer asks for).
+pub async fn apply_or_remove<K>(
+    client: &kube::Client,
+    desired: Option<&K>,
+    namespace: &str,
+    name: &str,
+    owner_uid: &str,
+) -> Result<(), ApplyError>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    match desired {
+        Some(object) => apply(client, object).await.map(|_| ()),
+        None => delete_owned::<K>(client, namespace, name, owner_uid)
+            .await
+            .map(|_| ()),
+    }
+}
+
 /// Deletes the object `name` of kind `K` if it exists and the CR with `owner_uid` controls it;
 /// returns whether a deletion was sent.
 pub async fn delete_owned<K>(

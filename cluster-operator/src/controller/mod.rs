@@ -42,9 +42,6 @@ use common_crds::infinispan::InfinispanStatus;
 use common_crds::labels::{CLUSTER_FINALIZER, CLUSTER_OPERATOR_FIELD_MANAGER};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{Secret, Service};
-use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
@@ -56,7 +53,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::build::{expose, resources_operator, server};
-use apply::{ApplyError, apply, delete_owned};
+use apply::{ApplyError, apply, apply_or_remove};
 use status::{Observed, Pods, Problem, ResourcesOperator};
 use teardown::Drain;
 
@@ -213,42 +210,21 @@ async fn finalize(
         .as_ref()
         .map(|t| t.0)
         .unwrap_or_else(Timestamp::now);
-    let elapsed = elapsed_since(since);
-    match teardown::drain(
-        &context.client,
-        cluster,
-        elapsed,
-        context.settings.drain_timeout,
-    )
-    .await?
-    {
+    match drain_step(context, cluster, since).await? {
         Drain::Waiting { holding } => {
             tracing::info!(cluster = %cluster.name_any(), holding, "deleting: waiting for the resources operator to release its finalizers");
             write_status(api, cluster, |current| {
-                let mut next = current.cloned().unwrap_or_default();
-                let condition = common_crds::conditions::new_condition(
-                    common_crds::conditions::ConditionType::ResourcesOperatorReady,
-                    common_crds::conditions::ConditionStatus::False,
-                    "Draining",
-                    format!("the cluster is being deleted: {holding} CRs still hold the resources operator's finalizer"),
+                status::deleting(
+                    current,
                     cluster.meta().generation,
+                    holding,
                     Time(Timestamp::now()),
-                );
-                common_crds::conditions::set_condition(&mut next.conditions, condition);
-                // Marking the CR deleted moved its generation: this status describes it.
-                next.observed_generation = cluster.meta().generation;
-                next
+                )
             })
             .await?;
             Ok(Action::requeue(DRAIN_POLL))
         }
         Drain::Done { released } => {
-            if released > 0 {
-                publish(context, cluster, EventType::Warning, "DrainTimeout", format!(
-                    "the resources operator did not release {released} CRs within {:?}: their finalizers were removed by the cluster operator",
-                    context.settings.drain_timeout
-                )).await;
-            }
             let finalizers: Vec<String> = cluster
                 .finalizers()
                 .iter()
@@ -271,6 +247,26 @@ async fn finalize(
             Ok(Action::await_change())
         }
     }
+}
+
+/// One step of the drain of `cluster`'s resources operator, begun at `since`; publishes
+/// `DrainTimeout` when the cluster operator had to release finalizers itself.
+async fn drain_step(
+    context: &Context,
+    cluster: &Infinispan,
+    since: Timestamp,
+) -> Result<Drain, Error> {
+    let timeout = context.settings.drain_timeout;
+    let step = teardown::drain(&context.client, cluster, elapsed_since(since), timeout).await?;
+    if let Drain::Done { released } = step
+        && released > 0
+    {
+        let note = format!(
+            "the resources operator did not release {released} CRs within {timeout:?}: their finalizers were removed by the cluster operator"
+        );
+        publish(context, cluster, EventType::Warning, "DrainTimeout", note).await;
+    }
+    Ok(step)
 }
 
 fn elapsed_since(since: Timestamp) -> Duration {
@@ -364,27 +360,12 @@ async fn apply_cluster(
         }
     } else {
         let since = draining_since(cluster.status.as_ref()).unwrap_or_else(Timestamp::now);
-        match teardown::drain(
-            client,
-            cluster,
-            elapsed_since(since),
-            context.settings.drain_timeout,
-        )
-        .await?
-        {
+        match drain_step(context, cluster, since).await? {
             Drain::Waiting { .. } => {
                 requeue = DRAIN_POLL;
                 ResourcesOperator::Draining
             }
-            Drain::Done { released } => {
-                if released > 0 {
-                    publish(context, cluster, EventType::Warning, "DrainTimeout", format!(
-                        "the resources operator did not release {released} CRs within {:?}: their finalizers were removed by the cluster operator",
-                        context.settings.drain_timeout
-                    )).await;
-                }
-                ResourcesOperator::Disabled
-            }
+            Drain::Done { .. } => ResourcesOperator::Disabled,
         }
     };
 
@@ -477,60 +458,42 @@ async fn apply_server(
     let name = cluster.name_any();
     let uid = cluster.uid().unwrap_or_default();
     apply(client, &objects.config_map).await?;
-    match &objects.identities_secret {
-        Some(secret) => {
-            apply(client, secret).await?;
-        }
-        None => {
-            delete_owned::<Secret>(
-                client,
-                &namespace,
-                &server::identities_secret_name(&name),
-                &uid,
-            )
-            .await?;
-        }
-    }
+    apply_or_remove(
+        client,
+        objects.identities_secret.as_ref(),
+        &namespace,
+        &server::identities_secret_name(&name),
+        &uid,
+    )
+    .await?;
     apply(client, &objects.ping_service).await?;
     apply(client, &objects.client_service).await?;
     let exposed = expose::build(cluster);
-    match &exposed.service {
-        Some(service) => {
-            apply(client, service).await?;
-        }
-        None => {
-            delete_owned::<Service>(
-                client,
-                &namespace,
-                &expose::external_service_name(&name),
-                &uid,
-            )
-            .await?;
-        }
-    }
-    match &exposed.ingress {
-        Some(ingress) => {
-            apply(client, ingress).await?;
-        }
-        None => {
-            delete_owned::<Ingress>(client, &namespace, &expose::ingress_name(&name), &uid).await?;
-        }
-    }
+    apply_or_remove(
+        client,
+        exposed.service.as_ref(),
+        &namespace,
+        &expose::external_service_name(&name),
+        &uid,
+    )
+    .await?;
+    apply_or_remove(
+        client,
+        exposed.ingress.as_ref(),
+        &namespace,
+        &expose::ingress_name(&name),
+        &uid,
+    )
+    .await?;
     let stateful_set = apply(client, &objects.stateful_set).await?;
-    match &objects.pod_disruption_budget {
-        Some(budget) => {
-            apply(client, budget).await?;
-        }
-        None => {
-            delete_owned::<PodDisruptionBudget>(
-                client,
-                &namespace,
-                &server::stateful_set_name(&name),
-                &uid,
-            )
-            .await?;
-        }
-    }
+    apply_or_remove(
+        client,
+        objects.pod_disruption_budget.as_ref(),
+        &namespace,
+        &server::stateful_set_name(&name),
+        &uid,
+    )
+    .await?;
     Ok((stateful_set, image.version))
 }
 

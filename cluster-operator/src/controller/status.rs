@@ -233,6 +233,33 @@ pub fn compute(
     status
 }
 
+/// The status of a CR being deleted while its resources operator drains: `current` with
+/// `ResourcesOperatorReady=False, reason=Draining` (how many CRs still hold the finalizer) and
+/// the new `observedGeneration` (marking a custom resource deleted moves its generation).
+pub fn deleting(
+    current: Option<&InfinispanStatus>,
+    generation: Option<i64>,
+    holding: usize,
+    now: Time,
+) -> InfinispanStatus {
+    let mut next = current.cloned().unwrap_or_default();
+    set_condition(
+        &mut next.conditions,
+        new_condition(
+            ConditionType::ResourcesOperatorReady,
+            ConditionStatus::False,
+            "Draining",
+            format!(
+                "the cluster is being deleted: {holding} CRs still hold the resources operator's finalizer"
+            ),
+            generation,
+            now,
+        ),
+    );
+    next.observed_generation = generation;
+    next
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,6 +437,27 @@ mod tests {
             order,
             ["Ready", "Progressing", "Degraded", "ResourcesOperatorReady"]
         );
+    }
+
+    #[test]
+    fn deleting_reports_the_drain_for_the_new_generation() {
+        let pods = Pods {
+            desired: 1,
+            current: 1,
+            ready: 1,
+            settled: true,
+        };
+        let live = compute(None, &observed(pods), at(10));
+        let draining = deleting(Some(&live), Some(4), 2, at(20));
+        let condition = get(&draining, "ResourcesOperatorReady");
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "Draining")
+        );
+        assert!(condition.message.contains("2 CRs"), "{}", condition.message);
+        assert_eq!(draining.observed_generation, Some(4));
+        assert_eq!(get(&draining, "Ready"), get(&live, "Ready"));
+        assert_eq!(deleting(Some(&draining), Some(4), 2, at(30)), draining);
     }
 
     #[test]
