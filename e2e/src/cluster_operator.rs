@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail, ensure};
+use anyhow::Context;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
@@ -206,73 +206,22 @@ impl ClusterOperator {
 
     /// GET `path` on the metrics endpoint: (status, body).
     pub async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut socket = tokio::net::TcpStream::connect(self.metrics).await?;
-        socket
-            .write_all(
-                format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-                    .as_bytes(),
-            )
-            .await?;
-        let mut response = String::new();
-        socket.read_to_string(&mut response).await?;
-        let status = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .context("no HTTP status")?;
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((status, body))
+        crate::process::http_get(self.metrics, path).await
     }
 
     /// The last lines of the log, attached to `error`.
     pub fn with_log(&self, error: anyhow::Error) -> anyhow::Error {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(40).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        error.context(format!(
-            "cluster operator log ({}), last lines:\n{}",
-            self.log.display(),
-            tail.join("\n")
-        ))
+        crate::process::with_log_tail(error, "cluster operator", &self.log, 40)
     }
 
     /// Lines of the log containing every one of `needles`.
     pub fn log_lines(&self, needles: &[&str]) -> usize {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|line| needles.iter().all(|n| line.contains(n)))
-            .count()
+        crate::process::count_log_lines(&self.log, needles)
     }
 
     /// SIGTERM, and a clean exit within 15 s.
     pub async fn stop(mut self) -> anyhow::Result<()> {
-        let pid = self
-            .child
-            .id()
-            .context("the cluster operator already exited")?;
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()?;
-        ensure!(sent.success(), "kill -TERM {pid} failed");
-        match tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await {
-            Ok(status) => {
-                let status = status?;
-                ensure!(
-                    status.success(),
-                    "the cluster operator exited with {status} on SIGTERM"
-                );
-                Ok(())
-            }
-            Err(_) => {
-                self.child.kill().await?;
-                bail!("the cluster operator did not stop within 15 s of SIGTERM")
-            }
-        }
+        crate::process::stop_gracefully(&mut self.child, "cluster operator").await
     }
 
     /// Whether the process is still running.
@@ -410,6 +359,21 @@ impl Env {
         .map_err(|e| self.operator.with_log(e))
     }
 
+    /// Waits until the Infinispan CR `namespace/name` is gone (its finalizer released).
+    pub async fn wait_cluster_gone(&self, namespace: &str, name: &str) -> anyhow::Result<()> {
+        let clusters = self.clusters(namespace);
+        let clusters = &clusters;
+        eventually(
+            &format!("the Infinispan CR {name} is gone"),
+            WAIT,
+            || async move { Ok(clusters.get_opt(name).await?.is_none().then_some(())) },
+        )
+        .await
+        .map_err(|e| self.operator.with_log(e))
+    }
+
+    /// Stops the operator, releases the finalizers it would have released, deletes the
+    /// namespaces and the operator's ClusterRole.
     pub async fn finish(self) -> anyhow::Result<()> {
         self.operator.stop().await?;
         for namespace in self.namespaces {

@@ -20,6 +20,7 @@ pub mod cluster_operator;
 pub mod identity;
 pub mod node;
 pub mod operator;
+pub mod process;
 pub mod proxy;
 
 /// Field manager the test harness applies with.

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, bail};
 use common_crds::labels::CLUSTER_LABEL;
 use common_crds::{Cache, Infinispan};
 use infinispan_rest::{
@@ -28,7 +28,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::identity::OperatorIdentity;
 use crate::{TestNamespace, Testbed, eventually};
@@ -177,22 +176,7 @@ impl Operator {
 
     /// GET on the metrics endpoint: (status, body).
     pub async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
-        let mut socket = tokio::net::TcpStream::connect(self.metrics).await?;
-        socket
-            .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
-            .await?;
-        let mut response = String::new();
-        socket.read_to_string(&mut response).await?;
-        let status = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .context("no HTTP status")?;
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((status, body))
+        crate::process::http_get(self.metrics, path).await
     }
 
     /// Sum of the operator's `writes_total` counters of the server side. (Kubernetes-side
@@ -209,44 +193,17 @@ impl Operator {
     }
 
     pub fn with_log(&self, error: anyhow::Error) -> anyhow::Error {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(60).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        error.context(format!(
-            "operator log ({}), last lines:\n{}",
-            self.log.display(),
-            tail.join("\n")
-        ))
+        crate::process::with_log_tail(error, "operator", &self.log, 60)
     }
 
     /// Lines of the operator's log that contain every one of `needles`.
     pub fn log_lines(&self, needles: &[&str]) -> usize {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|line| needles.iter().all(|n| line.contains(n)))
-            .count()
+        crate::process::count_log_lines(&self.log, needles)
     }
 
     /// Stops the operator with SIGTERM and expects a graceful exit (status 0) within 15 s.
     pub async fn stop(mut self) -> anyhow::Result<()> {
-        let pid = self.child.id().context("the operator already exited")?;
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()?;
-        ensure!(sent.success(), "kill -TERM {pid} failed");
-        let status = match tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await {
-            Ok(status) => status?,
-            Err(_) => {
-                self.child.kill().await?;
-                bail!("the operator did not stop within 15 s of SIGTERM");
-            }
-        };
-        ensure!(
-            status.success(),
-            "the operator exited with {status} on SIGTERM"
-        );
-        Ok(())
+        crate::process::stop_gracefully(&mut self.child, "operator").await
     }
 }
 

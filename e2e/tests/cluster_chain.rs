@@ -158,14 +158,7 @@ async fn chain(node: &Node) -> anyhow::Result<()> {
         .kill_on_drop(true)
         .spawn()
         .context("starting the resources operator")?;
-    let with_log = |error: anyhow::Error| {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(30).collect();
-        error.context(format!(
-            "resources operator log:\n{}",
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        ))
-    };
+    let with_log = |error| e2e::process::with_log_tail(error, "resources operator", &log, 30);
 
     // K1: a Cache CR reaches the server.
     let caches: Api<Cache> = Api::namespaced(client.clone(), &ns);
@@ -243,13 +236,7 @@ async fn chain(node: &Node) -> anyhow::Result<()> {
     env.clusters(&ns)
         .delete("demo", &DeleteParams::default())
         .await?;
-    let clusters = env.clusters(&ns);
-    let clusters = &clusters;
-    eventually("the Infinispan CR is gone", WAIT, || async move {
-        Ok(clusters.get_opt("demo").await?.is_none().then_some(()))
-    })
-    .await
-    .map_err(|e| env.operator.with_log(e))?;
+    env.wait_cluster_gone(&ns, "demo").await?;
     let took = deleted.elapsed();
     ensure!(
         took < Duration::from_secs(60),

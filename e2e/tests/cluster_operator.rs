@@ -450,13 +450,7 @@ async fn deleting_a_cluster_drains_then_everything_is_collected() -> anyhow::Res
         "while draining: {:?}",
         condition(&draining, "ResourcesOperatorReady")
     );
-    let clusters = env.clusters(&ns);
-    let clusters = &clusters;
-    eventually("the Infinispan CR is gone", WAIT, || async move {
-        Ok(clusters.get_opt("demo").await?.is_none().then_some(()))
-    })
-    .await
-    .map_err(|e| env.operator.with_log(e))?;
+    env.wait_cluster_gone(&ns, "demo").await?;
     let took = deleted_at.elapsed();
     ensure!(
         took >= Duration::from_secs(7),
@@ -620,12 +614,7 @@ async fn two_clusters_in_one_namespace_and_a_second_namespace() -> anyhow::Resul
     env.clusters(&ns)
         .delete("alpha", &DeleteParams::default())
         .await?;
-    let clusters = env.clusters(&ns);
-    let clusters = &clusters;
-    eventually("alpha is gone", WAIT, || async move {
-        Ok(clusters.get_opt("alpha").await?.is_none().then_some(()))
-    })
-    .await?;
+    env.wait_cluster_gone(&ns, "alpha").await?;
     ensure!(objects_of(client, &ns, "beta", &beta).await?.len() == expected_objects("beta").len());
     ensure!(get::<StatefulSet>(client, &other, "alpha").await?.is_some());
     env.finish().await
