@@ -27,7 +27,7 @@ use super::selection::{self, SelectionError};
 use super::slots::Holder;
 use super::{
     BACKUP_FINALIZER, CleanupError, Context, ReconcileError, access_waiting, cluster, conclude,
-    identity, names, rest_waiting,
+    identity, job_server, names, rest_waiting,
 };
 
 const KIND: &str = "Backup";
@@ -173,31 +173,15 @@ async fn start_job(backup: &Backup, job: &str, server: &infinispan_rest::Client)
 async fn poll(backup: &Backup, job: &str, ctx: &Context) -> Result<Observation, ReconcileError> {
     let (namespace, name, uid) = identity(backup, KIND)?;
     let cluster_name = &backup.spec.cluster;
-    let Some(cluster) = cluster(ctx, &namespace, cluster_name).await? else {
-        return Ok(Observation::Failed {
-            why: Failure::JobLost,
-            message: format!(
-                "the Infinispan cluster {cluster_name} was deleted while backup job {job} ran"
-            ),
-        });
+    let holder = Holder {
+        kind: JobKind::Backup,
+        name,
+        uid,
     };
-    let server = match ctx.servers.node_client_for(&ctx.client, &cluster).await {
+    let server = match job_server(ctx, &namespace, cluster_name, job, holder).await? {
         Ok(server) => server,
-        Err(error) => {
-            return Ok(Observation::Unreachable {
-                message: error.to_string(),
-            });
-        }
+        Err(observation) => return Ok(observation),
     };
-    ctx.slots.hold(
-        &namespace,
-        cluster_name,
-        Holder {
-            kind: JobKind::Backup,
-            name,
-            uid,
-        },
-    );
     Ok(match server.backup_status(job).await {
         Ok(JobStatus::Running) => Observation::Running,
         Ok(JobStatus::Done) => Observation::Succeeded {

@@ -88,7 +88,7 @@ use kube::{Api, Resource, ResourceExt};
 pub use common_crds::labels::BACKUP_FINALIZER;
 
 use crate::servers::{ServerAccessError, Servers};
-use phase::{Decision, JobKind, Observation, Progress, Waiting};
+use phase::{Decision, Failure, JobKind, Observation, Progress, Waiting};
 use slots::{Holder, JobSlots};
 
 /// Counters of what the controllers did, for metrics and tests.
@@ -321,6 +321,37 @@ async fn cluster(
         .map_err(ReconcileError::kube(format!(
             "reading the Infinispan CR {namespace}/{name}"
         )))
+}
+
+/// The node running `job` of `holder` on the cluster `cluster_name`, with the cluster's job slot
+/// held for it; or, instead, what to observe: the job is lost when the cluster is gone, and
+/// unreachable when its node cannot be reached.
+async fn job_server(
+    ctx: &Context,
+    namespace: &str,
+    cluster_name: &str,
+    job: &str,
+    holder: Holder,
+) -> Result<Result<infinispan_rest::Client, Observation>, ReconcileError> {
+    let what = holder.kind.lower();
+    let Some(cluster) = cluster(ctx, namespace, cluster_name).await? else {
+        return Ok(Err(Observation::Failed {
+            why: Failure::JobLost,
+            message: format!(
+                "the Infinispan cluster {cluster_name} was deleted while {what} job {job} ran"
+            ),
+        }));
+    };
+    let server = match ctx.servers.node_client_for(&ctx.client, &cluster).await {
+        Ok(server) => server,
+        Err(error) => {
+            return Ok(Err(Observation::Unreachable {
+                message: error.to_string(),
+            }));
+        }
+    };
+    ctx.slots.hold(namespace, cluster_name, holder);
+    Ok(Ok(server))
 }
 
 /// Waiting because the server cannot be reached yet.

@@ -49,7 +49,7 @@ impl JobKind {
         }
     }
 
-    const fn lower(self) -> &'static str {
+    pub(super) const fn lower(self) -> &'static str {
         match self {
             Self::Backup => "backup",
             Self::Restore => "restore",

@@ -27,7 +27,8 @@ use super::phase::{self, Failure, JobKind, Observation, Progress, Waiting};
 use super::selection;
 use super::slots::Holder;
 use super::{
-    Context, ReconcileError, access_waiting, cluster, conclude, identity, names, rest_waiting,
+    Context, ReconcileError, access_waiting, cluster, conclude, identity, job_server, names,
+    rest_waiting,
 };
 
 const KIND: &str = "Restore";
@@ -298,31 +299,15 @@ impl Transfer<'_> {
 async fn poll(restore: &Restore, job: &str, ctx: &Context) -> Result<Observation, ReconcileError> {
     let (namespace, name, uid) = identity(restore, KIND)?;
     let target_name = &restore.spec.cluster;
-    let Some(target) = cluster(ctx, &namespace, target_name).await? else {
-        return Ok(Observation::Failed {
-            why: Failure::JobLost,
-            message: format!(
-                "the Infinispan cluster {target_name} was deleted while restore job {job} ran"
-            ),
-        });
+    let holder = Holder {
+        kind: JobKind::Restore,
+        name,
+        uid,
     };
-    let server = match ctx.servers.node_client_for(&ctx.client, &target).await {
+    let server = match job_server(ctx, &namespace, target_name, job, holder).await? {
         Ok(server) => server,
-        Err(error) => {
-            return Ok(Observation::Unreachable {
-                message: error.to_string(),
-            });
-        }
+        Err(observation) => return Ok(observation),
     };
-    ctx.slots.hold(
-        &namespace,
-        target_name,
-        Holder {
-            kind: JobKind::Restore,
-            name,
-            uid,
-        },
-    );
     Ok(match server.restore_status(job).await {
         Ok(JobStatus::Running) => Observation::Running,
         Ok(JobStatus::Done) => Observation::Succeeded { archive: None },
