@@ -3,7 +3,8 @@
 #   k8s-<v>/bin/{kube-apiserver,kube-controller-manager,kubectl}   from the Go module proxy
 #   etcd-<v>/bin/etcd                                               from the Go module proxy
 #   infinispan-<v>/                                                 a server assembled from Maven Central
-# Usage: build.sh [k8s|etcd|infinispan|all]
+#   helm-<v>/bin/helm, operator-sdk-<v>/bin/operator-sdk, opm-<v>/bin/opm   `go install`ed packaging tools
+# Usage: build.sh [k8s|etcd|infinispan|tools|all]
 # A failed pin falls back to the next version of its list in versions.env, and says so.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -158,15 +159,38 @@ build_infinispan_version() {
   echo "$java_home" >"$out/JAVA_HOME"
 }
 
+# The packaging tools are plain `go install`s into the version's bin/.
+build_helm_version() {
+  GOBIN="$2/bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@v$1"
+  "$2/bin/helm" version --short
+}
+build_operator_sdk_version() {
+  GOBIN="$2/bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" -tags containers_image_openpgp \
+    "github.com/operator-framework/operator-sdk/cmd/operator-sdk@v$1"
+  "$2/bin/operator-sdk" version
+}
+build_opm_version() {
+  GOBIN="$2/bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" -tags json1,containers_image_openpgp \
+    "github.com/operator-framework/operator-registry/cmd/opm@v$1"
+  "$2/bin/opm" version
+}
+build_tools() {
+  build_with_fallback helm helm "$HELM_VERSIONS" build_helm_version
+  build_with_fallback operator-sdk operator-sdk "$OPERATOR_SDK_VERSIONS" build_operator_sdk_version
+  build_with_fallback opm opm "$OPM_VERSIONS" build_opm_version
+}
+
 what=${1:-all}
 case $what in
   k8s) build_with_fallback Kubernetes k8s "$K8S_VERSIONS" build_k8s_version ;;
   etcd) build_with_fallback etcd etcd "$ETCD_VERSIONS" build_etcd_version ;;
   infinispan) build_with_fallback Infinispan infinispan "$INFINISPAN_VERSIONS" build_infinispan_version ;;
+  tools) build_tools ;;
   all)
     build_with_fallback etcd etcd "$ETCD_VERSIONS" build_etcd_version
     build_with_fallback Infinispan infinispan "$INFINISPAN_VERSIONS" build_infinispan_version
     build_with_fallback Kubernetes k8s "$K8S_VERSIONS" build_k8s_version
+    build_tools
     ;;
-  *) die "usage: build.sh [k8s|etcd|infinispan|all]" ;;
+  *) die "usage: build.sh [k8s|etcd|infinispan|tools|all]" ;;
 esac
