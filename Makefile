@@ -16,13 +16,14 @@ build: ## build every crate (debug)
 	$(CARGO) build --workspace --all-targets
 
 .PHONY: crds
-crds: ## regenerate the CRD, admission-policy and RBAC-rules YAML for the Helm chart and the OLM bundle
+crds: ## regenerate the CRD, admission-policy and RBAC-rules YAML for the Helm chart and the OLM bundle, and docs/crd-reference.md
 	mkdir -p helm/infinispan-operator/crds helm/infinispan-operator/files olm/bundle/manifests
 	$(CARGO) run -q -p cluster-operator -- crd > helm/infinispan-operator/crds/infinispan.org.yaml
 	$(CARGO) run -q -p cluster-operator -- admission-policy > helm/infinispan-operator/files/label-policy.yaml
 	$(CARGO) run -q -p cluster-operator -- resources-operator-rules > helm/infinispan-operator/files/resources-operator-rules.yaml
 	$(CARGO) run -q -p cluster-operator -- cluster-operator-rules > helm/infinispan-operator/files/cluster-operator-rules.yaml
 	$(CARGO) run -q -p cluster-operator -- crd --split olm/bundle/manifests
+	$(CARGO) run -q -p cluster-operator -- crd-reference > docs/crd-reference.md
 
 .PHONY: testbed-build
 testbed-build: ## build (once, cached in ~/.cache/infinispan-operators) Kubernetes, etcd and Infinispan

@@ -36,6 +36,10 @@ pub enum Command {
     /// that let it apply the label policy itself, as YAML with a comment header; the Helm chart
     /// and the OLM bundle include them.
     ClusterOperatorRules,
+    /// Print the reference of the eight CRDs as Markdown, generated from their OpenAPI schemas:
+    /// per kind its names, printer columns and, per object level, every field with its type,
+    /// default, constraints, CEL rules and description (docs/crd-reference.md is this output).
+    CrdReference,
     /// Run the controller: every `Infinispan` CR in the watched namespaces becomes a server
     /// cluster and its resources operator.
     ///
@@ -289,6 +293,10 @@ mod tests {
         assert!(matches!(
             parse(&["cluster-operator", "cluster-operator-rules"]),
             Ok(Command::ClusterOperatorRules)
+        ));
+        assert!(matches!(
+            parse(&["cluster-operator", "crd-reference"]),
+            Ok(Command::CrdReference)
         ));
         assert!(parse(&["cluster-operator"]).is_err());
         assert!(parse(&["cluster-operator", "crds"]).is_err());

@@ -11,6 +11,7 @@
 //! - [`servers`]: how the operator reaches a cluster's server (URL, credentials, CA).
 //! - [`run`]: `cluster-operator run`.
 //! - [`rbac`]: the cluster operator's own RBAC rules.
+//! - [`reference`]: the CRD reference in Markdown (`crd-reference`).
 //! - [`label_policy`]: the label policy applied at startup when permitted.
 
 pub mod backup;
@@ -20,6 +21,7 @@ pub mod controller;
 pub mod label_policy;
 pub mod manifests;
 pub mod rbac;
+pub mod reference;
 pub mod run;
 pub mod scope;
 pub mod servers;
@@ -46,6 +48,7 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
         }
         Command::AdmissionPolicy => manifests::print(&manifests::admission_policy()?)?,
         Command::ClusterOperatorRules => manifests::print(&manifests::cluster_operator_rules()?)?,
+        Command::CrdReference => manifests::print(&reference::crd_reference())?,
         Command::ResourcesOperatorRules => {
             manifests::print(&manifests::resources_operator_rules()?)?
         }

@@ -1,5 +1,6 @@
-//! The committed copies of the generated manifests (Helm chart, OLM bundle) must be what the
-//! binary generates now: a change to the API types without `make crds` fails here.
+//! The committed copies of the generated manifests (Helm chart, OLM bundle) and of the CRD
+//! reference (docs/crd-reference.md) must be what the binary generates now: a change to the API
+//! types without `make crds` fails here.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -114,4 +115,16 @@ fn olm_bundle_crds_are_up_to_date() {
         "CRD files of olm/bundle/manifests: {HINT}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn crd_reference_is_up_to_date() {
+    let generated = run(&["crd-reference"]);
+    let committed = committed("docs/crd-reference.md");
+    assert!(
+        committed == generated,
+        "docs/crd-reference.md is not what `cluster-operator crd-reference` prints now: run \
+         `make crds` (or `cargo run -q -p cluster-operator -- crd-reference > \
+         docs/crd-reference.md`) and commit the result"
+    );
 }
