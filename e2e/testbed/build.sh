@@ -3,7 +3,7 @@
 #   k8s-<v>/bin/{kube-apiserver,kube-controller-manager,kubectl}   from the Go module proxy
 #   etcd-<v>/bin/etcd                                               from the Go module proxy
 #   infinispan-<v>/                                                 a server assembled from Maven Central
-#   helm-<v>/bin/helm, operator-sdk-<v>/bin/operator-sdk, opm-<v>/bin/opm   `go install`ed packaging tools
+#   helm-<v>/bin/helm, operator-sdk-<v>/bin/operator-sdk, opm-<v>/bin/opm   packaging tools (Go module proxy)
 # Usage: build.sh [k8s|etcd|infinispan|tools|all]
 # A failed pin falls back to the next version of its list in versions.env, and says so.
 set -euo pipefail
@@ -159,19 +159,39 @@ build_infinispan_version() {
   echo "$java_home" >"$out/JAVA_HOME"
 }
 
-# The packaging tools are plain `go install`s into the version's bin/.
+# The packaging tools: `go install MODULE/cmd@vX` asks the proxy for the module's version list
+# (deprecation check), which the proxy here refuses for some modules (403). A throwaway wrapper
+# module requiring the exact version builds the same command without that request.
+# go_tool_build NAME MODULE PACKAGE VERSION OUT [TAGS] [MODULE@VERSION...]: the optional
+# MODULE@VERSION pins replace a dependency version the proxy refuses by one it serves.
+go_tool_build() {
+  local name=$1 module=$2 pkg=$3 v=$4 out=$5 tags=${6:-} pin
+  shift $(($# < 6 ? $# : 6))
+  local src="$out/src"
+  mkdir -p "$src" "$out/bin"
+  cd "$src"
+  printf 'module testbed/%s\n\ngo 1.24\n' "$name" >go.mod
+  for pin in "$@"; do
+    echo "replace ${pin%@*} => ${pin%@*} ${pin#*@}" >>go.mod
+  done
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >tools.go
+  go get "$module@v$v"
+  go mod tidy -e
+  CGO_ENABLED=0 go build -tags "tools${tags:+,$tags}" -trimpath -ldflags "-s -w" -o "$out/bin/$name" "$pkg"
+}
 build_helm_version() {
-  GOBIN="$2/bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@v$1"
+  go_tool_build helm helm.sh/helm/v3 helm.sh/helm/v3/cmd/helm "$1" "$2"
   "$2/bin/helm" version --short
 }
 build_operator_sdk_version() {
-  GOBIN="$2/bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" -tags containers_image_openpgp \
-    "github.com/operator-framework/operator-sdk/cmd/operator-sdk@v$1"
+  go_tool_build operator-sdk github.com/operator-framework/operator-sdk \
+    github.com/operator-framework/operator-sdk/cmd/operator-sdk "$1" "$2" containers_image_openpgp \
+    "${OPERATOR_SDK_PINS[@]}"
   "$2/bin/operator-sdk" version
 }
 build_opm_version() {
-  GOBIN="$2/bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" -tags json1,containers_image_openpgp \
-    "github.com/operator-framework/operator-registry/cmd/opm@v$1"
+  go_tool_build opm github.com/operator-framework/operator-registry \
+    github.com/operator-framework/operator-registry/cmd/opm "$1" "$2" json1,containers_image_openpgp
   "$2/bin/opm" version
 }
 build_tools() {
