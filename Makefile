@@ -15,15 +15,30 @@ help: ## list the targets
 build: ## build every crate (debug)
 	$(CARGO) build --workspace --all-targets
 
+.PHONY: release
+release: ## build both operators' release binaries as the Containerfiles do (--locked), into target/release
+	$(CARGO) build --release --locked -p cluster-operator -p resources-operator
+
 .PHONY: crds
-crds: ## regenerate the CRD, admission-policy and RBAC-rules YAML for the Helm chart and the OLM bundle, and docs/crd-reference.md
+crds: ## regenerate the CRD, admission-policy and RBAC-rules YAML for the Helm chart, the OLM bundle (CRDs, CSV, metadata) and catalog, and docs/crd-reference.md
 	mkdir -p helm/infinispan-operator/crds helm/infinispan-operator/files olm/bundle/manifests
 	$(CARGO) run -q -p cluster-operator -- crd > helm/infinispan-operator/crds/infinispan.org.yaml
 	$(CARGO) run -q -p cluster-operator -- admission-policy > helm/infinispan-operator/files/label-policy.yaml
 	$(CARGO) run -q -p cluster-operator -- resources-operator-rules > helm/infinispan-operator/files/resources-operator-rules.yaml
 	$(CARGO) run -q -p cluster-operator -- cluster-operator-rules > helm/infinispan-operator/files/cluster-operator-rules.yaml
 	$(CARGO) run -q -p cluster-operator -- crd --split olm/bundle/manifests
+	$(CARGO) run -q -p cluster-operator -- olm --dir olm
 	$(CARGO) run -q -p cluster-operator -- crd-reference > docs/crd-reference.md
+
+.PHONY: bundle-validate
+bundle-validate: ## validate the OLM bundle (operator-sdk, operatorframework suite: no error, no warning) and the catalog (opm); tools from testbed-build
+	@source $(TESTBED)/lib.sh && sdk=$$(operator_sdk_bin) && opm=$$(opm_bin) \
+	  || { echo "operator-sdk or opm missing: run make testbed-build" >&2; exit 1; }; \
+	out=$$("$$sdk" bundle validate ./olm/bundle --select-optional suite=operatorframework 2>&1); rc=$$?; \
+	echo "$$out"; \
+	if ((rc != 0)) || grep -qE 'level=(warning|error|fatal)' <<<"$$out"; then \
+	  echo "operator-sdk bundle validate: errors or warnings above" >&2; exit 1; fi; \
+	"$$opm" validate olm/catalog && echo "opm validate olm/catalog: ok"
 
 .PHONY: testbed-build
 testbed-build: ## build (once, cached in ~/.cache/infinispan-operators) Kubernetes, etcd and Infinispan

@@ -40,6 +40,10 @@ pub enum Command {
     /// per kind its names, printer columns and, per object level, every field with its type,
     /// default, constraints, CEL rules and description (docs/crd-reference.md is this output).
     CrdReference,
+    /// Write the OLM files generated from the operator's sources under DIR (the repository's
+    /// `olm/`): the ClusterServiceVersion and metadata/annotations.yaml of the bundle, and the
+    /// file-based catalog. The bundle's CRDs come from `crd --split`.
+    Olm(OlmArgs),
     /// Run the controller: every `Infinispan` CR in the watched namespaces becomes a server
     /// cluster and its resources operator.
     ///
@@ -218,6 +222,14 @@ fn parse_fs_group(text: &str) -> Result<FsGroup, String> {
 }
 
 #[derive(Debug, Args)]
+pub struct OlmArgs {
+    /// The directory to write into: bundle/manifests/infinispan-operator.clusterserviceversion.yaml,
+    /// bundle/metadata/annotations.yaml, catalog/infinispan-operator/catalog.yaml below it.
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct CrdArgs {
     /// Write one file per CRD, named infinispan.org_<plural>.yaml, into this directory (created
     /// if missing) instead of printing them.
@@ -298,6 +310,11 @@ mod tests {
             parse(&["cluster-operator", "crd-reference"]),
             Ok(Command::CrdReference)
         ));
+        assert!(matches!(
+            parse(&["cluster-operator", "olm", "--dir", "olm"]),
+            Ok(Command::Olm(OlmArgs { dir })) if dir == Path::new("olm")
+        ));
+        assert!(parse(&["cluster-operator", "olm"]).is_err());
         assert!(parse(&["cluster-operator"]).is_err());
         assert!(parse(&["cluster-operator", "crds"]).is_err());
     }

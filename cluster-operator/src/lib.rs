@@ -13,6 +13,8 @@
 //! - [`rbac`]: the cluster operator's own RBAC rules.
 //! - [`reference`]: the CRD reference in Markdown (`crd-reference`).
 //! - [`label_policy`]: the label policy applied at startup when permitted.
+//! - [`olm`]: the OLM bundle's ClusterServiceVersion and metadata, and the file-based catalog
+//!   (`olm`).
 
 pub mod backup;
 pub mod build;
@@ -20,6 +22,7 @@ pub mod cli;
 pub mod controller;
 pub mod label_policy;
 pub mod manifests;
+pub mod olm;
 pub mod rbac;
 pub mod reference;
 pub mod run;
@@ -34,6 +37,8 @@ use manifests::ManifestError;
 pub enum Error {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Olm(#[from] olm::OlmError),
     #[error(transparent)]
     Run(#[from] run::RunError),
 }
@@ -51,6 +56,9 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
         Command::CrdReference => manifests::print(&reference::crd_reference())?,
         Command::ResourcesOperatorRules => {
             manifests::print(&manifests::resources_operator_rules()?)?
+        }
+        Command::Olm(args) => {
+            olm::write_files(&args.dir)?;
         }
         Command::Run(args) => run::run(*args)?,
     }

@@ -128,3 +128,35 @@ fn crd_reference_is_up_to_date() {
          docs/crd-reference.md`) and commit the result"
     );
 }
+
+#[test]
+fn olm_csv_metadata_and_catalog_are_up_to_date() {
+    let dir = std::env::temp_dir().join(format!("cluster-operator-olm-{}", std::process::id()));
+    let dir_arg = dir.to_str().expect("UTF-8 temporary directory");
+    assert_eq!(run(&["olm", "--dir", dir_arg]), "", "olm prints nothing");
+    let files = [
+        "bundle/manifests/infinispan-operator.clusterserviceversion.yaml",
+        "bundle/metadata/annotations.yaml",
+        "catalog/infinispan-operator/catalog.yaml",
+    ];
+    for file in files {
+        let content = std::fs::read_to_string(dir.join(file))
+            .unwrap_or_else(|error| panic!("`olm --dir` did not write {file}: {error}"));
+        assert_same(&format!("olm/{file}"), &content);
+    }
+    // Nothing else in the bundle but the CRDs and these (OLM reads every file of manifests/).
+    let manifests = repo_root().join("olm/bundle/manifests");
+    let strays: Vec<String> = std::fs::read_dir(&manifests)
+        .unwrap_or_else(|error| panic!("reading {}: {error}; {HINT}", manifests.display()))
+        .filter_map(|entry| entry.ok().and_then(|e| e.file_name().into_string().ok()))
+        .filter(|name| {
+            !name.starts_with("infinispan.org_")
+                && name != "infinispan-operator.clusterserviceversion.yaml"
+        })
+        .collect();
+    assert!(
+        strays.is_empty(),
+        "unexpected files in olm/bundle/manifests: {strays:?}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
