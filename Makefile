@@ -40,6 +40,13 @@ bundle-validate: ## validate the OLM bundle (operator-sdk, operatorframework sui
 	  echo "operator-sdk bundle validate: errors or warnings above" >&2; exit 1; fi; \
 	"$$opm" validate olm/catalog && echo "opm validate olm/catalog: ok"
 
+.PHONY: lint-containerfiles
+lint-containerfiles: ## lint the Containerfiles with hadolint (built by testbed-build)
+	@source $(TESTBED)/lib.sh && hadolint=$$(hadolint_bin) \
+	  || { echo "hadolint missing: run make testbed-build" >&2; exit 1; }; \
+	"$$hadolint" cluster-operator/Containerfile resources-operator/Containerfile olm/bundle.Containerfile olm/catalog.Containerfile \
+	  && echo "hadolint: the four Containerfiles are clean"
+
 .PHONY: testbed-build
 testbed-build: ## build (once, cached in ~/.cache/infinispan-operators) Kubernetes, etcd and Infinispan
 	$(TESTBED)/build.sh all
@@ -66,5 +73,9 @@ test: lint testbed-up ## everything: lint, unit tests, integration tests on the 
 	source $(RUN_DIR)/env && $(CARGO) test --workspace --no-fail-fast
 
 .PHONY: demo
-demo: testbed-up ## bring up the testbed, install the CRDs and show what is there
+demo: testbed-up ## the operators at work: Helm chart, cluster operator, a real server, sync both ways (left running)
 	e2e/demo.sh
+
+.PHONY: demo-down
+demo-down: ## stop what `make demo` started (the testbed keeps running)
+	e2e/demo.sh down

@@ -103,6 +103,13 @@ pub struct RunArgs {
     #[arg(long, env = "CLUSTER_OPERATOR_DRAIN_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
 
+    /// Who installs the label policy (the ValidatingAdmissionPolicy that keeps the
+    /// `infinispan.org/cluster` label of resource CRs): `operator` applies it at startup when
+    /// its identity may (OLM grants that) and warns once when it may not; `external` leaves it
+    /// to the Helm chart or an administrator and does not try.
+    #[arg(long, env = "CLUSTER_OPERATOR_LABEL_POLICY", value_enum, default_value_t = LabelPolicy::Operator)]
+    pub label_policy: LabelPolicy,
+
     /// Out-of-cluster mode: reach the server of the cluster `NAMESPACE/NAME` at `URL` instead
     /// of its in-cluster Service name (`NAMESPACE/NAME=URL`; repeatable; env: comma-separated).
     /// Used for Backup and Restore.
@@ -229,6 +236,15 @@ pub struct OlmArgs {
     pub dir: PathBuf,
 }
 
+/// Who installs the label policy: see [`RunArgs::label_policy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LabelPolicy {
+    /// The operator applies it at startup when permitted.
+    Operator,
+    /// Installed by the Helm chart or an administrator: the operator does not try.
+    External,
+}
+
 #[derive(Debug, Args)]
 pub struct CrdArgs {
     /// Write one file per CRD, named infinispan.org_<plural>.yaml, into this directory (created
@@ -273,6 +289,7 @@ mod tests {
         assert_eq!(run.default_server_version, DEFAULT_SERVER_VERSION);
         assert_eq!(run.drain_timeout, Duration::from_secs(60));
         assert_eq!(run.server_fs_group, FsGroup(Some(65532)));
+        assert_eq!(run.label_policy, LabelPolicy::Operator);
         let Ok(Command::Run(run)) = parse(&[
             "cluster-operator",
             "run",

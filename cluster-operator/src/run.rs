@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::backup;
 use crate::build::{resources_operator, server};
-use crate::cli::{RunArgs, SERVER_IMAGES};
+use crate::cli::{LabelPolicy, RunArgs, SERVER_IMAGES};
 use crate::controller::{self, Context, Settings};
 use crate::scope::{self, ScopeError, WatchScope};
 use crate::servers::{ServerAddresses, Servers};
@@ -246,7 +246,16 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
         },
     });
     tracing::info!(?scope, "cluster operator starting");
-    crate::label_policy::ensure(&client).await;
+    match args.label_policy {
+        LabelPolicy::Operator => {
+            crate::label_policy::ensure(&client).await;
+        }
+        LabelPolicy::External => {
+            tracing::info!(
+                "the label policy is installed by the Helm chart or an administrator (--label-policy=external)"
+            );
+        }
+    }
 
     let shutdown = move || {
         let mut stopped = stopped.clone();

@@ -239,17 +239,11 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Path of a binary of this workspace, built once per test process with
-/// `cargo build -p <package> --bin <bin>` (the cargo that runs the tests, `$CARGO`), so that
-/// end-to-end tests start the real binary as a separate process. The path comes from cargo's
-/// own build messages, so it is right whatever the target directory or profile setup.
-pub fn workspace_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = std::process::Command::new(cargo);
-    // `cargo test` gives the test process the variables it gives a crate (CARGO_PKG_NAME,
-    // CARGO_MANIFEST_DIR, OUT_DIR...). Build scripts such as ring's rerun when they change, so
-    // passing them on would rebuild half the dependency tree on every run: drop them, keep
-    // cargo's configuration variables.
+/// Removes from `command`'s environment the variables `cargo test` gives a crate
+/// (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, OUT_DIR...), for a command that runs cargo itself.
+/// Build scripts such as ring's rerun when they change, so passing them on would rebuild half
+/// the dependency tree on every run; cargo's configuration variables are kept.
+pub fn without_crate_variables(command: &mut std::process::Command) {
     const CONFIG_PREFIXES: &[&str] = &[
         "CARGO_HOME",
         "CARGO_TARGET_DIR",
@@ -272,6 +266,16 @@ pub fn workspace_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
             command.env_remove(name);
         }
     }
+}
+
+/// Path of a binary of this workspace, built once per test process with
+/// `cargo build -p <package> --bin <bin>` (the cargo that runs the tests, `$CARGO`), so that
+/// end-to-end tests start the real binary as a separate process. The path comes from cargo's
+/// own build messages, so it is right whatever the target directory or profile setup.
+pub fn workspace_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = std::process::Command::new(cargo);
+    without_crate_variables(&mut command);
     let output = command
         .current_dir(repo_root())
         .args([
