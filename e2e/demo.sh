@@ -192,11 +192,11 @@ fi
 ok "it may not read Secrets outside the watched namespace (least privilege)"
 
 say "Starting the cluster operator out of cluster, as $OPERATOR_NS/$SERVICE_ACCOUNT (log: $DEMO_DIR/cluster-operator.log)"
-note "--server-url tells it where the cluster's server answers from this machine (Backup/Restore use it);"
-note "in a cluster it uses the Service name."
+note "--server-url tells it where the cluster's server answers from this machine (Backup/Restore use it;"
+note "in a cluster it uses the Service name); --label-policy=external: the chart installed the label policy."
 setsid env KUBECONFIG="$DEMO_DIR/cluster-operator.kubeconfig" "$CLUSTER_OPERATOR_BIN" run \
   --watch-namespaces="$NS" --server-url="$NS/$CLUSTER=$SERVER_URL" --metrics-address="$CO_METRICS" \
-  --leader-election=true --lease-namespace="$OPERATOR_NS" --identity=demo-cluster-operator \
+  --leader-election=true --lease-namespace="$OPERATOR_NS" --identity=demo-cluster-operator --label-policy=external \
   >>"$DEMO_DIR/cluster-operator.log" 2>&1 </dev/null &
 echo $! >"$(pidfile cluster-operator)"
 wait_for "the cluster operator is ready (http://$CO_METRICS/readyz)" 60 curl -sf "http://$CO_METRICS/readyz"
@@ -277,7 +277,7 @@ spec:
 YAML
 wait_for "Cache orders is Ready" 60 kubectl wait -n "$NS" --for=condition=Ready --timeout=5s cache/orders
 wait_for "the cache 'orders' is on the server" 30 on_server caches orders
-note "caches on the server: $(ispn "$SERVER_URL/rest/v2/caches")"
+note "caches on the server (the server's and the operator's internal ___ caches left out): $(ispn "$SERVER_URL/rest/v2/caches" | jq -c '[.[] | select(startswith("___") | not)]')"
 
 say "Server -> Kubernetes: a cache created over REST by another client, named 'Invoices/EU'"
 ispn -X POST -H 'Content-Type: application/json' -d '{"local-cache":{"statistics":true}}' \
