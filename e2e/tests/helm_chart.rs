@@ -39,7 +39,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Container, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Container, Event, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
@@ -1324,20 +1324,35 @@ async fn install_run_uninstall(scope: Scope) -> anyhow::Result<()> {
     // The ReplicaSet controller creates the operator's pod in a namespace that enforces the
     // restricted Pod Security profile: it is admitted (no kubelet runs it).
     let pods = Api::<Pod>::namespaced(admin.clone(), r);
-    let pods = &pods;
+    let events = Api::<Event>::namespaced(admin.clone(), r);
+    let (pods, events) = (&pods, &events);
     let pod_selector = format!("app.kubernetes.io/instance={release}");
     let pod_selector = &pod_selector;
-    eventually(
-        "the operator's pod is admitted under the restricted profile",
+    let admitted = eventually(
+        "the operator's pod is created (or refused)",
         WAIT,
         || async move {
             let list = pods
                 .list(&ListParams::default().labels(pod_selector))
                 .await?;
-            Ok((!list.items.is_empty()).then_some(()))
+            if !list.items.is_empty() {
+                return Ok(Some(Ok(())));
+            }
+            // The ReplicaSet controller reports a refusal as a FailedCreate Event.
+            let refused = events
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some("FailedCreate"))
+                .find_map(|e| e.message);
+            Ok(refused.map(Err))
         },
     )
     .await?;
+    if let Err(message) = admitted {
+        bail!("the operator's pod is refused under the restricted profile: {message}");
+    }
 
     // RBAC in force for exactly the watched namespaces.
     let infinispans = ("infinispan.org", "infinispans");
