@@ -144,16 +144,17 @@ fn value_env(name: &str, value: &str) -> EnvVar {
     }
 }
 
-fn probe(path: &str, period_seconds: i32) -> Probe {
+/// An HTTP probe on the metrics port (the Helm chart's timings; the e2e suite compares them).
+fn probe(path: &str, initial_delay_seconds: Option<i32>, period_seconds: i32) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.to_string()),
             port: IntOrString::String("metrics".to_string()),
-            scheme: Some("HTTP".to_string()),
             ..HTTPGetAction::default()
         }),
+        initial_delay_seconds,
         period_seconds: Some(period_seconds),
-        timeout_seconds: Some(2),
+        timeout_seconds: Some(5),
         failure_threshold: Some(3),
         ..Probe::default()
     }
@@ -188,7 +189,9 @@ pub fn pod_labels() -> BTreeMap<String, String> {
 
 /// The operator's Deployment spec: `cluster-operator run` on a read-only root filesystem under
 /// the restricted Pod Security profile, probes on the metrics endpoint, the watched namespaces
-/// from OLM's annotation.
+/// from OLM's annotation. The container is the Helm chart's with its default values (security
+/// contexts, probes, port, resources, /tmp volume, images; `e2e/tests/olm_bundle.rs` compares
+/// them), except for what OLM does differently: the watched namespaces and the label policy.
 pub fn operator_deployment() -> DeploymentSpec {
     let container = Container {
         name: CONTAINER_NAME.to_string(),
@@ -214,6 +217,10 @@ pub fn operator_deployment() -> DeploymentSpec {
                 "CLUSTER_OPERATOR_DEFAULT_SERVER_VERSION",
                 DEFAULT_SERVER_VERSION,
             ),
+            // A bundle cannot carry the label policy: the operator applies it (its cluster
+            // permissions allow it).
+            value_env("CLUSTER_OPERATOR_LABEL_POLICY", "operator"),
+            value_env("CLUSTER_OPERATOR_ARCHIVE_DIR", TMP_DIR),
         ]),
         ports: Some(vec![ContainerPort {
             name: Some("metrics".to_string()),
@@ -221,16 +228,16 @@ pub fn operator_deployment() -> DeploymentSpec {
             protocol: Some("TCP".to_string()),
             ..ContainerPort::default()
         }]),
-        liveness_probe: Some(probe("/healthz", 10)),
-        readiness_probe: Some(probe("/readyz", 5)),
+        liveness_probe: Some(probe("/healthz", Some(5), 10)),
+        readiness_probe: Some(probe("/readyz", None, 5)),
         resources: Some(ResourceRequirements {
             requests: Some(BTreeMap::from([
-                ("cpu".to_string(), Quantity("100m".to_string())),
-                ("memory".to_string(), Quantity("128Mi".to_string())),
+                ("cpu".to_string(), Quantity("50m".to_string())),
+                ("memory".to_string(), Quantity("64Mi".to_string())),
             ])),
             limits: Some(BTreeMap::from([(
                 "memory".to_string(),
-                Quantity("512Mi".to_string()),
+                Quantity("256Mi".to_string()),
             )])),
             claims: None,
         }),
@@ -240,7 +247,6 @@ pub fn operator_deployment() -> DeploymentSpec {
                 drop: Some(vec!["ALL".to_string()]),
                 add: None,
             }),
-            privileged: Some(false),
             read_only_root_filesystem: Some(true),
             run_as_non_root: Some(true),
             seccomp_profile: Some(runtime_default()),
