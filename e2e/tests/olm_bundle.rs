@@ -1305,7 +1305,13 @@ async fn the_operator_runs_as_the_csv_deployment_says() -> anyhow::Result<()> {
             .join("target/e2e-logs")
             .join(format!("{}-cluster-operator.log", operators.name));
         std::fs::create_dir_all(log.parent().context("log dir")?)?;
-        let mut child = tokio::process::Command::new(e2e::cluster_operator::binary()?)
+        // The debug build by default; `E2E_CLUSTER_OPERATOR_BINARY=target/release/cluster-operator`
+        // runs the release binary of `make release` (what the image carries) instead.
+        let binary = match std::env::var_os("E2E_CLUSTER_OPERATOR_BINARY") {
+            Some(path) => repo_root().join(path),
+            None => e2e::cluster_operator::binary()?,
+        };
+        let mut child = tokio::process::Command::new(&binary)
             .args(container.args.iter().flatten())
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
