@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 use common_crds::Infinispan;
 use common_crds::labels::{CLUSTER_LABEL, CLUSTER_OPERATOR_FIELD_MANAGER};
+use k8s_openapi::api::core::v1::{Capabilities, SeccompProfile, SecurityContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
 
@@ -57,6 +58,33 @@ fn selector_labels(app: &str, cluster: &str) -> BTreeMap<String, String> {
 /// The controller owner reference to the `Infinispan` CR `name` with `uid`, with
 /// `blockOwnerDeletion` (setting it needs `update` on `infinispans/finalizers` under the
 /// OwnerReferencesPermissionEnforcement admission plugin).
+/// The seccomp profile the restricted Pod Security profile asks for: the runtime's default.
+pub(crate) fn runtime_default() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".to_string(),
+        localhost_profile: None,
+    }
+}
+
+/// A container's security context under the restricted Pod Security profile: no privilege
+/// escalation, every capability dropped, not privileged, a non-root user (the image's numeric
+/// user or the one the platform assigns), the runtime's default seccomp profile; a read-only
+/// root filesystem when `read_only_root` (containers that write only to their volumes).
+pub(crate) fn restricted_container(read_only_root: bool) -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_string()]),
+            add: None,
+        }),
+        privileged: Some(false),
+        read_only_root_filesystem: read_only_root.then_some(true),
+        run_as_non_root: Some(true),
+        seccomp_profile: Some(runtime_default()),
+        ..SecurityContext::default()
+    }
+}
+
 pub(crate) fn controller_reference(name: &str, uid: String) -> OwnerReference {
     OwnerReference {
         api_version: Infinispan::api_version(&()).into_owned(),

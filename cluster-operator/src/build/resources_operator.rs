@@ -55,10 +55,9 @@ use common_crds::naming::{is_dns1123_label, is_dns1123_subdomain};
 use common_crds::rbac::{self, OperatorScope};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
-    KeyToPath, LocalObjectReference, ObjectFieldSelector, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource,
-    SecurityContext, ServiceAccount, Volume, VolumeMount,
+    Affinity, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath,
+    LocalObjectReference, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -255,18 +254,7 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
         liveness_probe: Some(probe("/healthz", 10)),
         readiness_probe: Some(probe("/readyz", 5)),
         resources: Some(spec.resources.clone().unwrap_or_else(default_resources)),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_string()]),
-                add: None,
-            }),
-            privileged: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            seccomp_profile: Some(runtime_default()),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(super::restricted_container(true)),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         volume_mounts: ca_secret.as_ref().map(|_| {
             vec![VolumeMount {
@@ -302,7 +290,7 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
         enable_service_links: Some(false),
         security_context: Some(PodSecurityContext {
             run_as_non_root: Some(true),
-            seccomp_profile: Some(runtime_default()),
+            seccomp_profile: Some(super::runtime_default()),
             ..PodSecurityContext::default()
         }),
         image_pull_secrets: non_empty(
@@ -530,13 +518,6 @@ fn probe(path: &str, period_seconds: i32) -> Probe {
         timeout_seconds: Some(2),
         failure_threshold: Some(3),
         ..Probe::default()
-    }
-}
-
-fn runtime_default() -> SeccompProfile {
-    SeccompProfile {
-        type_: "RuntimeDefault".to_string(),
-        localhost_profile: None,
     }
 }
 

@@ -135,12 +135,12 @@ use k8s_openapi::api::apps::v1::{
     StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort,
-    EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath, LocalObjectReference,
-    ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm,
-    PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    SeccompProfile, Secret, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec,
-    Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
+    Affinity, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+    EnvVar, EnvVarSource, HTTPGetAction, KeyToPath, LocalObjectReference, ObjectFieldSelector,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, Secret,
+    SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -1426,7 +1426,7 @@ impl<'a> Cx<'a> {
                 image: Some(self.image.image.clone()),
                 command: Some(vec!["/bin/sh".to_string(), "-c".to_string(), script]),
                 resources: Some(resources.clone()),
-                security_context: Some(container_security_context()),
+                security_context: Some(super::restricted_container(false)),
                 volume_mounts: Some(vec![
                     mount(TLS_SECRET_VOLUME, TLS_SECRET_DIR, true),
                     mount(TLS_VOLUME, TLS_DIR, false),
@@ -1497,7 +1497,7 @@ impl<'a> Cx<'a> {
             liveness_probe: Some(probe("/health/live", scheme, 10, 6)),
             readiness_probe: Some(probe("/health/ready", scheme, 10, 3)),
             resources: Some(resources),
-            security_context: Some(container_security_context()),
+            security_context: Some(super::restricted_container(false)),
             volume_mounts: Some(mounts),
             termination_message_policy: Some("FallbackToLogsOnError".to_string()),
             ..Container::default()
@@ -1532,7 +1532,7 @@ impl<'a> Cx<'a> {
             enable_service_links: Some(false),
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),
-                seccomp_profile: Some(runtime_default()),
+                seccomp_profile: Some(super::runtime_default()),
                 fs_group: self.settings.fs_group,
                 fs_group_change_policy: self
                     .settings
@@ -1661,29 +1661,6 @@ fn probe(path: &str, scheme: &str, period_seconds: i32, failure_threshold: i32) 
         timeout_seconds: Some(5),
         failure_threshold: Some(failure_threshold),
         ..Probe::default()
-    }
-}
-
-/// The restricted Pod Security profile's container settings. No `runAsUser`: the image's
-/// numeric user (65532) runs, or the one the platform assigns.
-fn container_security_context() -> SecurityContext {
-    SecurityContext {
-        allow_privilege_escalation: Some(false),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".to_string()]),
-            add: None,
-        }),
-        privileged: Some(false),
-        run_as_non_root: Some(true),
-        seccomp_profile: Some(runtime_default()),
-        ..SecurityContext::default()
-    }
-}
-
-fn runtime_default() -> SeccompProfile {
-    SeccompProfile {
-        type_: "RuntimeDefault".to_string(),
-        localhost_profile: None,
     }
 }
 

@@ -34,7 +34,7 @@ use k8s_openapi::api::apps::v1::DeploymentSpec;
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     HTTPGetAction, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, SeccompProfile, SecurityContext, Volume, VolumeMount,
+    ResourceRequirements, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps,
@@ -160,13 +160,6 @@ fn probe(path: &str, initial_delay_seconds: Option<i32>, period_seconds: i32) ->
     }
 }
 
-fn runtime_default() -> SeccompProfile {
-    SeccompProfile {
-        type_: "RuntimeDefault".to_string(),
-        localhost_profile: None,
-    }
-}
-
 /// `VERSION=IMAGE,...` of the built-in server images (`--server-image`'s environment form).
 pub fn server_images_env() -> String {
     SERVER_IMAGES
@@ -249,7 +242,7 @@ pub fn operator_deployment() -> DeploymentSpec {
             }),
             read_only_root_filesystem: Some(true),
             run_as_non_root: Some(true),
-            seccomp_profile: Some(runtime_default()),
+            seccomp_profile: Some(crate::build::runtime_default()),
             ..SecurityContext::default()
         }),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
@@ -278,7 +271,7 @@ pub fn operator_deployment() -> DeploymentSpec {
                 enable_service_links: Some(false),
                 security_context: Some(PodSecurityContext {
                     run_as_non_root: Some(true),
-                    seccomp_profile: Some(runtime_default()),
+                    seccomp_profile: Some(crate::build::runtime_default()),
                     ..PodSecurityContext::default()
                 }),
                 volumes: Some(vec![Volume {
