@@ -30,9 +30,18 @@ build_with_fallback() {
     mkdir -p "$out"
     log "building $name $v into $out (log: $out/build.log)"
     # Not `if fn`: errexit is ignored inside a function called as a condition.
-    local rc=0
+    local rc=0 pid ticks=0
     set +e
-    (set -e; "$fn" "$v" "$out") >"$out/build.log" 2>&1
+    (set -e; "$fn" "$v" "$out") >"$out/build.log" 2>&1 &
+    pid=$!
+    # A heartbeat every 30 s: the cold builds take minutes and print nothing else meanwhile.
+    while kill -0 "$pid" 2>/dev/null; do
+      sleep 1
+      if (( ++ticks % 30 == 0 )); then
+        log "  ... $name $v: $((SECONDS - started))s so far; last log line: $(tail -n 1 "$out/build.log" 2>/dev/null | cut -c1-100)"
+      fi
+    done
+    wait "$pid"
     rc=$?
     set -e
     if (( rc == 0 )); then
