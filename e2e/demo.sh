@@ -143,10 +143,18 @@ if [[ $MODE == ci ]]; then
   trap 'rc=$?; down || true; exit $rc' EXIT
 fi
 
-say "Building the two operators (the first build compiles ~400 crates: 5-10 minutes on 2 cores; cargo shows its progress)"
-"${CARGO:-cargo}" build -p cluster-operator -p resources-operator
-CLUSTER_OPERATOR_BIN=$TARGET/debug/cluster-operator
-RESOURCES_OPERATOR_BIN=$TARGET/debug/resources-operator
+# DEMO_PROFILE=release runs the release binaries the images carry (`make test` does); the
+# default debug build is quicker to build the first time.
+PROFILE=${DEMO_PROFILE:-debug}
+case $PROFILE in
+  debug) BUILD_FLAGS=() ;;
+  release) BUILD_FLAGS=(--release --locked) ;;
+  *) echo "DEMO_PROFILE must be debug or release, not '$PROFILE'" >&2; exit 2 ;;
+esac
+say "Building the two operators ($PROFILE; the first build compiles ~400 crates: 5-10 minutes on 2 cores; cargo shows its progress)"
+"${CARGO:-cargo}" build "${BUILD_FLAGS[@]}" -p cluster-operator -p resources-operator
+CLUSTER_OPERATOR_BIN=$TARGET/$PROFILE/cluster-operator
+RESOURCES_OPERATOR_BIN=$TARGET/$PROFILE/resources-operator
 
 say "Installing the Helm chart helm/infinispan-operator into namespace $OPERATOR_NS, watching namespace $NS"
 note "operator.enabled=false: the chart installs the CRDs, the label policy, the operator's ServiceAccount and"

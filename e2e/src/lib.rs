@@ -16,6 +16,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+pub mod chaos;
 pub mod cluster_operator;
 pub mod identity;
 pub mod node;
@@ -273,6 +274,16 @@ pub fn without_crate_variables(command: &mut std::process::Command) {
 /// end-to-end tests start the real binary as a separate process. The path comes from cargo's
 /// own build messages, so it is right whatever the target directory or profile setup.
 pub fn workspace_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
+    cargo_build(package, bin, &[])
+}
+
+/// Like [`workspace_binary`], the release build (`--release --locked`): the binary the
+/// Containerfiles put in the images, for the tests that run it exactly as an image would.
+pub fn workspace_release_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
+    cargo_build(package, bin, &["--release", "--locked"])
+}
+
+fn cargo_build(package: &str, bin: &str, flags: &[&str]) -> anyhow::Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = std::process::Command::new(cargo);
     without_crate_variables(&mut command);
@@ -286,6 +297,7 @@ pub fn workspace_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
             bin,
             "--message-format=json",
         ])
+        .args(flags)
         .stderr(std::process::Stdio::inherit())
         .output()
         .with_context(|| format!("running cargo build -p {package}"))?;

@@ -1,7 +1,8 @@
 //! `make demo` in CI mode (`e2e/demo.sh --ci`): the whole user-facing chain on the real
 //! testbed — the Helm chart with `operator.enabled=false`, the cluster operator as the chart's
 //! ServiceAccount, an `Infinispan` CR, a real server with the generated realm, the resources
-//! operator as its Deployment says, and sync both ways for the five kinds. Every step of the
+//! operator as its Deployment says, and sync both ways for the five kinds, with the release
+//! binaries the images carry (`DEMO_PROFILE=release`). Every step of the
 //! script is a check that exits non-zero when it fails; CI mode removes what it started.
 //!
 //! The demo's fixed names (namespaces `demo` and `infinispan-operator`, node `demo` at port
@@ -21,6 +22,8 @@ fn make_demo_runs_to_completion_in_ci_mode() -> anyhow::Result<()> {
     let status = command
         .arg("--ci")
         .env("TESTBED_RUN_DIR", &testbed.run_dir)
+        // The release binaries, as the images carry them.
+        .env("DEMO_PROFILE", "release")
         .stdin(std::process::Stdio::null())
         .stdout(output.try_clone()?)
         .stderr(output)

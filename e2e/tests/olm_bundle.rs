@@ -1305,11 +1305,11 @@ async fn the_operator_runs_as_the_csv_deployment_says() -> anyhow::Result<()> {
             .join("target/e2e-logs")
             .join(format!("{}-cluster-operator.log", operators.name));
         std::fs::create_dir_all(log.parent().context("log dir")?)?;
-        // The debug build by default; `E2E_CLUSTER_OPERATOR_BINARY=target/release/cluster-operator`
-        // runs the release binary of `make release` (what the image carries) instead.
+        // The release build (`--release --locked`), what the image carries;
+        // `E2E_CLUSTER_OPERATOR_BINARY=<path>` runs another build instead.
         let binary = match std::env::var_os("E2E_CLUSTER_OPERATOR_BINARY") {
             Some(path) => repo_root().join(path),
-            None => e2e::cluster_operator::binary()?,
+            None => e2e::workspace_release_binary("cluster-operator", "cluster-operator")?,
         };
         let mut child = tokio::process::Command::new(&binary)
             .args(container.args.iter().flatten())
