@@ -63,6 +63,16 @@ testbed-down: ## stop exactly the testbed processes started by testbed-up
 testbed-wipe: ## stop the testbed and delete its state (target/testbed)
 	$(TESTBED)/down.sh --wipe
 
+BENCH_PROFILE ?= standard
+BENCH_ARGS ?=
+.PHONY: bench
+bench: testbed-up ## the resources operator's benchmark, each figure beside its floor (N=100, 1000; BENCH_PROFILE=large adds 5000; BENCH_ARGS="--steady-seconds 10"); docs/benchmark.md
+	$(CARGO) build --release -p resources-operator
+	$(CARGO) build --release -p bench
+	source $(RUN_DIR)/env && "$${CARGO_TARGET_DIR:-target}/release/bench" --profile $(BENCH_PROFILE) \
+	  --operator-binary "$${CARGO_TARGET_DIR:-target}/release/resources-operator" \
+	  --command 'make bench BENCH_PROFILE=$(BENCH_PROFILE)$(if $(BENCH_ARGS), BENCH_ARGS="$(BENCH_ARGS)")' $(BENCH_ARGS)
+
 .PHONY: lint
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check

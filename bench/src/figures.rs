@@ -1,0 +1,394 @@
+//! What a run measures, and the checks that decide its exit status. Every check compares
+//! figures of the same run (a time with its floor, a count per change, a memory size): absolute
+//! times are never compared across runs.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::stats::{Percentiles, per, ratio};
+
+/// Largest accepted `operator / floor` for the startup sync and CR-to-server times.
+pub const MAX_RATIO: f64 = 1.2;
+/// The event-to-CR p99 may exceed the API server's own write p99 by this much.
+pub const P99_SLACK_MS: f64 = 50.0;
+/// API requests per server-side change: the spec patch and the status patch, and room for one
+/// more (an Event); anything that grows with the number of objects fails the other checks.
+pub const MAX_API_PER_CHANGE: f64 = 3.0;
+/// Lists per change: none is expected; this allows a watch re-list now and then.
+pub const MAX_LISTS_PER_CHANGE: f64 = 0.01;
+/// Server requests per server-side change (the event carries the configuration).
+pub const MAX_SERVER_PER_CHANGE: f64 = 1.0;
+/// API requests per object when N objects are synced at once (startup or CR to server).
+pub const MAX_API_PER_OBJECT: f64 = 4.0;
+/// Server requests per object created from a CR.
+pub const MAX_SERVER_PER_OBJECT: f64 = 3.0;
+/// Lists in a whole phase, whatever N (the watches' initial lists, a few re-lists).
+pub const MAX_LISTS_PER_PHASE: u64 = 30;
+/// Resident memory of the operator at 5,000 caches (large profile).
+pub const MAX_RSS_KIB_AT_5000: u64 = 32 * 1024;
+
+/// A time of the operator beside its floor, in seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Timed {
+    pub operator_s: f64,
+    pub floor_s: f64,
+}
+
+impl Timed {
+    pub fn ratio(&self) -> f64 {
+        ratio(self.operator_s, self.floor_s)
+    }
+}
+
+/// Requests one phase cost, counted outside the operator.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PhaseCost {
+    /// Objects (or changes) the phase handled.
+    pub objects: u64,
+    /// API requests of the operator's ServiceAccount by group of verbs, as the API server's
+    /// priority-and-fairness counters say (`lease`, `list`, `watch`, `get`, `write`, `other`).
+    pub api_requests: BTreeMap<String, u64>,
+    /// Its writes by verb and resource, from the API server's audit log.
+    pub api_writes: BTreeMap<String, u64>,
+    /// Its requests to the Infinispan server by method and path, from the counting proxy.
+    pub server_requests: BTreeMap<String, u64>,
+    /// CPU seconds of the operator in the phase.
+    pub cpu_s: f64,
+    /// Wall time of the phase, seconds.
+    pub wall_s: f64,
+}
+
+impl PhaseCost {
+    /// API requests without the Lease's (leader election runs on its own clock).
+    pub fn api_total(&self) -> u64 {
+        self.api_requests
+            .iter()
+            .filter(|(group, _)| group.as_str() != "lease")
+            .map(|(_, n)| n)
+            .sum()
+    }
+    pub fn api_group(&self, group: &str) -> u64 {
+        self.api_requests.get(group).copied().unwrap_or_default()
+    }
+    pub fn server_total(&self) -> u64 {
+        self.server_requests.values().sum()
+    }
+    pub fn api_per_object(&self) -> f64 {
+        per(self.api_total(), self.objects)
+    }
+    pub fn server_per_object(&self) -> f64 {
+        per(self.server_total(), self.objects)
+    }
+    pub fn lists_per_object(&self) -> f64 {
+        per(self.api_group("list"), self.objects)
+    }
+}
+
+/// The steady flow of server-side changes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Steady {
+    pub rate_per_s: f64,
+    pub seconds: f64,
+    pub changes: u64,
+    /// Changes the server refused (e.g. a lock timeout of an overloaded server): not counted
+    /// in `delivered` nor in the latencies.
+    pub refused: u64,
+    /// Changes the server made whose CR was seen updated (to that value or a later one).
+    pub delivered: u64,
+    /// From the change's event (seen by the bench's own listener on the server's event stream,
+    /// as the operator's listener sees it) to the watch seeing the CR updated.
+    pub event_to_cr: Percentiles,
+    /// From the client's timestamp of the REST change (just before the request) to the watch
+    /// seeing the CR updated: includes the server's own time to make the change.
+    pub request_to_cr: Percentiles,
+    /// The API server's own write latency in the same run: a ConfigMap merge patch, request to
+    /// response, at the same rate.
+    pub api_write: Percentiles,
+    /// The same ConfigMap patches, request to the watch seeing them.
+    pub api_write_to_watch: Percentiles,
+    /// The REST change itself (request to response).
+    pub rest_change: Percentiles,
+    pub cost: PhaseCost,
+}
+
+/// Memory of the operator process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Memory {
+    /// RSS with no object at all, settled.
+    pub idle_kib: u64,
+    /// RSS after the startup sync of N caches, settled.
+    pub at_n_kib: u64,
+    /// RSS with 2N caches (after CR to server), settled.
+    pub at_2n_kib: u64,
+    /// Peak RSS of the last process (VmHWM).
+    pub peak_kib: u64,
+}
+
+/// Everything measured for one N.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SizeResult {
+    pub n: usize,
+    pub startup: Timed,
+    pub startup_cost: PhaseCost,
+    pub cr_to_server: Timed,
+    pub cr_to_server_cost: PhaseCost,
+    /// How long the bench took to create the N CRs (on the CR-to-server clock).
+    pub cr_apply_s: f64,
+    /// The operator restarted with N caches already in sync: time to settle and its cost.
+    pub restart: PhaseCost,
+    pub steady: Option<Steady>,
+    pub memory: Memory,
+}
+
+/// One check of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Check {
+    pub n: Option<usize>,
+    pub what: String,
+    pub value: String,
+    pub target: String,
+    pub met: bool,
+}
+
+fn check(n: Option<usize>, what: &str, value: String, target: String, met: bool) -> Check {
+    Check {
+        n,
+        what: what.to_string(),
+        value,
+        target,
+        met,
+    }
+}
+
+/// The checks of a run; `large` adds the memory target at 5,000 caches.
+pub fn checks(sizes: &[SizeResult], large: bool) -> Vec<Check> {
+    let mut out = Vec::new();
+    for size in sizes {
+        let n = Some(size.n);
+        for (what, timed) in [
+            ("startup sync time / floor", size.startup),
+            ("CR-to-server time / floor", size.cr_to_server),
+        ] {
+            out.push(check(
+                n,
+                what,
+                format!("{:.2}", timed.ratio()),
+                format!("<= {MAX_RATIO}"),
+                timed.ratio() <= MAX_RATIO,
+            ));
+        }
+        for (what, cost, max_server) in [
+            ("startup sync", &size.startup_cost, f64::INFINITY),
+            (
+                "CR to server",
+                &size.cr_to_server_cost,
+                MAX_SERVER_PER_OBJECT,
+            ),
+        ] {
+            out.push(check(
+                n,
+                &format!("{what}: API requests per object"),
+                format!("{:.2}", cost.api_per_object()),
+                format!("<= {MAX_API_PER_OBJECT}"),
+                cost.api_per_object() <= MAX_API_PER_OBJECT,
+            ));
+            out.push(check(
+                n,
+                &format!("{what}: lists in the phase"),
+                cost.api_group("list").to_string(),
+                format!("<= {MAX_LISTS_PER_PHASE}, whatever N"),
+                cost.api_group("list") <= MAX_LISTS_PER_PHASE,
+            ));
+            if max_server.is_finite() {
+                out.push(check(
+                    n,
+                    &format!("{what}: server requests per object"),
+                    format!("{:.2}", cost.server_per_object()),
+                    format!("<= {max_server}"),
+                    cost.server_per_object() <= max_server,
+                ));
+            }
+        }
+        if let Some(steady) = &size.steady {
+            out.push(check(
+                n,
+                "steady flow: changes that reached their CR",
+                format!("{} / {}", steady.delivered, steady.changes - steady.refused),
+                "all the server made".to_string(),
+                steady.changes > steady.refused
+                    && steady.delivered == steady.changes - steady.refused,
+            ));
+            let bound = steady.api_write.p99_ms + P99_SLACK_MS;
+            out.push(check(
+                n,
+                "steady flow: event-to-CR p99",
+                format!("{:.0} ms", steady.event_to_cr.p99_ms),
+                format!(
+                    "<= API write p99 {:.0} ms + {P99_SLACK_MS:.0} ms",
+                    steady.api_write.p99_ms
+                ),
+                steady.event_to_cr.count > 0 && steady.event_to_cr.p99_ms <= bound,
+            ));
+            out.push(check(
+                n,
+                "steady flow: API requests per change",
+                format!("{:.2}", steady.cost.api_per_object()),
+                format!("<= {MAX_API_PER_CHANGE}"),
+                steady.cost.api_per_object() <= MAX_API_PER_CHANGE,
+            ));
+            out.push(check(
+                n,
+                "steady flow: lists per change",
+                format!("{:.3}", steady.cost.lists_per_object()),
+                format!("<= {MAX_LISTS_PER_CHANGE}"),
+                steady.cost.lists_per_object() <= MAX_LISTS_PER_CHANGE,
+            ));
+            out.push(check(
+                n,
+                "steady flow: server requests per change",
+                format!("{:.2}", steady.cost.server_per_object()),
+                format!("<= {MAX_SERVER_PER_CHANGE}"),
+                steady.cost.server_per_object() <= MAX_SERVER_PER_CHANGE,
+            ));
+        }
+        if large && size.n >= 5000 {
+            out.push(check(
+                n,
+                "operator RSS at N",
+                format!("{:.1} MiB", size.memory.at_n_kib as f64 / 1024.0),
+                format!("< {} MiB", MAX_RSS_KIB_AT_5000 / 1024),
+                size.memory.at_n_kib > 0 && size.memory.at_n_kib < MAX_RSS_KIB_AT_5000,
+            ));
+        }
+    }
+    // O(1): the cost of a change does not grow with N.
+    let steady: Vec<(usize, f64)> = sizes
+        .iter()
+        .filter_map(|s| Some((s.n, s.steady.as_ref()?.cost.api_per_object())))
+        .collect();
+    if let (Some(first), Some(last)) = (steady.first(), steady.last())
+        && last.0 > first.0
+    {
+        out.push(check(
+            None,
+            "API requests per change do not grow with N",
+            format!(
+                "{:.2} at N={} vs {:.2} at N={}",
+                last.1, last.0, first.1, first.0
+            ),
+            "at most +0.5".to_string(),
+            last.1 <= first.1 + 0.5,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cost(objects: u64, writes: u64, lists: u64, server: u64) -> PhaseCost {
+        PhaseCost {
+            objects,
+            api_requests: BTreeMap::from([
+                ("write".to_string(), writes),
+                ("list".to_string(), lists),
+                ("lease".to_string(), 1000),
+            ]),
+            server_requests: BTreeMap::from([("POST /rest/v2/caches/{}".to_string(), server)]),
+            ..PhaseCost::default()
+        }
+    }
+
+    fn good(n: usize) -> SizeResult {
+        SizeResult {
+            n,
+            startup: Timed {
+                operator_s: 1.1,
+                floor_s: 1.0,
+            },
+            startup_cost: cost(n as u64, 2 * n as u64, 3, 0),
+            cr_to_server: Timed {
+                operator_s: 2.0,
+                floor_s: 2.0,
+            },
+            cr_to_server_cost: cost(n as u64, 3 * n as u64, 3, n as u64),
+            steady: Some(Steady {
+                changes: 100,
+                delivered: 100,
+                event_to_cr: Percentiles {
+                    count: 100,
+                    p50_ms: 20.0,
+                    p99_ms: 60.0,
+                    max_ms: 70.0,
+                },
+                api_write: Percentiles {
+                    count: 100,
+                    p50_ms: 5.0,
+                    p99_ms: 20.0,
+                    max_ms: 30.0,
+                },
+                cost: cost(100, 200, 0, 0),
+                ..Steady::default()
+            }),
+            memory: Memory {
+                at_n_kib: 20_000,
+                ..Memory::default()
+            },
+            ..SizeResult::default()
+        }
+    }
+
+    #[test]
+    fn a_good_run_meets_every_check_and_leases_do_not_count() {
+        let results = checks(&[good(100), good(5000)], true);
+        assert!(results.iter().all(|c| c.met), "{results:#?}");
+        assert!(results.iter().any(|c| c.what == "operator RSS at N"));
+        assert!(results.iter().any(|c| c.n.is_none()));
+        assert_eq!(good(100).startup_cost.api_total(), 203);
+    }
+
+    #[test]
+    fn each_miss_is_reported() {
+        let mut slow = good(100);
+        slow.startup.operator_s = 1.3;
+        if let Some(s) = slow.steady.as_mut() {
+            s.event_to_cr.p99_ms = 71.0;
+        }
+        let failed: Vec<String> = checks(&[slow], false)
+            .into_iter()
+            .filter(|c| !c.met)
+            .map(|c| c.what)
+            .collect();
+        assert_eq!(
+            failed,
+            vec!["startup sync time / floor", "steady flow: event-to-CR p99"]
+        );
+
+        let mut listing = good(1000);
+        if let Some(s) = listing.steady.as_mut() {
+            s.cost = cost(100, 200, 100, 0);
+        }
+        let failed = checks(&[good(100), listing], false);
+        assert!(
+            failed
+                .iter()
+                .any(|c| !c.met && c.what == "steady flow: lists per change")
+        );
+        assert!(failed.iter().any(|c| !c.met && c.n.is_none()));
+
+        let mut lost = good(100);
+        if let Some(s) = lost.steady.as_mut() {
+            s.delivered = 99;
+        }
+        lost.memory.at_n_kib = 40_000;
+        let failed: Vec<String> = checks(&[lost], false)
+            .into_iter()
+            .filter(|c| !c.met)
+            .map(|c| c.what)
+            .collect();
+        // Memory counts only in the large profile, at 5,000.
+        assert_eq!(failed, vec!["steady flow: changes that reached their CR"]);
+    }
+}

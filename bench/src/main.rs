@@ -1,0 +1,123 @@
+//! `bench`: the resources operator's benchmark (`make bench`). See `docs/benchmark.md`.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use bench::figures::checks;
+use bench::machine::{self, Machine};
+use bench::report::{self, Run};
+use bench::run::{self, Options};
+use clap::{Parser, ValueEnum};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Profile {
+    /// N = 100 and 1,000.
+    Standard,
+    /// N = 100, 1,000 and 5,000 (the server node gets a larger heap), and the memory target.
+    Large,
+}
+
+/// Measures the resources operator against its floors on the running testbed, prints the
+/// table, writes it to the doc and appends the raw figures to the results file. Exits non-zero
+/// when an in-run check is not met.
+#[derive(Debug, Parser)]
+#[command(name = "bench")]
+struct Cli {
+    #[arg(long, value_enum, default_value_t = Profile::Standard)]
+    profile: Profile,
+    /// Sizes to run instead of the profile's (e.g. `--sizes 100` for a quick run).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<usize>>,
+    /// Length of the steady flow (0: skip it).
+    #[arg(long, default_value_t = 60.0)]
+    steady_seconds: f64,
+    /// Server-side changes per second in the steady flow.
+    #[arg(long, default_value_t = 50.0)]
+    steady_rate: f64,
+    /// Cache CRs created concurrently when N CRs are applied at once.
+    #[arg(long, default_value_t = 16)]
+    apply_concurrency: usize,
+    /// The release binary of the operator (default: <target dir>/release/resources-operator).
+    #[arg(long)]
+    operator_binary: Option<PathBuf>,
+    /// Appends one JSON line per run here (relative to the repository root).
+    #[arg(long, default_value = "bench/results.jsonl")]
+    results: PathBuf,
+    /// Writes the tables between the markers of this doc (relative to the repository root).
+    #[arg(long, default_value = "docs/benchmark.md")]
+    doc: PathBuf,
+    /// Neither the results file nor the doc is written.
+    #[arg(long)]
+    dry_run: bool,
+    /// The command line to record (what `make bench` ran).
+    #[arg(long, default_value = "make bench")]
+    command: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let repo = e2e::repo_root();
+    let large = cli.profile == Profile::Large;
+    let sizes = cli.sizes.clone().unwrap_or_else(|| {
+        if large {
+            vec![100, 1000, 5000]
+        } else {
+            vec![100, 1000]
+        }
+    });
+    let options = Options {
+        sizes,
+        steady_seconds: cli.steady_seconds,
+        steady_rate: cli.steady_rate,
+        binary: cli
+            .operator_binary
+            .clone()
+            .unwrap_or_else(|| run::operator::default_binary(&repo)),
+        apply_concurrency: cli.apply_concurrency,
+    };
+    let results = run::measure(&options).await?;
+    let checks = checks(&results, large);
+    let passed = checks.iter().all(|c| c.met);
+    let run = Run {
+        date: machine::now_utc(),
+        commit: machine::commit(&repo),
+        machine: Machine::this(),
+        profile: format!("{:?}", cli.profile).to_lowercase(),
+        command: cli.command.clone(),
+        sizes: results,
+        checks,
+        passed,
+    };
+    let section = report::section(&run);
+    println!("{section}");
+    if !cli.dry_run {
+        let results_path = repo.join(&cli.results);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&results_path)
+            .with_context(|| format!("opening {}", results_path.display()))?;
+        writeln!(file, "{}", serde_json::to_string(&run)?)?;
+        let doc_path = repo.join(&cli.doc);
+        let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
+        std::fs::write(&doc_path, report::splice(&doc, &section))
+            .with_context(|| format!("writing {}", doc_path.display()))?;
+        eprintln!(
+            "bench: results appended to {}, tables written to {}",
+            results_path.display(),
+            doc_path.display()
+        );
+    }
+    if !passed {
+        let missed: Vec<String> = run
+            .checks
+            .iter()
+            .filter(|c| !c.met)
+            .map(|c| format!("{} (N={:?}): {} vs {}", c.what, c.n, c.value, c.target))
+            .collect();
+        anyhow::bail!("targets missed:\n  {}", missed.join("\n  "));
+    }
+    Ok(())
+}

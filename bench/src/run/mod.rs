@@ -1,0 +1,443 @@
+//! One run on the testbed: for each N, on a fresh node, the phases in this order (each cost
+//! counted between two marks, outside the operator):
+//!
+//! 1. idle: the operator with no object at all (RSS idle), then stopped;
+//! 2. N caches created on the server (setup);
+//! 3. startup sync: the operator started, until N mirror CRs are Ready; then its floor, the
+//!    same creates and status patches by one process as the same kind of ServiceAccount;
+//! 4. operator stopped; the CR-to-server floor: N REST creates of other caches through the
+//!    same proxy, then removed;
+//! 5. restart with N caches in sync (what it costs to find nothing to do);
+//! 6. CR to server: N Cache CRs applied at once, until all are Ready (verified on the server);
+//! 7. steady flow: server-side changes at a steady rate beside ConfigMap patches at the same
+//!    rate (the API server's own write latency).
+
+pub mod observe;
+pub mod operator;
+pub mod setup;
+mod steady;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, ensure};
+use common_crds::Cache;
+use common_crds::labels::CLUSTER_LABEL;
+use e2e::Testbed;
+use futures::{StreamExt, TryStreamExt};
+use infinispan_rest::{ClientConfig, ConfigDocument, CreateCacheOptions, Credentials};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::audit;
+use crate::figures::{Memory, PhaseCost, SizeResult};
+use crate::httpcount::{self, CountingProxy, RequestCounts};
+use observe::CacheWatch;
+use operator::{Launch, OperatorProcess};
+use setup::{CLUSTER, Cluster, FlowSchemas, SECRET};
+
+/// The configuration of every bench cache: a distributed cache whose lifespan the steady flow
+/// changes.
+pub const CACHE_CONFIG: &str =
+    r#"{"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":60000}}}"#;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub sizes: Vec<usize>,
+    pub steady_seconds: f64,
+    pub steady_rate: f64,
+    pub binary: PathBuf,
+    /// Concurrent CR creations when applying N CRs "at once".
+    pub apply_concurrency: usize,
+}
+
+/// Measures every size in turn.
+pub async fn measure(options: &Options) -> anyhow::Result<Vec<SizeResult>> {
+    ensure!(
+        options.binary.is_file(),
+        "{} is missing: build it with `cargo build --release -p resources-operator` (make bench does)",
+        options.binary.display()
+    );
+    let testbed = Testbed::get()?;
+    let admin = testbed.admin_client().await?;
+    e2e::install_crds(&admin).await?;
+    let mut results = Vec::new();
+    for &n in &options.sizes {
+        eprintln!("bench: N={n}");
+        let result = measure_size(&testbed, &admin, options, n).await?;
+        results.push(result);
+    }
+    Ok(results)
+}
+
+/// The counters at the start of a phase.
+struct Marks {
+    apf: BTreeMap<String, u64>,
+    audit: audit::Mark,
+    proxy: RequestCounts,
+    cpu_s: f64,
+    at: Instant,
+}
+
+/// What the counts are taken from.
+struct Counting<'a> {
+    admin: &'a Client,
+    schemas: &'a FlowSchemas,
+    audit_log: PathBuf,
+    user: String,
+    proxy: &'a CountingProxy,
+}
+
+impl Counting<'_> {
+    async fn mark(&self, operator: Option<&OperatorProcess>) -> anyhow::Result<Marks> {
+        Ok(Marks {
+            apf: self.schemas.counts(self.admin).await?,
+            audit: audit::mark(&self.audit_log)?,
+            proxy: self.proxy.counts(),
+            cpu_s: match operator {
+                Some(op) => op.sample()?.cpu_s,
+                None => 0.0,
+            },
+            at: Instant::now(),
+        })
+    }
+
+    async fn cost(
+        &self,
+        marks: &Marks,
+        objects: u64,
+        operator: &OperatorProcess,
+    ) -> anyhow::Result<PhaseCost> {
+        let apf = self.schemas.counts(self.admin).await?;
+        let text = audit::text_since(&self.audit_log, &marks.audit)?;
+        Ok(PhaseCost {
+            objects,
+            api_requests: crate::apf::delta(&marks.apf, &apf),
+            api_writes: audit::count_writes(&text, &self.user),
+            server_requests: httpcount::delta(&marks.proxy, &self.proxy.counts()),
+            cpu_s: operator.sample()?.cpu_s - marks.cpu_s,
+            wall_s: marks.at.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+fn server_names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i:05}")).collect()
+}
+
+fn ready_timeout(n: usize) -> Duration {
+    Duration::from_secs(120) + Duration::from_millis(200 * n as u64)
+}
+
+const SETTLE_QUIET: Duration = Duration::from_secs(2);
+
+async fn measure_size(
+    testbed: &Testbed,
+    admin: &Client,
+    options: &Options,
+    n: usize,
+) -> anyhow::Result<SizeResult> {
+    let node = setup::start_node(setup::heap_for(n))?;
+    let _node_guard = e2e::node::NodeGuard(node.clone());
+    let proxy = CountingProxy::start(e2e::proxy::loopback_address_of(&node.url())?).await?;
+    let credentials = Credentials::new(
+        testbed.infinispan_user.clone(),
+        testbed.infinispan_password.clone(),
+    );
+    let rest = node.rest(testbed)?;
+    let rest_via_proxy =
+        infinispan_rest::Client::new(ClientConfig::new(proxy.url()).with_credentials(credentials))?;
+
+    let cluster = Cluster::create(admin, testbed, "bench").await?;
+    let floor_cluster = Cluster::create(admin, testbed, "bench-floor").await?;
+    let run = cluster.ns.trim_start_matches("bench-").to_string();
+    let schemas = FlowSchemas::create(admin, &run, &cluster.identity).await?;
+    let result = async {
+        let counting = Counting {
+            admin,
+            schemas: &schemas,
+            audit_log: audit::log_path(&testbed.run_dir),
+            user: cluster.identity.user(),
+            proxy: &proxy,
+        };
+        let launch = Launch {
+            binary: options.binary.clone(),
+            namespace: cluster.ns.clone(),
+            cluster: CLUSTER.to_string(),
+            secret: SECRET.to_string(),
+            infinispan_url: proxy.url(),
+            kubeconfig: cluster.identity.kubeconfig.clone(),
+            log_dir: e2e::repo_root().join("target/bench-logs"),
+        };
+        let sizes = Sizes {
+            admin,
+            counting: &counting,
+            launch: &launch,
+            cluster: &cluster,
+            floor_cluster: &floor_cluster,
+            rest: &rest,
+            rest_via_proxy: &rest_via_proxy,
+            options,
+            n,
+        };
+        sizes.phases().await
+    }
+    .await;
+    let cleanup = async {
+        schemas.delete(admin).await?;
+        cluster.delete(admin).await?;
+        floor_cluster.delete(admin).await
+    }
+    .await;
+    let result = result?;
+    cleanup?;
+    Ok(result)
+}
+
+/// Everything the phases of one N share.
+struct Sizes<'a> {
+    admin: &'a Client,
+    counting: &'a Counting<'a>,
+    launch: &'a Launch,
+    cluster: &'a Cluster,
+    floor_cluster: &'a Cluster,
+    rest: &'a infinispan_rest::Client,
+    rest_via_proxy: &'a infinispan_rest::Client,
+    options: &'a Options,
+    n: usize,
+}
+
+impl Sizes<'_> {
+    async fn phases(&self) -> anyhow::Result<SizeResult> {
+        let n = self.n;
+        let mut result = SizeResult {
+            n,
+            ..SizeResult::default()
+        };
+        let caches = Api::<Cache>::namespaced(self.admin.clone(), &self.cluster.ns);
+        let mut watch = CacheWatch::start(caches.clone());
+
+        // 1. Idle.
+        let mut op = OperatorProcess::spawn(self.launch, "idle")?;
+        op.wait_ready(Duration::from_secs(60)).await?;
+        op.wait_settled(SETTLE_QUIET, Duration::from_secs(60))
+            .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut memory = Memory {
+            idle_kib: op.sample()?.rss_kib,
+            ..Memory::default()
+        };
+        op.stop().await?;
+        eprintln!("bench: N={n} idle RSS {} KiB", memory.idle_kib);
+
+        // 2. N caches on the server.
+        let pre = server_names("pre", n);
+        let started = Instant::now();
+        create_on_server(self.rest, &pre).await?;
+        eprintln!(
+            "bench: N={n} {n} caches created on the server in {:.1} s (setup)",
+            started.elapsed().as_secs_f64()
+        );
+
+        // 3. Startup sync, then its floor.
+        let mirrors: HashSet<String> = pre
+            .iter()
+            .map(|s| common_crds::naming::mirror_name(CLUSTER, s))
+            .collect();
+        let marks = self.counting.mark(None).await?;
+        let op = OperatorProcess::spawn(self.launch, "startup")?;
+        let all_ready = watch
+            .all_ready(&mirrors, ready_timeout(n))
+            .await
+            .map_err(|e| op.with_log(e))?;
+        result.startup.operator_s = all_ready.duration_since(op.started).as_secs_f64();
+        op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
+        result.startup_cost = self.counting.cost(&marks, n as u64, &op).await?;
+        memory.at_n_kib = op.sample()?.rss_kib;
+        eprintln!(
+            "bench: N={n} startup sync {:.2} s, RSS {} KiB",
+            result.startup.operator_s, memory.at_n_kib
+        );
+        result.startup.floor_s = self.startup_floor(&caches, &mirrors).await?;
+        eprintln!("bench: N={n} startup floor {:.2} s", result.startup.floor_s);
+
+        // 4. The CR-to-server floor, the operator stopped.
+        op.stop().await?;
+        let floor_names = server_names("floor", n);
+        let started = Instant::now();
+        create_on_server(self.rest_via_proxy, &floor_names).await?;
+        result.cr_to_server.floor_s = started.elapsed().as_secs_f64();
+        for name in &floor_names {
+            self.rest.delete_cache(name).await?;
+        }
+        eprintln!(
+            "bench: N={n} CR-to-server floor {:.2} s",
+            result.cr_to_server.floor_s
+        );
+
+        // 5. Restart with N in sync.
+        let marks = self.counting.mark(None).await?;
+        let mut op = OperatorProcess::spawn(self.launch, "main")?;
+        op.wait_ready(Duration::from_secs(60)).await?;
+        op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
+        result.restart = self.counting.cost(&marks, n as u64, &op).await?;
+
+        // 6. CR to server.
+        let names = server_names("cr", n);
+        let marks = self.counting.mark(Some(&op)).await?;
+        let started = Instant::now();
+        self.apply_crs(&caches, &names).await?;
+        result.cr_apply_s = started.elapsed().as_secs_f64();
+        let wanted: HashSet<String> = names.iter().cloned().collect();
+        let all_ready = watch
+            .all_ready(&wanted, ready_timeout(n))
+            .await
+            .map_err(|e| op.with_log(e))?;
+        result.cr_to_server.operator_s = all_ready.duration_since(started).as_secs_f64();
+        let on_server: HashSet<String> = self.rest.list_caches().await?.into_iter().collect();
+        let missing = names.iter().filter(|n| !on_server.contains(*n)).count();
+        ensure!(
+            missing == 0,
+            "{missing} caches of Ready CRs are not on the server"
+        );
+        op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
+        result.cr_to_server_cost = self.counting.cost(&marks, n as u64, &op).await?;
+        memory.at_2n_kib = op.sample()?.rss_kib;
+        eprintln!(
+            "bench: N={n} CR to server {:.2} s (CRs applied in {:.2} s)",
+            result.cr_to_server.operator_s, result.cr_apply_s
+        );
+
+        // 7. Steady flow.
+        if self.options.steady_seconds > 0.0 {
+            let flow = steady::Flow {
+                admin: self.admin,
+                rest: self.rest,
+                namespace: &self.cluster.ns,
+                caches: &pre,
+                rate: self.options.steady_rate,
+                seconds: self.options.steady_seconds,
+            };
+            let marks = self.counting.mark(Some(&op)).await?;
+            let mut steady = flow.run(&mut watch).await.map_err(|e| op.with_log(e))?;
+            op.wait_settled(SETTLE_QUIET, Duration::from_secs(60))
+                .await?;
+            steady.cost = self.counting.cost(&marks, steady.changes, &op).await?;
+            eprintln!(
+                "bench: N={n} steady flow event-to-CR p50 {:.0} ms p99 {:.0} ms ({} / {})",
+                steady.event_to_cr.p50_ms,
+                steady.event_to_cr.p99_ms,
+                steady.delivered,
+                steady.changes
+            );
+            result.steady = Some(steady);
+        }
+        memory.peak_kib = op.sample()?.hwm_kib;
+        result.memory = memory;
+        op.stop().await?;
+        Ok(result)
+    }
+
+    /// The same writes the operator made for the startup sync (create with the same metadata
+    /// and spec, then the same status merge patch), one after the other by one client as a
+    /// ServiceAccount with the same Role, in the floor namespace.
+    async fn startup_floor(
+        &self,
+        caches: &Api<Cache>,
+        mirrors: &HashSet<String>,
+    ) -> anyhow::Result<f64> {
+        let made: Vec<Cache> = caches
+            .list(&ListParams::default())
+            .await?
+            .into_iter()
+            .filter(|cr| mirrors.contains(&cr.name_any()))
+            .collect();
+        ensure!(
+            made.len() == mirrors.len(),
+            "the operator made {} of {} mirror CRs",
+            made.len(),
+            mirrors.len()
+        );
+        let floor = &self.floor_cluster;
+        let bodies = made
+            .iter()
+            .map(|cr| {
+                let owners: Vec<serde_json::Value> = cr
+                    .owner_references()
+                    .iter()
+                    .map(|o| {
+                        let mut o = serde_json::to_value(o)?;
+                        o["uid"] = floor.infinispan_uid.clone().into();
+                        Ok(o)
+                    })
+                    .collect::<anyhow::Result<_>>()?;
+                let body: Cache = serde_json::from_value(json!({
+                    "apiVersion": "infinispan.org/v2alpha1",
+                    "kind": "Cache",
+                    "metadata": {
+                        "name": cr.name_any(),
+                        "namespace": floor.ns,
+                        "labels": cr.labels(),
+                        "finalizers": cr.finalizers(),
+                        "ownerReferences": owners,
+                    },
+                    "spec": cr.spec,
+                }))?;
+                let status = json!({ "status": cr.status });
+                Ok((body, status))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let client = floor.identity.client().await?;
+        let api = Api::<Cache>::namespaced(client, &floor.ns);
+        let started = Instant::now();
+        for (body, status) in &bodies {
+            let name = body.name_any();
+            api.create(&PostParams::default(), body)
+                .await
+                .with_context(|| format!("floor: creating {name}"))?;
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+                .await
+                .with_context(|| format!("floor: status of {name}"))?;
+        }
+        Ok(started.elapsed().as_secs_f64())
+    }
+
+    /// Creates the Cache CRs `names` as a user would, `apply_concurrency` at a time.
+    async fn apply_crs(&self, caches: &Api<Cache>, names: &[String]) -> anyhow::Result<()> {
+        let bodies = names
+            .iter()
+            .map(|name| {
+                serde_json::from_value::<Cache>(json!({
+                    "apiVersion": "infinispan.org/v2alpha1",
+                    "kind": "Cache",
+                    "metadata": { "name": name, "labels": { CLUSTER_LABEL: CLUSTER } },
+                    "spec": { "template": CACHE_CONFIG },
+                }))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        futures::stream::iter(bodies.iter().map(|body| async move {
+            caches
+                .create(&PostParams::default(), body)
+                .await
+                .with_context(|| format!("creating Cache CR {}", body.name_any()))
+        }))
+        .buffer_unordered(self.options.apply_concurrency.max(1))
+        .try_collect::<Vec<_>>()
+        .await?;
+        Ok(())
+    }
+}
+
+/// Creates `names` on the server, one after the other (one client, kept-alive connection).
+async fn create_on_server(rest: &infinispan_rest::Client, names: &[String]) -> anyhow::Result<()> {
+    let config = ConfigDocument::json(CACHE_CONFIG);
+    for name in names {
+        rest.create_cache(name, &config, CreateCacheOptions::default())
+            .await
+            .with_context(|| format!("creating cache {name} on the server"))?;
+    }
+    Ok(())
+}

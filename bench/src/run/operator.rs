@@ -1,0 +1,172 @@
+//! The operator under test: the release binary, run as its own ServiceAccount with the
+//! arguments a Deployment gives it (info logging, leader election on), its server URL pointing
+//! at the counting proxy.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::procfs::{self, ProcSample};
+
+/// How to start the operator.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub binary: PathBuf,
+    pub namespace: String,
+    pub cluster: String,
+    pub secret: String,
+    pub infinispan_url: String,
+    pub kubeconfig: PathBuf,
+    pub log_dir: PathBuf,
+}
+
+/// A running operator process.
+#[derive(Debug)]
+pub struct OperatorProcess {
+    child: tokio::process::Child,
+    pub pid: u32,
+    pub metrics: SocketAddr,
+    pub log: PathBuf,
+    pub started: Instant,
+    ticks: u64,
+}
+
+impl OperatorProcess {
+    /// Starts the process (`label` names its log file); returns at once.
+    pub fn spawn(launch: &Launch, label: &str) -> anyhow::Result<Self> {
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        std::fs::create_dir_all(&launch.log_dir)?;
+        let log = launch.log_dir.join(format!(
+            "resources-operator-{}-{label}.log",
+            launch.namespace
+        ));
+        let log_file = std::fs::File::create(&log)?;
+        let started = Instant::now();
+        let child = tokio::process::Command::new(&launch.binary)
+            .args([
+                "run",
+                "--cluster",
+                &launch.cluster,
+                "--namespace",
+                &launch.namespace,
+                "--infinispan-url",
+                &launch.infinispan_url,
+                "--credentials-secret",
+                &launch.secret,
+                "--metrics-address",
+                &metrics.to_string(),
+                "--log-level",
+                "info",
+            ])
+            .env("KUBECONFIG", &launch.kubeconfig)
+            .env("POD_NAME", format!("resources-operator-bench-{label}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(log_file)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", launch.binary.display()))?;
+        let pid = child.id().context("the operator exited at once")?;
+        Ok(Self {
+            child,
+            pid,
+            metrics,
+            log,
+            started,
+            ticks: procfs::clock_ticks(),
+        })
+    }
+
+    /// RSS and CPU time now.
+    pub fn sample(&self) -> anyhow::Result<ProcSample> {
+        procfs::sample(self.pid, self.ticks)
+    }
+
+    /// GET on the metrics endpoint.
+    pub async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        e2e::process::http_get(self.metrics, path).await
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!(
+                    "the operator exited ({status}); log: {}",
+                    self.log.display()
+                );
+            }
+            if matches!(self.get("/readyz").await, Ok((200, _))) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the operator is not ready after {timeout:?}; log: {}",
+                    self.log.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until the operator is idle: nothing queued or in flight and its reconcile and
+    /// write counters unchanged for `quiet` (read from its own metrics: only to know when to
+    /// take the next figure, never a figure itself).
+    pub async fn wait_settled(&self, quiet: Duration, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut last: Option<(f64, Instant)> = None;
+        loop {
+            let (_, body) = self.get("/metrics").await?;
+            let sum = |prefix: &str| -> f64 {
+                body.lines()
+                    .filter(|l| l.starts_with(prefix))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum()
+            };
+            let busy = sum("infinispan_resources_operator_queue_depth")
+                + sum("infinispan_resources_operator_reconciles_in_flight");
+            let activity = sum("infinispan_resources_operator_reconciles_total")
+                + sum("infinispan_resources_operator_writes_total");
+            let now = Instant::now();
+            match last {
+                Some((previous, since)) if previous == activity && busy == 0.0 => {
+                    if now.duration_since(since) >= quiet {
+                        return Ok(());
+                    }
+                }
+                _ => last = Some((activity, now)),
+            }
+            if now > deadline {
+                bail!("the operator did not settle within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// SIGTERM and a clean exit.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        e2e::process::stop_gracefully(&mut self.child, "operator").await
+    }
+
+    /// The log's last lines, for an error.
+    pub fn with_log(&self, error: anyhow::Error) -> anyhow::Error {
+        e2e::process::with_log_tail(error, "operator", &self.log, 40)
+    }
+}
+
+/// `<target dir>/release/resources-operator`: `$CARGO_TARGET_DIR` or `<repo>/target`.
+pub fn default_binary(repo: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                repo.join(dir)
+            }
+        })
+        .unwrap_or_else(|| repo.join("target"))
+        .join("release/resources-operator")
+}

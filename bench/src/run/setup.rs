@@ -1,0 +1,213 @@
+//! The bench's own objects: a dedicated Infinispan node (offset 2080, fresh for every N, its
+//! heap sized for N), the operator's namespace and identity, a second namespace and identity
+//! for the startup floor, the FlowSchemas that count the operator's requests, and a teardown
+//! that leaves nothing behind.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, ensure};
+use common_crds::{Cache, Infinispan};
+use e2e::identity::OperatorIdentity;
+use e2e::node::Node;
+use e2e::{TestNamespace, Testbed, repo_root, run_dir};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::flowcontrol::v1::FlowSchema;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::apf;
+
+pub const CLUSTER: &str = "demo";
+pub const SECRET: &str = "demo-operator-credentials";
+/// The bench's node: REST port 11222 + 2080.
+pub const NODE_OFFSET: u16 = 2080;
+
+/// The server heap for N caches (the CR-to-server phase holds 2N).
+pub fn heap_for(n: usize) -> &'static str {
+    match n {
+        0..=1000 => "1g",
+        1001..=2500 => "2g",
+        _ => "4g",
+    }
+}
+
+/// Starts the bench's node afresh (state wiped) with `heap`.
+pub fn start_node(heap: &str) -> anyhow::Result<Node> {
+    let node = Node::new("bench", NODE_OFFSET);
+    node.stop_and_wipe()?;
+    let (offset, jgroups) = (node.offset.to_string(), node.jgroups_port.to_string());
+    let peers = format!("127.0.0.1[{jgroups}]");
+    let output = Command::new(repo_root().join("e2e/testbed/infinispan.sh"))
+        .args([
+            "start",
+            &node.name,
+            "--offset",
+            &offset,
+            "--jgroups-port",
+            &jgroups,
+            "--cluster",
+            &node.name,
+            "--peers",
+            &peers,
+            "--heap",
+            heap,
+        ])
+        .env("TESTBED_RUN_DIR", run_dir())
+        .output()
+        .context("running e2e/testbed/infinispan.sh")?;
+    ensure!(
+        output.status.success(),
+        "starting the bench node failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(node)
+}
+
+/// A namespace with the credentials Secret and the `Infinispan` CR, and the operator's
+/// ServiceAccount (least-privilege Role) in it.
+#[derive(Debug)]
+pub struct Cluster {
+    pub ns: String,
+    pub identity: OperatorIdentity,
+    pub infinispan_uid: String,
+    namespace: Option<TestNamespace>,
+}
+
+impl Cluster {
+    pub async fn create(admin: &Client, testbed: &Testbed, prefix: &str) -> anyhow::Result<Self> {
+        let namespace = TestNamespace::create(admin, prefix).await?;
+        let ns = namespace.name.clone();
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": { "name": SECRET },
+            "stringData": {
+                "username": testbed.infinispan_user,
+                "password": testbed.infinispan_password,
+            }
+        }))?;
+        Api::<Secret>::namespaced(admin.clone(), &ns)
+            .create(&PostParams::default(), &secret)
+            .await?;
+        let cluster: Infinispan = serde_json::from_value(json!({
+            "apiVersion": "infinispan.org/v1",
+            "kind": "Infinispan",
+            "metadata": { "name": CLUSTER },
+            "spec": {}
+        }))?;
+        let created = Api::<Infinispan>::namespaced(admin.clone(), &ns)
+            .create(&PostParams::default(), &cluster)
+            .await?;
+        let scope = common_crds::rbac::OperatorScope {
+            cluster: CLUSTER,
+            namespace: &ns,
+            credentials_secret: SECRET,
+        };
+        let identity = OperatorIdentity::create(admin, testbed, scope).await?;
+        Ok(Self {
+            ns,
+            identity,
+            infinispan_uid: created.uid().context("Infinispan CR without uid")?,
+            namespace: Some(namespace),
+        })
+    }
+
+    /// Releases every Cache CR's finalizers (the operator is stopped: nothing may touch the
+    /// server) and deletes the namespace.
+    pub async fn delete(mut self, admin: &Client) -> anyhow::Result<()> {
+        let caches = Api::<Cache>::namespaced(admin.clone(), &self.ns);
+        let patch = json!({ "metadata": { "finalizers": null } });
+        for cr in caches.list(&ListParams::default()).await? {
+            if cr.finalizers().is_empty() {
+                continue;
+            }
+            match caches
+                .patch(
+                    &cr.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.is_not_found() => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        if let Some(namespace) = self.namespace.take() {
+            namespace.delete().await?;
+        }
+        Ok(())
+    }
+}
+
+/// The FlowSchemas counting the requests of one ServiceAccount; removed by [`Self::delete`].
+#[derive(Debug)]
+pub struct FlowSchemas {
+    pub run: String,
+    names: Vec<String>,
+}
+
+impl FlowSchemas {
+    /// Creates them and waits until the API server counts the account's requests in them.
+    pub async fn create(
+        admin: &Client,
+        run: &str,
+        identity: &OperatorIdentity,
+    ) -> anyhow::Result<Self> {
+        let api = Api::<FlowSchema>::all(admin.clone());
+        let mut names = Vec::new();
+        for schema in apf::flow_schemas(run, &identity.namespace, &identity.service_account, 8900) {
+            let schema: FlowSchema = serde_json::from_value(schema)?;
+            names.push(schema.name_any());
+            api.create(&PostParams::default(), &schema).await?;
+        }
+        let schemas = Self {
+            run: run.to_string(),
+            names,
+        };
+        // The API server's configuration controller picks them up within a moment.
+        let client = identity.client().await?;
+        let probe = Api::<Cache>::namespaced(client, &identity.namespace);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let before = schemas.counts(admin).await?;
+            let _ = probe.list(&ListParams::default().limit(1)).await;
+            let after = schemas.counts(admin).await?;
+            if apf::delta(&before, &after)
+                .get("list")
+                .copied()
+                .unwrap_or(0)
+                > 0
+            {
+                return Ok(schemas);
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "the API server did not count requests in the bench's FlowSchemas within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Requests dispatched so far per group.
+    pub async fn counts(&self, admin: &Client) -> anyhow::Result<BTreeMap<String, u64>> {
+        let request = http::Request::get("/metrics").body(Vec::new())?;
+        let text = admin.request_text(request).await?;
+        Ok(apf::dispatched(&text, &self.run))
+    }
+
+    pub async fn delete(self, admin: &Client) -> anyhow::Result<()> {
+        let api = Api::<FlowSchema>::all(admin.clone());
+        for name in &self.names {
+            match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.is_not_found() => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,199 @@
+//! The steady flow: a client changes the caches on the server at a fixed rate (each change a
+//! `set-mutable-attribute` of `expiration.lifespan` to a value of its own, the caches in turn),
+//! while the bench patches a ConfigMap at the same rate (the API server's own write latency in
+//! the same run). The watch of the Cache CRs says when each change reached its CR.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use infinispan_rest::{ConfigEvent, StreamItem};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+use super::observe::{CacheWatch, ConfigMapWatch};
+use crate::figures::Steady;
+use crate::matching::{BASE, Change, Sighting, delivered_at, first_seen, latencies, lifespan_in};
+use crate::stats::Percentiles;
+
+const CONFIG_MAP: &str = "bench-write-latency";
+/// How long the bench waits after the last change for the CRs to catch up.
+const GRACE: Duration = Duration::from_secs(30);
+
+pub struct Flow<'a> {
+    pub admin: &'a Client,
+    pub rest: &'a infinispan_rest::Client,
+    pub namespace: &'a str,
+    /// Server names of the caches to change, in turn.
+    pub caches: &'a [String],
+    pub rate: f64,
+    pub seconds: f64,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The bench's own listener on the server's config event stream: when each lifespan value
+/// was first seen in an `update-cache` event.
+struct EventListener {
+    seen: Arc<Mutex<Vec<Sighting>>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for EventListener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl EventListener {
+    async fn start(rest: &infinispan_rest::Client) -> anyhow::Result<Self> {
+        let mut stream = e2e::operator::live_events(rest).await?;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let shared = Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            while let Some(item) = stream.next().await {
+                let StreamItem::Event(ConfigEvent::CacheUpdated { name, config }) = item else {
+                    continue;
+                };
+                let at = Instant::now();
+                if let Some(lifespan) = lifespan_in(&config.to_string()) {
+                    let mut seen = match shared.lock() {
+                        Ok(seen) => seen,
+                        Err(poisoned) => poisoned.into_inner(),
+                    };
+                    seen.push(Sighting {
+                        cache: name,
+                        lifespan,
+                        seen: at,
+                    });
+                }
+            }
+        });
+        Ok(Self { seen, task })
+    }
+
+    fn sightings(&self) -> Vec<Sighting> {
+        match self.seen.lock() {
+            Ok(seen) => seen.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+}
+
+impl Flow<'_> {
+    pub async fn run(&self, watch: &mut CacheWatch) -> anyhow::Result<Steady> {
+        let config_maps = Api::<ConfigMap>::namespaced(self.admin.clone(), self.namespace);
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": { "name": CONFIG_MAP },
+            "data": { "seq": "none" },
+        }))?;
+        config_maps.create(&PostParams::default(), &cm).await?;
+        let cm_watch = ConfigMapWatch::start(config_maps.clone(), CONFIG_MAP);
+        let events = EventListener::start(self.rest).await?;
+        // Let the ConfigMap watch start before the first patch.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+
+        let total = (self.rate * self.seconds).round().max(1.0) as u64;
+        let period = Duration::from_secs_f64(1.0 / self.rate);
+        watch.record();
+        let start = tokio::time::Instant::now();
+        let mut changes = Vec::new();
+        let mut patches = Vec::new();
+        for i in 0..total {
+            tokio::time::sleep_until(start + period * i as u32).await;
+            let cache = self.caches[(i as usize) % self.caches.len()].clone();
+            let rest = self.rest.clone();
+            changes.push(tokio::spawn(async move {
+                let sent = Instant::now();
+                let outcome = rest
+                    .set_mutable_attribute(&cache, "expiration.lifespan", &(BASE + i).to_string())
+                    .await;
+                let took = sent.elapsed();
+                (
+                    Change {
+                        cache,
+                        sequence: i,
+                        sent,
+                    },
+                    took,
+                    outcome,
+                )
+            }));
+            let api = config_maps.clone();
+            patches.push(tokio::spawn(async move {
+                let patch = json!({ "data": { "seq": i.to_string() } });
+                let sent = Instant::now();
+                api.patch(CONFIG_MAP, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                anyhow::Ok((i, sent, sent.elapsed()))
+            }));
+        }
+        let mut made = Vec::new();
+        let mut rest_latencies = Vec::new();
+        let mut refused = 0u64;
+        for task in changes {
+            let (change, took, outcome) = task.await?;
+            match outcome {
+                Ok(()) => {
+                    rest_latencies.push(ms(took));
+                    made.push(change);
+                }
+                Err(error) => {
+                    refused += 1;
+                    if refused <= 3 {
+                        eprintln!("bench: steady flow: the server refused a change: {error}");
+                    }
+                }
+            }
+        }
+        let mut sent_at = Vec::new();
+        let mut write_latencies = Vec::new();
+        for task in patches {
+            let (i, sent, took) = task.await??;
+            write_latencies.push(ms(took));
+            sent_at.push((i, sent));
+        }
+
+        // Wait (bounded) until every change reached its CR.
+        let deadline = Instant::now() + GRACE;
+        let delivered = loop {
+            let delivered = delivered_at(&made, &watch.sightings());
+            if delivered.iter().all(Option::is_some) || Instant::now() > deadline {
+                break delivered;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        watch.stop_recording();
+        let event_seen = first_seen(&events.sightings());
+        let sent: Vec<Option<Instant>> = made.iter().map(|c| Some(c.sent)).collect();
+        let from_event: Vec<Option<Instant>> = made
+            .iter()
+            .map(|c| event_seen.get(&(BASE + c.sequence)).copied())
+            .collect();
+        let (request_to_cr, missed) = latencies(&sent, &delivered);
+        let (event_to_cr, _) = latencies(&from_event, &delivered);
+        let seen = cm_watch.seen();
+        let to_watch: Vec<f64> = sent_at
+            .iter()
+            .filter_map(|(i, sent)| Some(ms(seen.get(i)?.saturating_duration_since(*sent))))
+            .collect();
+        Ok(Steady {
+            rate_per_s: self.rate,
+            seconds: self.seconds,
+            changes: total,
+            refused,
+            delivered: made.len() as u64 - missed,
+            event_to_cr: Percentiles::of(&event_to_cr),
+            request_to_cr: Percentiles::of(&request_to_cr),
+            api_write: Percentiles::of(&write_latencies),
+            api_write_to_watch: Percentiles::of(&to_watch),
+            rest_change: Percentiles::of(&rest_latencies),
+            cost: Default::default(),
+        })
+    }
+}
