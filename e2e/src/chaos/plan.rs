@@ -1,0 +1,562 @@
+//! What a run does: its profile, the operations (and the rules that say which may be issued
+//! when), and the fault schedule. Pure: the driver gives it what it observed.
+//!
+//! ## Why operations are gated
+//!
+//! The outcome table decides from what changed *since the last sync*, so the same two writes
+//! can end differently depending on whether the operator synced between them: a CR edit `a`
+//! followed by a server edit `b` ends as `b` when the operator pushed `a` first (S2), and as
+//! `a` when it did not (C1, `conflictWinner: Kubernetes`). An oracle that only knows the order
+//! of the driver's operations cannot tell the two apart, so the driver issues an operation only
+//! when its outcome does not depend on the operator's timing (see [`allowed`]). What remains is
+//! still every cell of the table: conflicts whose winner is the side that wrote last, deletion
+//! against an unsynced edit, an unsynced edit against a removal (the CR was edited while the
+//! operator had not yet deleted it), adoption of a server object by a new user CR, a user CR
+//! replacing a mirror, all of it across operator kills, cut and stalled streams, server
+//! restarts and wipes.
+
+use common_crds::ResourceKind as Kind;
+
+use super::model::{Slot, Version};
+use super::rng::Rng;
+
+/// Which side wins a conflict (`spec.resourcesOperator.conflictWinner`, Bidirectional mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Winner {
+    Kubernetes,
+    Server,
+}
+
+impl Winner {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Winner::Kubernetes => "Kubernetes",
+            Winner::Server => "Server",
+        }
+    }
+}
+
+/// The size of a run.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    pub name: &'static str,
+    pub seed: u64,
+    pub ops: usize,
+    pub slots_per_kind: usize,
+    pub winner: Winner,
+    /// Operator processes (2: leader election, kills hit the leader).
+    pub replicas: usize,
+    pub kills: usize,
+    pub cuts: usize,
+    pub stalls: usize,
+    pub server_restarts: usize,
+    pub server_wipes: usize,
+    /// Largest pause between two operations, in milliseconds.
+    pub max_pause_ms: u64,
+}
+
+impl Profile {
+    /// The short profile of `make test`.
+    pub fn short(seed: u64) -> Self {
+        Self {
+            name: "short",
+            seed,
+            ops: 60,
+            slots_per_kind: 3,
+            winner: Winner::Kubernetes,
+            replicas: 2,
+            kills: 2,
+            cuts: 3,
+            stalls: 1,
+            server_restarts: 1,
+            server_wipes: 0,
+            max_pause_ms: 150,
+        }
+    }
+
+    /// The full profile of `make chaos`.
+    pub fn full(seed: u64) -> Self {
+        Self {
+            name: "full",
+            seed,
+            ops: 500,
+            slots_per_kind: 6,
+            winner: Winner::Kubernetes,
+            replicas: 2,
+            kills: 10,
+            cuts: 20,
+            stalls: 5,
+            server_restarts: 2,
+            server_wipes: 2,
+            max_pause_ms: 200,
+        }
+    }
+}
+
+/// The side an operation acts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The CR, through the Kubernetes API (as `kubectl` would).
+    Kube,
+    /// The server object, over REST (as any other client would).
+    Server,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Create,
+    Edit,
+    Delete,
+}
+
+/// One operation of the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Op {
+    /// Its number in the run, from 1; also the version of the content it writes.
+    pub seq: u64,
+    pub slot: Slot,
+    pub side: Side,
+    pub action: Action,
+}
+
+impl Op {
+    /// The content version a create or an edit writes.
+    pub fn version(&self) -> Option<Version> {
+        (self.action != Action::Delete).then_some(self.seq)
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let side = match self.side {
+            Side::Kube => "cr",
+            Side::Server => "server",
+        };
+        let action = match self.action {
+            Action::Create => "create",
+            Action::Edit => "edit",
+            Action::Delete => "delete",
+        };
+        write!(f, "#{} {side} {action}", self.seq)?;
+        if let Some(v) = self.version() {
+            write!(f, " v{v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A CR as the gates see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CrView {
+    pub deleting: bool,
+    /// Carries the resources operator's finalizer.
+    pub finalizer: bool,
+    /// `status.lastSynced` is there.
+    pub ever_synced: bool,
+    /// `status.lastSynced.generation` is the CR's generation: no change of the CR is waiting.
+    pub synced_current: bool,
+    pub version: Option<Version>,
+}
+
+/// One slot as observed right before an operation is chosen.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SlotView {
+    pub user: Option<CrView>,
+    pub mirror: Option<CrView>,
+    /// The server has the object (with this version, when readable).
+    pub server: Option<Option<Version>>,
+}
+
+impl SlotView {
+    /// The CR the driver acts on: the user CR when there is one (it beats a mirror, N2).
+    pub fn claimant(&self) -> Option<&CrView> {
+        self.user.as_ref().or(self.mirror.as_ref())
+    }
+
+    /// No change of the CR side is waiting to be pushed: no CR, or exactly one, not being
+    /// deleted, whose generation the operator synced.
+    pub fn kube_settled(&self) -> bool {
+        match (&self.user, &self.mirror) {
+            (None, None) => true,
+            (Some(cr), None) | (None, Some(cr)) => !cr.deleting && cr.synced_current,
+            (Some(_), Some(_)) => false,
+        }
+    }
+
+    /// The server's content has reached the CR: settled on the CR side, and both agree.
+    pub fn server_settled(&self) -> bool {
+        let Some(cr) = self.claimant() else {
+            return false;
+        };
+        self.kube_settled() && matches!(self.server, Some(Some(v)) if cr.version == Some(v))
+    }
+}
+
+/// Whether the server can change `kind` in place (templates and counters are immutable: an
+/// edit on the server side would be a remove and a create, which the driver issues as such).
+pub fn server_editable(kind: Kind) -> bool {
+    matches!(kind, Kind::Cache | Kind::Schema | Kind::Task)
+}
+
+/// The operations whose outcome does not depend on the operator's timing, given `view`
+/// (Bidirectional mode, `winner`):
+///
+/// - CR create: no user CR (else AlreadyExists). Over a server object or a mirror CR it is an
+///   adoption (N2: the user CR beats the mirror; equal or `conflictWinner` decides). With
+///   winner Server only when no CR claims the name: a mirror being deleted (K3 pending) and a
+///   new user CR can end either way there.
+/// - CR edit: some CR claims the object. With winner Kubernetes always (a conflict goes to the
+///   CR, and so does a sync in between, the CR being written last). With winner Server only
+///   once the server's content reached the CR ([`SlotView::server_settled`]).
+/// - CR delete: one CR claims the object, with the operator's finalizer and a `lastSynced`
+///   (a CR the operator never saw goes without touching the server; one deleted before its
+///   first sync against a server object can end either way).
+/// - Server create: no server object and no CR (a CR waiting for K1, or a deletion waiting
+///   for its finalizer, would meet the new object in a race).
+/// - Server edit (caches, schemas, tasks): with winner Kubernetes only when no CR change is
+///   waiting ([`SlotView::kube_settled`]); with winner Server always.
+/// - Server delete: only when no CR change is waiting (an unsynced CR edit wins over a
+///   removal and recreates the object; a synced one lets the CR go).
+pub fn allowed(kind: Kind, view: &SlotView, winner: Winner) -> Vec<(Side, Action)> {
+    let mut out = Vec::new();
+    let claimants = usize::from(view.user.is_some()) + usize::from(view.mirror.is_some());
+    let on_server = view.server.is_some();
+    if view.user.is_none() && (winner == Winner::Kubernetes || claimants == 0) {
+        out.push((Side::Kube, Action::Create));
+    }
+    if let Some(cr) = view.claimant()
+        && !cr.deleting
+        && (winner == Winner::Kubernetes || view.server_settled())
+    {
+        out.push((Side::Kube, Action::Edit));
+    }
+    if claimants == 1
+        && let Some(cr) = view.claimant()
+        && !cr.deleting
+        && cr.finalizer
+        && cr.ever_synced
+    {
+        out.push((Side::Kube, Action::Delete));
+    }
+    if !on_server && claimants == 0 {
+        out.push((Side::Server, Action::Create));
+    }
+    if on_server && server_editable(kind) && (winner == Winner::Server || view.kube_settled()) {
+        out.push((Side::Server, Action::Edit));
+    }
+    if on_server && view.kube_settled() {
+        out.push((Side::Server, Action::Delete));
+    }
+    out
+}
+
+/// How often each operation is drawn among the allowed ones.
+fn weight(side: Side, action: Action) -> u64 {
+    // Server writes are allowed less often (they wait for the CR side to settle): drawn more
+    // often when they are.
+    match (side, action) {
+        (Side::Kube, Action::Create) => 3,
+        (Side::Kube, Action::Edit) => 4,
+        (Side::Kube, Action::Delete) => 2,
+        (Side::Server, Action::Create) => 4,
+        (Side::Server, Action::Edit) => 8,
+        (Side::Server, Action::Delete) => 4,
+    }
+}
+
+/// Draws the operation `seq` on `slot` among those [`allowed`]; `None` when none is.
+pub fn choose(rng: &mut Rng, seq: u64, slot: Slot, view: &SlotView, winner: Winner) -> Option<Op> {
+    let options = allowed(slot.kind, view, winner);
+    // Always exactly one draw, so that a seed's later draws do not depend on what was allowed.
+    let draw = rng.next_u64();
+    let total: u64 = options.iter().map(|(s, a)| weight(*s, *a)).sum();
+    if total == 0 {
+        return None;
+    }
+    let mut x = draw % total;
+    let (side, action) = *options.iter().find(|(s, a)| {
+        let w = weight(*s, *a);
+        let hit = x < w;
+        if !hit {
+            x -= w;
+        }
+        hit
+    })?;
+    Some(Op {
+        seq,
+        slot,
+        side,
+        action,
+    })
+}
+
+/// A fault the driver injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// kill -9 of the operator (the leader, with replicas), restarted after `down_ops`
+    /// operations.
+    Kill { down_ops: usize },
+    /// Every connection between operator and server reset at once.
+    Cut,
+    /// Every connection between operator and server silently frozen, new ones too, for
+    /// `secs` seconds (operations go on meanwhile, about one a second). Longer than the
+    /// stream's probe interval and timeout (15 s + 5 s): a stall that ends sooner leaves an
+    /// established event stream frozen while new connections flow, which the operator cannot
+    /// tell from an idle server (docs/server-api.md, "Limitation"; docs/chaos.md).
+    Stall { secs: u64 },
+    /// The server stopped and started again, state kept (after the run settled).
+    ServerRestart,
+    /// The server stopped, its state deleted, started again (after the run settled).
+    ServerWipe,
+}
+
+impl Fault {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fault::Kill { .. } => "kill",
+            Fault::Cut => "cut",
+            Fault::Stall { .. } => "stall",
+            Fault::ServerRestart => "server-restart",
+            Fault::ServerWipe => "server-wipe",
+        }
+    }
+}
+
+/// A fault and the operation it comes before (counting the paced operations of the profile,
+/// not the extra ones issued during stalls and server restarts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scheduled {
+    pub before_op: u64,
+    pub fault: Fault,
+}
+
+impl std::fmt::Display for Scheduled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.fault {
+            Fault::Kill { down_ops } => {
+                write!(
+                    f,
+                    "before #{}: kill -9, down for {down_ops} ops",
+                    self.before_op
+                )
+            }
+            Fault::Stall { secs } => write!(f, "before #{}: stall for {secs} s", self.before_op),
+            other => write!(f, "before #{}: {}", self.before_op, other.name()),
+        }
+    }
+}
+
+/// The fault schedule of `profile`: every fault at a random operation (never before the
+/// first tenth of the run, so that objects exist), sorted.
+pub fn schedule(rng: &mut Rng, profile: &Profile) -> Vec<Scheduled> {
+    let ops = profile.ops as u64;
+    let first = (ops / 10).max(1);
+    let mut faults = Vec::new();
+    let at = |rng: &mut Rng| rng.between(first, ops.max(first));
+    for _ in 0..profile.kills {
+        let down_ops = rng.between(0, 4) as usize;
+        faults.push(Scheduled {
+            before_op: at(rng),
+            fault: Fault::Kill { down_ops },
+        });
+    }
+    for _ in 0..profile.cuts {
+        faults.push(Scheduled {
+            before_op: at(rng),
+            fault: Fault::Cut,
+        });
+    }
+    for _ in 0..profile.stalls {
+        let secs = rng.between(22, 28);
+        faults.push(Scheduled {
+            before_op: at(rng),
+            fault: Fault::Stall { secs },
+        });
+    }
+    for _ in 0..profile.server_restarts {
+        faults.push(Scheduled {
+            before_op: at(rng),
+            fault: Fault::ServerRestart,
+        });
+    }
+    for _ in 0..profile.server_wipes {
+        faults.push(Scheduled {
+            before_op: at(rng),
+            fault: Fault::ServerWipe,
+        });
+    }
+    faults.sort_by_key(|s| s.before_op);
+    faults
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synced(v: Version) -> CrView {
+        CrView {
+            deleting: false,
+            finalizer: true,
+            ever_synced: true,
+            synced_current: true,
+            version: Some(v),
+        }
+    }
+
+    fn kinds_of(view: &SlotView, winner: Winner) -> Vec<(Side, Action)> {
+        allowed(Kind::Cache, view, winner)
+    }
+
+    #[test]
+    fn nothing_anywhere_allows_only_creates() {
+        let view = SlotView::default();
+        for winner in [Winner::Kubernetes, Winner::Server] {
+            assert_eq!(
+                kinds_of(&view, winner),
+                vec![(Side::Kube, Action::Create), (Side::Server, Action::Create)]
+            );
+        }
+    }
+
+    #[test]
+    fn a_synced_object_allows_every_edit_and_delete() {
+        let view = SlotView {
+            user: Some(synced(3)),
+            mirror: None,
+            server: Some(Some(3)),
+        };
+        let all = kinds_of(&view, Winner::Kubernetes);
+        assert_eq!(
+            all,
+            vec![
+                (Side::Kube, Action::Edit),
+                (Side::Kube, Action::Delete),
+                (Side::Server, Action::Edit),
+                (Side::Server, Action::Delete),
+            ]
+        );
+        assert_eq!(kinds_of(&view, Winner::Server), all);
+    }
+
+    #[test]
+    fn an_unsynced_cr_edit_blocks_server_writes_with_winner_kubernetes() {
+        let view = SlotView {
+            user: Some(CrView {
+                synced_current: false,
+                ..synced(3)
+            }),
+            mirror: None,
+            server: Some(Some(2)),
+        };
+        let got = kinds_of(&view, Winner::Kubernetes);
+        assert!(got.contains(&(Side::Kube, Action::Edit)));
+        assert!(!got.contains(&(Side::Server, Action::Edit)));
+        assert!(!got.contains(&(Side::Server, Action::Delete)));
+        // With winner Server, a server edit wins whenever it lands; a removal still waits.
+        let got = kinds_of(&view, Winner::Server);
+        assert!(got.contains(&(Side::Server, Action::Edit)));
+        assert!(!got.contains(&(Side::Server, Action::Delete)));
+        assert!(!got.contains(&(Side::Kube, Action::Edit)));
+    }
+
+    #[test]
+    fn deletes_of_crs_the_operator_never_synced_are_not_issued() {
+        let fresh = CrView {
+            finalizer: false,
+            ever_synced: false,
+            synced_current: false,
+            ..synced(1)
+        };
+        let view = SlotView {
+            user: Some(fresh.clone()),
+            mirror: None,
+            server: None,
+        };
+        assert!(!kinds_of(&view, Winner::Kubernetes).contains(&(Side::Kube, Action::Delete)));
+        let with_finalizer = SlotView {
+            user: Some(CrView {
+                finalizer: true,
+                ..fresh
+            }),
+            ..view
+        };
+        assert!(
+            !kinds_of(&with_finalizer, Winner::Kubernetes).contains(&(Side::Kube, Action::Delete))
+        );
+    }
+
+    #[test]
+    fn a_user_cr_and_a_mirror_at_once_allow_no_delete_and_no_server_write() {
+        let view = SlotView {
+            user: Some(synced(1)),
+            mirror: Some(synced(2)),
+            server: Some(Some(2)),
+        };
+        assert_eq!(
+            kinds_of(&view, Winner::Kubernetes),
+            vec![(Side::Kube, Action::Edit)]
+        );
+    }
+
+    #[test]
+    fn a_mirror_may_be_replaced_by_a_user_cr_only_with_winner_kubernetes() {
+        let view = SlotView {
+            user: None,
+            mirror: Some(synced(4)),
+            server: Some(Some(4)),
+        };
+        assert!(kinds_of(&view, Winner::Kubernetes).contains(&(Side::Kube, Action::Create)));
+        assert!(!kinds_of(&view, Winner::Server).contains(&(Side::Kube, Action::Create)));
+    }
+
+    #[test]
+    fn immutable_kinds_get_no_server_edit() {
+        let view = SlotView {
+            user: Some(synced(3)),
+            mirror: None,
+            server: Some(Some(3)),
+        };
+        for kind in [Kind::Template, Kind::Counter] {
+            assert!(
+                !allowed(kind, &view, Winner::Kubernetes).contains(&(Side::Server, Action::Edit))
+            );
+        }
+    }
+
+    #[test]
+    fn the_schedule_has_every_fault_of_the_profile_in_order_and_in_range() {
+        let profile = Profile::full(5);
+        let mut rng = Rng::new(profile.seed);
+        let plan = schedule(&mut rng, &profile);
+        let count = |name: &str| plan.iter().filter(|s| s.fault.name() == name).count();
+        assert_eq!(count("kill"), profile.kills);
+        assert_eq!(count("cut"), profile.cuts);
+        assert_eq!(count("stall"), profile.stalls);
+        assert_eq!(count("server-restart"), profile.server_restarts);
+        assert_eq!(count("server-wipe"), profile.server_wipes);
+        assert!(plan.windows(2).all(|w| w[0].before_op <= w[1].before_op));
+        assert!(plan.iter().all(|s| (50..=500).contains(&s.before_op)));
+        // The same seed, the same schedule.
+        assert_eq!(plan, schedule(&mut Rng::new(profile.seed), &profile));
+    }
+
+    #[test]
+    fn choose_draws_only_allowed_operations() {
+        let mut rng = Rng::new(1);
+        let slot = Slot {
+            kind: Kind::Counter,
+            index: 0,
+        };
+        let view = SlotView {
+            user: Some(synced(3)),
+            mirror: None,
+            server: Some(Some(3)),
+        };
+        for seq in 1..200 {
+            let op = choose(&mut rng, seq, slot, &view, Winner::Kubernetes)
+                .expect("an operation is allowed");
+            assert_eq!(op.seq, seq);
+            assert!(allowed(slot.kind, &view, Winner::Kubernetes).contains(&(op.side, op.action)));
+        }
+    }
+}
