@@ -85,8 +85,7 @@ test: lint testbed-up ## everything: lint, unit tests, integration tests on the 
 .PHONY: chaos
 chaos: testbed-up ## the chaos suite, full profile (500 ops, faults; 3 seeds or CHAOS_SEED=n; CHAOS_PROFILE=short; CHAOS_WINNER=Server); docs/chaos.md
 	source $(RUN_DIR)/env && CHAOS_SEED="$(CHAOS_SEED)" CHAOS_WINNER="$(CHAOS_WINNER)" \
-	  $(CARGO) test -p e2e --test chaos -- --nocapture \
-	  $(if $(filter short,$(CHAOS_PROFILE)),--exact chaos_short,--ignored --exact chaos_full)
+	  CHAOS_PROFILE="$(CHAOS_PROFILE)" $(CARGO) run -p e2e --bin chaos
 
 .PHONY: demo
 demo: testbed-up ## the operators at work: Helm chart, cluster operator, a real server, sync both ways (left running)

@@ -14,7 +14,7 @@ use serde_json::json;
 use super::check::{Mismatch, check};
 use super::model::Slot;
 use super::oracle::{Entry, Expect, Outcome, expected, history};
-use super::plan::{Fault, Profile, Scheduled, choose, schedule};
+use super::plan::{Fault, Profile, Scheduled, Winner, choose, schedule};
 use super::rng::Rng;
 use super::world::Sides;
 use crate::node::{Node, NodeGuard};
@@ -558,5 +558,14 @@ pub fn seed_from_env(default: u64) -> anyhow::Result<u64> {
             .parse()
             .with_context(|| format!("CHAOS_SEED={text:?} is not a number")),
         _ => Ok(default),
+    }
+}
+
+/// The conflict winner of `CHAOS_WINNER` (`Kubernetes`, the default, or `Server`).
+pub fn winner_from_env() -> anyhow::Result<Winner> {
+    match std::env::var("CHAOS_WINNER").as_deref() {
+        Err(_) | Ok("") | Ok("Kubernetes") => Ok(Winner::Kubernetes),
+        Ok("Server") => Ok(Winner::Server),
+        Ok(other) => anyhow::bail!("CHAOS_WINNER={other:?}: Kubernetes or Server"),
     }
 }
