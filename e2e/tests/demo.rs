@@ -5,8 +5,8 @@
 //! binaries the images carry (`DEMO_PROFILE=release`). Every step of the
 //! script is a check that exits non-zero when it fails; CI mode removes what it started.
 //!
-//! The demo's fixed names (namespaces `demo` and `infinispan-operator`, node `demo` at port
-//! 12522, metrics ports 29091/29092) are used by no other test. A `make demo` left running on
+//! The demo's fixed names (namespaces `demo` and `infinispan-operator`, X
+//! 12722, metrics ports 29091/29092) are used by no other test. A `make demo` left running on
 //! the same testbed is stopped first.
 
 use anyhow::ensure;
