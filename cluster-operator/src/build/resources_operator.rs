@@ -13,8 +13,9 @@
 //! - **Server URL**: `<scheme>://<cluster>.<namespace>.svc.<cluster domain>:11222`, the cluster's
 //!   client Service. The scheme is `https` when `spec.security.endpointEncryption.type` is
 //!   `Secret` (the server then speaks only TLS on its single endpoint port) and `http` when it is
-//!   `None`. The resources operator verifies the certificate against its system roots (it has no
-//!   CA flag yet), so the certificate must be issued for that host name by a CA the image trusts.
+//!   `None`. The certificate must be issued for that host name; the resources operator verifies
+//!   it against its system roots and, when the certificate Secret holds `ca.crt`, that CA
+//!   (mounted, `--ca-bundle`).
 //! - **Command line**: flags (`--name=value`, never the environment) so that `kubectl get -o
 //!   yaml` shows them in one place: `run --cluster --namespace --infinispan-url
 //!   --credentials-secret --log-level --metrics-address --leader-election=true`, plus the
