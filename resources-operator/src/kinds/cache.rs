@@ -70,10 +70,24 @@ fn unwrap_named(name: &str, document: &str) -> Result<Value, KindError> {
     }
 }
 
-/// Whether `document` is a JSON document equal, as JSON, to `object`.
+/// Whether `document` is a JSON document equal, as JSON, to `object`, scalars compared as
+/// text: the server stores and sends every scalar as a string (`{"lifespan":60000}` comes back
+/// as `{"lifespan":"60000"}`), so `60000` and `"60000"`, `true` and `"true"` mean the same.
 fn same_json(document: &ConfigDocument, object: &Value) -> bool {
+    fn as_text(value: &Value) -> Value {
+        match value {
+            Value::Number(n) => Value::String(n.to_string()),
+            Value::Bool(b) => Value::String(b.to_string()),
+            Value::Array(items) => Value::Array(items.iter().map(as_text).collect()),
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), as_text(v))).collect())
+            }
+            other => other.clone(),
+        }
+    }
     document.format == ConfigFormat::Json
-        && serde_json::from_str::<Value>(&document.text).is_ok_and(|value| &value == object)
+        && serde_json::from_str::<Value>(&document.text)
+            .is_ok_and(|value| as_text(&value) == as_text(object))
 }
 
 fn server_document(object: &Value) -> ConfigDocument {
@@ -379,14 +393,22 @@ mod tests {
         cr.spec.template = Some(object.to_string());
         let compared = adapter.compare(&cr, &object).await.expect("no server call");
         assert_eq!(compared.comparison, Comparison::Equal);
-        // Key order and blanks do not matter; another value or format does (server's compare).
+        // Key order and blanks do not matter; another value, a missing attribute or another
+        // format goes to the server's compare.
         cr.spec.template = Some(
             r#"{ "distributed-cache": { "expiration": {"lifespan": "70000012"}, "mode": "SYNC" } }"#
                 .to_string(),
         );
         assert!(adapter.compare(&cr, &object).await.is_ok());
+        // A number where the server has the same digits as a string: the same.
+        cr.spec.template = Some(
+            r#"{"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":70000012}}}"#
+                .to_string(),
+        );
+        assert!(adapter.compare(&cr, &object).await.is_ok());
         for other in [
-            r#"{"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":70000012}}}"#,
+            r#"{"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":70000013}}}"#,
+            r#"{"distributed-cache":{"mode":"SYNC"}}"#,
             "distributedCache:\n  mode: SYNC\n",
         ] {
             cr.spec.template = Some(other.to_string());
