@@ -6,7 +6,7 @@
 //! `Content-Length` or chunked encoding); responses, the event stream included, are copied as
 //! they come.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
@@ -38,7 +38,7 @@ pub fn path_kind(target: &str) -> String {
     kind
 }
 
-/// Body framing of the request being read.
+/// Body framing of the message being read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Body {
     None,
@@ -48,35 +48,61 @@ enum Body {
     ChunkData(u64),
     /// After the last chunk: trailer lines until an empty one.
     Trailer,
-}
-
-/// Finds request heads in a client-to-server byte stream fed in pieces.
-#[derive(Debug)]
-pub struct RequestScanner {
-    buffer: Vec<u8>,
-    body: Body,
-}
-
-impl Default for RequestScanner {
-    fn default() -> Self {
-        Self {
-            buffer: Vec::new(),
-            body: Body::None,
-        }
-    }
+    /// A response without length: everything until the connection closes.
+    UntilClose,
 }
 
 fn find_crlf(bytes: &[u8]) -> Option<usize> {
     bytes.windows(2).position(|w| w == b"\r\n")
 }
 
-impl RequestScanner {
-    /// Feeds the next bytes; returns the `(method, target)` of every request head completed.
-    pub fn feed(&mut self, data: &[u8]) -> Vec<(String, String)> {
+/// The first line of a message head and the framing its headers give (`Content-Length`,
+/// chunked `Transfer-Encoding`, else none).
+fn parse_head(head: &str) -> (String, Body) {
+    let mut lines = head.lines();
+    let first = lines.next().unwrap_or("").to_string();
+    let mut body = Body::None;
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+        if name == "content-length" {
+            body = Body::Length(value.parse().unwrap_or(0));
+        } else if name == "transfer-encoding" && value.to_ascii_lowercase().contains("chunked") {
+            return (first, Body::ChunkSize);
+        }
+    }
+    (first, body)
+}
+
+/// Finds message heads in one direction of an HTTP/1.1 connection, fed in pieces.
+#[derive(Debug)]
+struct Scanner {
+    buffer: Vec<u8>,
+    body: Body,
+}
+
+impl Scanner {
+    fn new() -> Self {
+        Self {
+            buffer: Vec::new(),
+            body: Body::None,
+        }
+    }
+
+    /// Feeds the next bytes; `framing(first line, framing of the headers)` decides the body
+    /// of each head found (responses depend on the request and the status). Returns the first
+    /// lines of the heads completed.
+    fn feed(&mut self, data: &[u8], mut framing: impl FnMut(&str, Body) -> Body) -> Vec<String> {
         self.buffer.extend_from_slice(data);
         let mut heads = Vec::new();
         loop {
             match self.body {
+                Body::UntilClose => {
+                    self.buffer.clear();
+                    return heads;
+                }
                 Body::Length(0) => self.body = Body::None,
                 Body::Length(left) => {
                     let take = left.min(self.buffer.len() as u64);
@@ -124,30 +150,98 @@ impl RequestScanner {
                     };
                     let head = String::from_utf8_lossy(&self.buffer[..end]).to_string();
                     self.buffer.drain(..end + 4);
-                    let mut lines = head.lines();
-                    let mut request_line = lines.next().unwrap_or("").split_whitespace();
-                    let method = request_line.next().unwrap_or("?").to_string();
-                    let target = request_line.next().unwrap_or("?").to_string();
-                    let mut body = Body::None;
-                    for line in lines {
-                        let Some((name, value)) = line.split_once(':') else {
-                            continue;
-                        };
-                        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-                        if name == "content-length" {
-                            body = Body::Length(value.parse().unwrap_or(0));
-                        } else if name == "transfer-encoding"
-                            && value.to_ascii_lowercase().contains("chunked")
-                        {
-                            body = Body::ChunkSize;
-                            break;
-                        }
-                    }
-                    self.body = body;
-                    heads.push((method, target));
+                    let (first, body) = parse_head(&head);
+                    self.body = framing(&first, body);
+                    heads.push(first);
                 }
             }
         }
+    }
+}
+
+/// Finds request heads in a client-to-server byte stream fed in pieces.
+#[derive(Debug)]
+pub struct RequestScanner(Scanner);
+
+impl Default for RequestScanner {
+    fn default() -> Self {
+        Self(Scanner::new())
+    }
+}
+
+impl RequestScanner {
+    /// Feeds the next bytes; returns the `(method, target)` of every request head completed.
+    pub fn feed(&mut self, data: &[u8]) -> Vec<(String, String)> {
+        self.0
+            .feed(data, |_, body| body)
+            .into_iter()
+            .map(|line| {
+                let mut parts = line.split_whitespace();
+                let method = parts.next().unwrap_or("?").to_string();
+                let target = parts.next().unwrap_or("?").to_string();
+                (method, target)
+            })
+            .collect()
+    }
+}
+
+/// Finds response heads in a server-to-client byte stream, given the methods of the requests
+/// in order (a response to `HEAD`, a 1xx, 204 or 304 has no body; one without length runs to
+/// the end of the connection).
+#[derive(Debug)]
+pub struct ResponseScanner(Scanner);
+
+impl Default for ResponseScanner {
+    fn default() -> Self {
+        Self(Scanner::new())
+    }
+}
+
+/// The status code of a status line (`HTTP/1.1 401 Unauthorized`).
+pub fn status_of(line: &str) -> Option<u16> {
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+impl ResponseScanner {
+    /// Feeds the next bytes; `next_method` gives the method of the request the next final
+    /// response answers. Returns the status of every response head completed.
+    pub fn feed(
+        &mut self,
+        data: &[u8],
+        mut next_method: impl FnMut() -> Option<String>,
+    ) -> Vec<u16> {
+        self.0
+            .feed(data, |line, body| {
+                let status = status_of(line).unwrap_or(0);
+                if (100..200).contains(&status) {
+                    return Body::None;
+                }
+                let head = next_method().is_some_and(|m| m == "HEAD");
+                match body {
+                    _ if head || status == 204 || status == 304 => Body::None,
+                    Body::None => Body::UntilClose,
+                    other => other,
+                }
+            })
+            .iter()
+            .filter_map(|line| status_of(line))
+            .collect()
+    }
+}
+
+/// What the proxy counted: requests by method and path kind, responses by status.
+#[derive(Debug, Default)]
+struct Counted {
+    requests: RequestCounts,
+    responses: RequestCounts,
+}
+
+type Shared = Arc<Mutex<Counted>>;
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
     }
 }
 
@@ -155,7 +249,7 @@ impl RequestScanner {
 #[derive(Debug)]
 pub struct CountingProxy {
     address: SocketAddr,
-    counts: Arc<Mutex<RequestCounts>>,
+    counted: Shared,
     accept: JoinHandle<()>,
 }
 
@@ -176,8 +270,8 @@ impl CountingProxy {
             .await
             .context("binding the counting proxy")?;
         let address = listener.local_addr()?;
-        let counts = Arc::new(Mutex::new(RequestCounts::new()));
-        let shared = Arc::clone(&counts);
+        let counted = Shared::default();
+        let shared = Arc::clone(&counted);
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 tokio::spawn(forward(client, target, Arc::clone(&shared)));
@@ -185,7 +279,7 @@ impl CountingProxy {
         });
         Ok(Self {
             address,
-            counts,
+            counted,
             accept,
         })
     }
@@ -195,12 +289,14 @@ impl CountingProxy {
         format!("http://{}", self.address)
     }
 
-    /// The counts so far.
+    /// Requests so far, by `"<METHOD> <path kind>"`.
     pub fn counts(&self) -> RequestCounts {
-        match self.counts.lock() {
-            Ok(counts) => counts.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        lock(&self.counted).requests.clone()
+    }
+
+    /// Responses so far, by status (`"401"`: authentication challenges).
+    pub fn responses(&self) -> RequestCounts {
+        lock(&self.counted).responses.clone()
     }
 }
 
@@ -218,7 +314,7 @@ pub fn delta(before: &RequestCounts, after: &RequestCounts) -> RequestCounts {
         .collect()
 }
 
-async fn forward(client: TcpStream, target: SocketAddr, counts: Arc<Mutex<RequestCounts>>) {
+async fn forward(client: TcpStream, target: SocketAddr, counted: Shared) {
     let Ok(upstream) = TcpStream::connect(target).await else {
         return;
     };
@@ -226,6 +322,9 @@ async fn forward(client: TcpStream, target: SocketAddr, counts: Arc<Mutex<Reques
     let _ = upstream.set_nodelay(true);
     let (mut client_read, mut client_write) = client.into_split();
     let (mut upstream_read, mut upstream_write) = upstream.into_split();
+    // Methods of the requests sent and not answered yet, in order.
+    let methods: Arc<Mutex<VecDeque<String>>> = Arc::default();
+    let (request_methods, request_counts) = (Arc::clone(&methods), Arc::clone(&counted));
     let requests = async move {
         let mut scanner = RequestScanner::default();
         let mut buffer = vec![0u8; 16 * 1024];
@@ -236,22 +335,36 @@ async fn forward(client: TcpStream, target: SocketAddr, counts: Arc<Mutex<Reques
             }
             let heads = scanner.feed(&buffer[..read]);
             if !heads.is_empty() {
-                let mut counts = match counts.lock() {
-                    Ok(counts) => counts,
-                    Err(poisoned) => poisoned.into_inner(),
-                };
+                let mut counted = lock(&request_counts);
+                let mut methods = lock(&request_methods);
                 for (method, target) in heads {
-                    *counts
+                    *counted
+                        .requests
                         .entry(format!("{method} {}", path_kind(&target)))
                         .or_default() += 1;
+                    methods.push_back(method);
                 }
             }
             upstream_write.write_all(&buffer[..read]).await?;
         }
     };
     let responses = async move {
-        tokio::io::copy(&mut upstream_read, &mut client_write).await?;
-        client_write.shutdown().await
+        let mut scanner = ResponseScanner::default();
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            let read = upstream_read.read(&mut buffer).await?;
+            if read == 0 {
+                return client_write.shutdown().await;
+            }
+            let statuses = scanner.feed(&buffer[..read], || lock(&methods).pop_front());
+            if !statuses.is_empty() {
+                let mut counted = lock(&counted);
+                for status in statuses {
+                    *counted.responses.entry(status.to_string()).or_default() += 1;
+                }
+            }
+            client_write.write_all(&buffer[..read]).await?;
+        }
     };
     let _: std::io::Result<((), ())> = tokio::try_join!(requests, responses);
 }
@@ -313,6 +426,20 @@ mod tests {
         );
     }
 
+    #[test]
+    fn response_statuses_and_bodies() {
+        let mut scanner = ResponseScanner::default();
+        let mut methods = vec!["GET", "HEAD", "GET", "POST", "GET"]
+            .into_iter()
+            .map(String::from);
+        let stream = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 5\r\n\r\nHTTP/HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nHTTP\r\n0\r\n\r\nHTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200 OK\r\n\r\nHTTP/1.1 500 in the body until the end\r\n\r\n";
+        let statuses = scanner.feed(stream, || methods.next());
+        // The HEAD answer has no body despite its length; the last response runs to the end.
+        assert_eq!(statuses, vec![401, 200, 100, 200, 204, 200]);
+        assert_eq!(status_of("HTTP/1.1 404 Not Found"), Some(404));
+        assert_eq!(status_of("garbage"), None);
+    }
+
     #[tokio::test]
     async fn counts_requests_through_the_proxy() -> anyhow::Result<()> {
         // A server that answers every request head with an empty 200 (keep-alive).
@@ -344,6 +471,7 @@ mod tests {
         let mut answer = vec![0u8; 76];
         socket.read_exact(&mut answer).await?;
         let counts = proxy.counts();
+        assert_eq!(proxy.responses().get("200"), Some(&2));
         assert_eq!(counts.get("GET /rest/v2/caches/{}?action=config"), Some(&1));
         assert_eq!(counts.get("DELETE /rest/v2/caches/{}"), Some(&1));
         let before = RequestCounts::from([("DELETE /rest/v2/caches/{}".to_string(), 1)]);

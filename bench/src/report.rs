@@ -63,9 +63,17 @@ pub fn figures_table(sizes: &[SizeResult]) -> String {
         if let Some(st) = &r.steady {
             let _ = writeln!(
                 t,
-                "| {n} | steady flow, {:.0} changes/s for {:.0} s: event-to-CR p50 / p99 (from the REST request: p50 / p99; the request itself: p50 / p99) | {:.0} / {:.0} ms ({:.0} / {:.0} ms; {:.0} / {:.0} ms); {} of {} changes reached the CR, {} refused by the server | API write p50 / p99 {:.0} / {:.0} ms (write to watch {:.0} / {:.0} ms) | p99 {:+.0} ms |",
+                "| {n} | steady flow, {:.0} changes/s offered for {:.0} s ({} changes sent, {:.1}/s; {} ticks skipped: the server had {} changes in hand): event-to-CR p50 / p99 (from the REST request: p50 / p99; the request itself: p50 / p99) | {:.0} / {:.0} ms ({:.0} / {:.0} ms; {:.0} / {:.0} ms); {} of {} changes reached the CR, {} refused by the server | API write p50 / p99 {:.0} / {:.0} ms (write to watch {:.0} / {:.0} ms; {} of {} failed) | p99 {:+.0} ms |",
                 st.rate_per_s,
                 st.seconds,
+                st.changes,
+                if st.seconds > 0.0 {
+                    st.changes as f64 / st.seconds
+                } else {
+                    0.0
+                },
+                st.skipped,
+                crate::run::MAX_IN_FLIGHT,
                 st.event_to_cr.p50_ms,
                 st.event_to_cr.p99_ms,
                 st.request_to_cr.p50_ms,
@@ -79,6 +87,8 @@ pub fn figures_table(sizes: &[SizeResult]) -> String {
                 st.api_write.p99_ms,
                 st.api_write_to_watch.p50_ms,
                 st.api_write_to_watch.p99_ms,
+                st.api_write_failures,
+                st.ticks,
                 st.event_to_cr.p99_ms - st.api_write.p99_ms
             );
             let c = &st.cost;
@@ -111,7 +121,7 @@ pub fn figures_table(sizes: &[SizeResult]) -> String {
 /// Requests per phase, counted outside the operator.
 pub fn cost_table(sizes: &[SizeResult]) -> String {
     let mut t = String::from(
-        "| N | phase | objects | API requests (list / watch / get / write; lease apart) | API writes (audit log) | server requests | per object: API / server |\n|---|---|---|---|---|---|---|\n",
+        "| N | phase | objects | API requests (list / watch / get / write; lease apart) | API writes (audit log) | server requests | server responses by status | per object: API / server |\n|---|---|---|---|---|---|---|---|\n",
     );
     for r in sizes {
         let mut phases = vec![
@@ -133,9 +143,14 @@ pub fn cost_table(sizes: &[SizeResult]) -> String {
                 .iter()
                 .map(|(k, v)| format!("`{k}` {v}"))
                 .collect();
+            let responses: Vec<String> = c
+                .server_responses
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
             let _ = writeln!(
                 t,
-                "| {} | {phase} | {} | {} ({} / {} / {} / {}; lease {}) | {} | {} | {:.2} / {:.2} |",
+                "| {} | {phase} | {} | {} ({} / {} / {} / {}; lease {}) | {} | {} | {} | {:.2} / {:.2} |",
                 r.n,
                 c.objects,
                 c.api_total(),
@@ -154,6 +169,7 @@ pub fn cost_table(sizes: &[SizeResult]) -> String {
                 } else {
                     server.join(", ")
                 },
+                responses.join(", "),
                 c.api_per_object(),
                 c.server_per_object()
             );
@@ -255,7 +271,7 @@ mod tests {
         ));
         assert!(text.contains("| 1.50 |"));
         assert!(text.contains("| 100 | startup sync time / floor | 1.50 | <= 1.2 | **no** |"));
-        assert!(text.contains("steady flow, 50 changes/s for 60 s"));
+        assert!(text.contains("steady flow, 50 changes/s offered for 60 s"));
         // Every table row has the same number of cells as its header.
         for table in text.split("\n\n").filter(|b| b.starts_with('|')) {
             let cells: Vec<usize> = table.lines().map(|l| l.matches('|').count()).collect();

@@ -17,6 +17,8 @@ pub mod operator;
 pub mod setup;
 mod steady;
 
+pub use steady::MAX_IN_FLIGHT;
+
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -78,6 +80,7 @@ struct Marks {
     apf: BTreeMap<String, u64>,
     audit: audit::Mark,
     proxy: RequestCounts,
+    responses: RequestCounts,
     cpu_s: f64,
     at: Instant,
 }
@@ -97,6 +100,7 @@ impl Counting<'_> {
             apf: self.schemas.counts(self.admin).await?,
             audit: audit::mark(&self.audit_log)?,
             proxy: self.proxy.counts(),
+            responses: self.proxy.responses(),
             cpu_s: match operator {
                 Some(op) => op.sample()?.cpu_s,
                 None => 0.0,
@@ -118,6 +122,7 @@ impl Counting<'_> {
             api_requests: crate::apf::delta(&marks.apf, &apf),
             api_writes: audit::count_writes(&text, &self.user),
             server_requests: httpcount::delta(&marks.proxy, &self.proxy.counts()),
+            server_responses: httpcount::delta(&marks.responses, &self.proxy.responses()),
             cpu_s: operator.sample()?.cpu_s - marks.cpu_s,
             wall_s: marks.at.elapsed().as_secs_f64(),
         })
@@ -183,7 +188,12 @@ async fn measure_size(
             options,
             n,
         };
-        sizes.phases().await
+        // Interrupted (Ctrl-C, SIGTERM): the phases stop (the operator process goes with
+        // them) and the cleanup below still runs.
+        tokio::select! {
+            result = sizes.phases() => result,
+            signal = interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+        }
     }
     .await;
     let cleanup = async {
@@ -195,6 +205,21 @@ async fn measure_size(
     let result = result?;
     cleanup?;
     Ok(result)
+}
+
+/// Resolves at the first SIGINT or SIGTERM.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        },
+        _ => std::future::pending().await,
+    }
 }
 
 /// Everything the phases of one N share.

@@ -140,7 +140,8 @@ impl CacheWatch {
     }
 }
 
-/// A watch on one ConfigMap, recording when each value of its `seq` key was seen.
+/// A watch on the ConfigMaps with a label, recording when each value of their `seq` key was
+/// first seen.
 #[derive(Debug)]
 pub struct ConfigMapWatch {
     seen: Arc<Mutex<HashMap<u64, Instant>>>,
@@ -154,10 +155,10 @@ impl Drop for ConfigMapWatch {
 }
 
 impl ConfigMapWatch {
-    pub fn start(api: Api<ConfigMap>, name: &str) -> Self {
+    pub fn start(api: Api<ConfigMap>, label: &str) -> Self {
         let seen = Arc::new(Mutex::new(HashMap::new()));
         let shared = Arc::clone(&seen);
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let config = watcher::Config::default().labels(&format!("{label}=true"));
         let task = tokio::spawn(async move {
             let mut stream = watcher(api, config).boxed();
             while let Some(event) = stream.next().await {

@@ -3,7 +3,8 @@
 //! while the bench patches a ConfigMap at the same rate (the API server's own write latency in
 //! the same run). The watch of the Cache CRs says when each change reached its CR.
 
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -12,6 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::observe::{CacheWatch, ConfigMapWatch};
@@ -19,7 +21,18 @@ use crate::figures::Steady;
 use crate::matching::{BASE, Change, Sighting, delivered_at, first_seen, latencies, lifespan_in};
 use crate::stats::Percentiles;
 
+/// The API-write floor patches `CONFIG_MAPS` ConfigMaps in turn (as the changes go to the
+/// caches in turn: one object written 50 times a second would measure the API server's
+/// conflict retries instead).
 const CONFIG_MAP: &str = "bench-write-latency";
+const CONFIG_MAP_LABEL: &str = "infinispan-operators-bench-latency";
+const CONFIG_MAPS: u64 = 50;
+/// A patch that takes longer counts as failed.
+const PATCH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Changes the server may have in hand at once: a tick that finds this many in flight sends
+/// nothing (counted as skipped), so an overloaded server is measured at its own pace instead
+/// of under a growing backlog (which ends in its 10 s lock timeouts).
+pub const MAX_IN_FLIGHT: usize = 16;
 /// How long the bench waits after the last change for the CRs to catch up.
 const GRACE: Duration = Duration::from_secs(30);
 
@@ -31,6 +44,13 @@ pub struct Flow<'a> {
     pub caches: &'a [String],
     pub rate: f64,
     pub seconds: f64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
 }
 
 fn ms(d: Duration) -> f64 {
@@ -62,11 +82,7 @@ impl EventListener {
                 };
                 let at = Instant::now();
                 if let Some(lifespan) = lifespan_in(&config.to_string()) {
-                    let mut seen = match shared.lock() {
-                        Ok(seen) => seen,
-                        Err(poisoned) => poisoned.into_inner(),
-                    };
-                    seen.push(Sighting {
+                    lock(&shared).push(Sighting {
                         cache: name,
                         lifespan,
                         seen: at,
@@ -78,10 +94,7 @@ impl EventListener {
     }
 
     fn sightings(&self) -> Vec<Sighting> {
-        match self.seen.lock() {
-            Ok(seen) => seen.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        lock(&self.seen).clone()
     }
 }
 
@@ -89,31 +102,79 @@ impl Flow<'_> {
     pub async fn run(&self, watch: &mut CacheWatch) -> anyhow::Result<Steady> {
         let config_maps = Api::<ConfigMap>::namespaced(self.admin.clone(), self.namespace);
         let cm: ConfigMap = serde_json::from_value(json!({
-            "metadata": { "name": CONFIG_MAP },
+            "metadata": { "name": CONFIG_MAP, "labels": { CONFIG_MAP_LABEL: "true" } },
             "data": { "seq": "none" },
         }))?;
-        config_maps.create(&PostParams::default(), &cm).await?;
-        let cm_watch = ConfigMapWatch::start(config_maps.clone(), CONFIG_MAP);
+        for k in 0..CONFIG_MAPS {
+            let mut cm = cm.clone();
+            cm.metadata.name = Some(format!("{CONFIG_MAP}-{k:02}"));
+            config_maps.create(&PostParams::default(), &cm).await?;
+        }
+        let cm_watch = ConfigMapWatch::start(config_maps.clone(), CONFIG_MAP_LABEL);
         let events = EventListener::start(self.rest).await?;
         // Let the ConfigMap watch start before the first patch.
         tokio::time::sleep(Duration::from_secs(1)).await;
 
-        let total = (self.rate * self.seconds).round().max(1.0) as u64;
+        let ticks = (self.rate * self.seconds).round().max(1.0) as u64;
         let period = Duration::from_secs_f64(1.0 / self.rate);
+        let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        let busy: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let mut next_cache = 0usize;
+        let mut skipped = 0u64;
         watch.record();
         let start = tokio::time::Instant::now();
         let mut changes = Vec::new();
         let mut patches = Vec::new();
-        for i in 0..total {
+        for i in 0..ticks {
             tokio::time::sleep_until(start + period * i as u32).await;
-            let cache = self.caches[(i as usize) % self.caches.len()].clone();
-            let rest = self.rest.clone();
+            // The ConfigMap patch of this tick, whatever the server does.
+            let api = config_maps.clone();
+            patches.push(tokio::spawn(async move {
+                let name = format!("{CONFIG_MAP}-{:02}", i % CONFIG_MAPS);
+                let patch = json!({ "data": { "seq": i.to_string() } });
+                let sent = Instant::now();
+                let patched = tokio::time::timeout(
+                    PATCH_TIMEOUT,
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+                )
+                .await;
+                match patched {
+                    Ok(Ok(_)) => Some((i, sent, sent.elapsed())),
+                    _ => None,
+                }
+            }));
+            // The change: the next cache with no change in flight, if the server has fewer
+            // than MAX_IN_FLIGHT changes in hand.
+            let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
+                skipped += 1;
+                continue;
+            };
+            let cache = {
+                let busy = lock(&busy);
+                let free = (0..self.caches.len())
+                    .map(|k| (next_cache + k) % self.caches.len())
+                    .find(|k| !busy.contains(&self.caches[*k]));
+                match free {
+                    Some(k) => {
+                        next_cache = k + 1;
+                        self.caches[k].clone()
+                    }
+                    None => {
+                        skipped += 1;
+                        continue;
+                    }
+                }
+            };
+            lock(&busy).insert(cache.clone());
+            let (rest, busy) = (self.rest.clone(), Arc::clone(&busy));
             changes.push(tokio::spawn(async move {
                 let sent = Instant::now();
                 let outcome = rest
                     .set_mutable_attribute(&cache, "expiration.lifespan", &(BASE + i).to_string())
                     .await;
                 let took = sent.elapsed();
+                lock(&busy).remove(&cache);
+                drop(permit);
                 (
                     Change {
                         cache,
@@ -124,15 +185,8 @@ impl Flow<'_> {
                     outcome,
                 )
             }));
-            let api = config_maps.clone();
-            patches.push(tokio::spawn(async move {
-                let patch = json!({ "data": { "seq": i.to_string() } });
-                let sent = Instant::now();
-                api.patch(CONFIG_MAP, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await?;
-                anyhow::Ok((i, sent, sent.elapsed()))
-            }));
         }
+        let sent_changes = changes.len() as u64;
         let mut made = Vec::new();
         let mut rest_latencies = Vec::new();
         let mut refused = 0u64;
@@ -153,10 +207,15 @@ impl Flow<'_> {
         }
         let mut sent_at = Vec::new();
         let mut write_latencies = Vec::new();
+        let mut write_failures = 0u64;
         for task in patches {
-            let (i, sent, took) = task.await??;
-            write_latencies.push(ms(took));
-            sent_at.push((i, sent));
+            match task.await? {
+                Some((i, sent, took)) => {
+                    write_latencies.push(ms(took));
+                    sent_at.push((i, sent));
+                }
+                None => write_failures += 1,
+            }
         }
 
         // Wait (bounded) until every change reached its CR.
@@ -185,8 +244,11 @@ impl Flow<'_> {
         Ok(Steady {
             rate_per_s: self.rate,
             seconds: self.seconds,
-            changes: total,
+            ticks,
+            skipped,
+            changes: sent_changes,
             refused,
+            api_write_failures: write_failures,
             delivered: made.len() as u64 - missed,
             event_to_cr: Percentiles::of(&event_to_cr),
             request_to_cr: Percentiles::of(&request_to_cr),
