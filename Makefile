@@ -48,7 +48,7 @@ lint-containerfiles: ## lint the Containerfiles with hadolint (built by testbed-
 	  && echo "hadolint: the four Containerfiles are clean"
 
 .PHONY: testbed-build
-testbed-build: ## build (once, cached in ~/.cache/infinispan-operators) Kubernetes, etcd and Infinispan
+testbed-build: ## build (once, cached in ~/.cache/infinispan-operators) Kubernetes, etcd, Infinispan, helm, operator-sdk, opm, hadolint
 	$(TESTBED)/build.sh all
 
 .PHONY: testbed-up
