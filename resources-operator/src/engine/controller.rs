@@ -554,6 +554,12 @@ impl<A: KindAdapter> Engine<A> {
                 | Action::RecreateOnServer
                 | Action::UpdateCrSpecFromServer
         );
+        // Only writes that undo another writer count (see `loop_guard::counts`).
+        let content_write = content_write
+            && loop_guard::counts(
+                !matches!(decision.action, Action::UpdateCrSpecFromServer),
+                cr_view.last_synced.as_ref().map(|l| l.generation) != Some(generation),
+            );
         let uid = cr.uid().unwrap_or_default();
         let now = Instant::now();
         if content_write
