@@ -125,6 +125,33 @@ pub struct Steady {
     /// The REST change itself (request to response).
     pub rest_change: Percentiles,
     pub cost: PhaseCost,
+    /// The operator's own histograms over the phase (a diagnosis, not checked).
+    pub operator_histograms: OperatorHistograms,
+}
+
+/// Bucket bounds (seconds) of p50 and p99 of the operator's own histograms in a phase: from a
+/// server event to the CR write it caused, and whole reconciles. `None`: no observation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct OperatorHistograms {
+    pub event_to_cr_p50_s: Option<f64>,
+    pub event_to_cr_p99_s: Option<f64>,
+    pub reconcile_p50_s: Option<f64>,
+    pub reconcile_p99_s: Option<f64>,
+}
+
+impl OperatorHistograms {
+    /// From the operator's `/metrics` text before and after the phase.
+    pub fn between(before: &str, after: &str) -> Self {
+        use crate::promtext::quantile_bound;
+        const EVENT: &str = "infinispan_resources_operator_event_to_cr_seconds";
+        const RECONCILE: &str = "infinispan_resources_operator_reconcile_duration_seconds";
+        Self {
+            event_to_cr_p50_s: quantile_bound(before, after, EVENT, 0.5),
+            event_to_cr_p99_s: quantile_bound(before, after, EVENT, 0.99),
+            reconcile_p50_s: quantile_bound(before, after, RECONCILE, 0.5),
+            reconcile_p99_s: quantile_bound(before, after, RECONCILE, 0.99),
+        }
+    }
 }
 
 /// Memory of the operator process.

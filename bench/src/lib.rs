@@ -13,6 +13,7 @@ pub mod httpcount;
 pub mod machine;
 pub mod matching;
 pub mod procfs;
+pub mod promtext;
 pub mod report;
 pub mod run;
 pub mod stats;

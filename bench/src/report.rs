@@ -91,6 +91,20 @@ pub fn figures_table(sizes: &[SizeResult]) -> String {
                 st.ticks,
                 st.event_to_cr.p99_ms - st.api_write.p99_ms
             );
+            let h = &st.operator_histograms;
+            let bound = |b: Option<f64>| match b {
+                Some(b) if b.is_finite() => format!("<= {b} s"),
+                Some(_) => "> the largest bucket".to_string(),
+                None => "-".to_string(),
+            };
+            let _ = writeln!(
+                t,
+                "| {n} | steady flow, the operator's own histograms (bucket bounds): server event to CR write p50 / p99; reconcile p50 / p99 | {} / {}; {} / {} | | |",
+                bound(h.event_to_cr_p50_s),
+                bound(h.event_to_cr_p99_s),
+                bound(h.reconcile_p50_s),
+                bound(h.reconcile_p99_s)
+            );
             let c = &st.cost;
             let _ = writeln!(
                 t,

@@ -347,10 +347,14 @@ impl Sizes<'_> {
                 seconds: self.options.steady_seconds,
             };
             let marks = self.counting.mark(Some(&op)).await?;
+            let (_, metrics_before) = op.get("/metrics").await?;
             let mut steady = flow.run(&mut watch).await.map_err(|e| op.with_log(e))?;
             op.wait_settled(SETTLE_QUIET, Duration::from_secs(60))
                 .await?;
             steady.cost = self.counting.cost(&marks, steady.changes, &op).await?;
+            let (_, metrics_after) = op.get("/metrics").await?;
+            steady.operator_histograms =
+                crate::figures::OperatorHistograms::between(&metrics_before, &metrics_after);
             eprintln!(
                 "bench: N={n} steady flow event-to-CR p50 {:.0} ms p99 {:.0} ms ({} / {})",
                 steady.event_to_cr.p50_ms,

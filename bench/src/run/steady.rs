@@ -256,6 +256,7 @@ impl Flow<'_> {
             api_write_to_watch: Percentiles::of(&to_watch),
             rest_change: Percentiles::of(&rest_latencies),
             cost: Default::default(),
+            operator_histograms: Default::default(),
         })
     }
 }
