@@ -11,8 +11,8 @@
 
 use sha2::{Digest, Sha256};
 
-/// Longest readable part of a job name (the whole name stays under 100 characters, far from
-/// the 255-byte file-name limit even with `.zip`).
+/// Longest readable part of a job name (the whole name stays under 100 characters, 105 for a
+/// [`schemas_restore_job`], far from the 255-byte file-name limit even with `.zip`).
 pub const MAX_READABLE: usize = 80;
 
 /// The server-side backup job of the Backup `namespace/name` with `uid`.
@@ -23,6 +23,17 @@ pub fn backup_job(namespace: &str, name: &str, uid: &str) -> String {
 /// The server-side restore job of the Restore `namespace/name` with `uid`.
 pub fn restore_job(namespace: &str, name: &str, uid: &str) -> String {
     job_name("restore", namespace, name, uid)
+}
+
+/// Suffix of the schemas step's restore job ([`schemas_restore_job`]).
+pub const SCHEMAS_SUFFIX: &str = "-schemas";
+
+/// The server-side restore job of the schemas step of the restore job `restore_job` (a
+/// [`restore_job`] name): the proto schemas restored alone before the rest
+/// (`selection::restore_steps`). `<restore job>-schemas`: at most 105 characters, the same
+/// characters, and never another CR's job (those end with 16 hex digits).
+pub fn schemas_restore_job(restore_job: &str) -> String {
+    format!("{restore_job}{SCHEMAS_SUFFIX}")
 }
 
 fn job_name(kind: &str, namespace: &str, name: &str, uid: &str) -> String {
@@ -64,6 +75,7 @@ mod tests {
             restore_job("team-a", "nightly", "uid-1"),
             // the separator cannot be forged with dots
             backup_job("team-a.nightly", "", "uid-1"),
+            schemas_restore_job(&restore_job("team-a", "nightly", "uid-1")),
         ] {
             assert_ne!(a, other);
         }
@@ -74,7 +86,14 @@ mod tests {
         let long = "n".repeat(253);
         let job = backup_job(&"s".repeat(63), &long, "u");
         assert_eq!(job.len(), MAX_READABLE + 1 + 16);
-        for job in [job, restore_job("ns", "a.b-c", "u")] {
+        let longest = schemas_restore_job(&restore_job(&"s".repeat(63), &long, "u"));
+        assert_eq!(longest.len(), MAX_READABLE + 1 + 16 + SCHEMAS_SUFFIX.len());
+        for job in [
+            job,
+            restore_job("ns", "a.b-c", "u"),
+            schemas_restore_job(&restore_job("ns", "a.b-c", "u")),
+            longest,
+        ] {
             assert!(
                 job.bytes().all(|b| b.is_ascii_lowercase()
                     || b.is_ascii_digit()

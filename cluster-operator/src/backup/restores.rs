@@ -8,8 +8,11 @@
 //!    (missing: wait) -> the source cluster, the Backup's (gone: the archive is gone, fail) ->
 //!    clients for both pods 0 -> the target's job slot -> a restore job of ours already on the
 //!    target (a crash after the upload): adopted -> download the archive into a local file ->
-//!    its listing -> the `resources` to restore, checked against it -> multipart upload from
-//!    the file -> the file deleted;
+//!    its listing -> the `resources` to restore, checked against it -> when they hold proto
+//!    schemas and anything else, the schemas step: a job of its own restores the schemas alone
+//!    (uploaded from the file unless the target has it already), waited for
+//!    ([`phase::schemas_step`]), its record deleted -> multipart upload of the restore job
+//!    (the rest) from the file -> the file deleted;
 //! 3. started: `HEAD` the restore job -> running / done / failed / unknown;
 //! 4. [`phase::decide`] -> status, Event, requeue.
 
@@ -18,12 +21,12 @@ use std::sync::Arc;
 use common_crds::backup::Phase;
 use common_crds::conditions::{ConditionType, find_condition};
 use common_crds::{Backup, Restore};
-use infinispan_rest::{Error as RestError, JobStatus};
+use infinispan_rest::{BackupResources, Error as RestError, JobStatus};
 use kube::Api;
 use kube::runtime::controller::Action;
 
 use super::archive::{self, ArchiveFile};
-use super::phase::{self, Failure, JobKind, Observation, Progress, Waiting};
+use super::phase::{self, Failure, JobKind, Observation, Progress, SchemasStep, Waiting};
 use super::selection;
 use super::slots::Holder;
 use super::{
@@ -194,15 +197,35 @@ async fn start(restore: &Restore, job: &str, ctx: &Context) -> Result<Observatio
         source_context: &source_context,
         ctx,
     };
-    let observation = transfer.run(&source_server, &target_server).await;
+    let Outcome {
+        observation,
+        job_on_target,
+    } = transfer.run(&source_server, &target_server).await;
     if matches!(observation, Observation::Started { .. }) {
         ctx.stats
             .jobs_started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    } else {
+    } else if !job_on_target {
         ctx.slots.release(&uid);
     }
     Ok(observation)
+}
+
+/// What a [`Transfer`] comes to.
+struct Outcome {
+    observation: Observation,
+    /// A job of ours may still run on the target although the Restore has not started (its
+    /// schemas step): the cluster stays held.
+    job_on_target: bool,
+}
+
+impl From<Observation> for Outcome {
+    fn from(observation: Observation) -> Self {
+        Outcome {
+            observation,
+            job_on_target: false,
+        }
+    }
 }
 
 /// One transfer of an archive from the source server to the target.
@@ -222,7 +245,7 @@ impl Transfer<'_> {
         self,
         source: &infinispan_rest::Client,
         target: &infinispan_rest::Client,
-    ) -> Observation {
+    ) -> Outcome {
         let Transfer {
             restore,
             job,
@@ -239,10 +262,11 @@ impl Transfer<'_> {
                 return Observation::Started {
                     archive,
                     note: Some(format!("restore job {job} found running on the server")),
-                };
+                }
+                .into();
             }
             Err(RestError::NotFound { .. }) => {}
-            Err(error) => return rest_waiting(target_context, &error),
+            Err(error) => return rest_waiting(target_context, &error).into(),
         }
         let file = ArchiveFile::new(&ctx.archive_dir, job);
         let size = match file.download(source, backup_job).await {
@@ -253,9 +277,10 @@ impl Transfer<'_> {
                     message: format!(
                         "the server of cluster {source_name} no longer has backup job {backup_job}: its node restarted since the backup (Infinispan forgets its backups on restart; the zip stays in its data/backups directory) or the archive was deleted"
                     ),
-                };
+                }
+                .into();
             }
-            Err(error) => return rest_waiting(source_context, &error),
+            Err(error) => return rest_waiting(source_context, &error).into(),
         };
         let contents = match archive::contents(file.path()).await {
             Ok(contents) => contents,
@@ -263,7 +288,8 @@ impl Transfer<'_> {
                 return Observation::Failed {
                     why: Failure::InvalidArchive,
                     message: error.to_string(),
-                };
+                }
+                .into();
             }
         };
         let resources =
@@ -273,18 +299,34 @@ impl Transfer<'_> {
                     return Observation::Failed {
                         why: Failure::InvalidSelection,
                         message: format!("Backup {}: {error}", restore.spec.backup),
-                    };
+                    }
+                    .into();
                 }
             };
+        let selection::RestoreSteps { schemas, rest } = selection::restore_steps(resources);
+        let mut note =
+            format!("restore job {job}: {size} bytes streamed from cluster {source_name}");
+        if let Some(schemas) = schemas {
+            let schemas_job = names::schemas_restore_job(job);
+            note = format!("proto schemas restored first by restore job {schemas_job}; {note}");
+            let step = SchemasStepJob {
+                target,
+                job: schemas_job,
+                archive: file.path(),
+                resources: &schemas,
+                target_context,
+            };
+            if let Err(outcome) = step.run().await {
+                return outcome;
+            }
+        }
         match target
-            .start_restore_upload_file(job, file.path(), Some(&resources))
+            .start_restore_upload_file(job, file.path(), Some(&rest))
             .await
         {
             Ok(()) | Err(RestError::AlreadyExists { .. }) => Observation::Started {
                 archive,
-                note: Some(format!(
-                    "restore job {job}: {size} bytes streamed from cluster {source_name}"
-                )),
+                note: Some(note),
             },
             Err(error @ RestError::Rejected { .. }) => Observation::Failed {
                 why: Failure::ServerRejected,
@@ -292,6 +334,92 @@ impl Transfer<'_> {
             },
             Err(error) => rest_waiting(target_context, &error),
         }
+        .into()
+    }
+}
+
+/// The schemas step of a restore ([`selection::RestoreSteps`]): its job restores the proto
+/// schemas alone, before the restore job of the rest is started. Re-running it (after a
+/// crash, or a wait that timed out) is harmless: a restored schema overwrites its own copy.
+struct SchemasStepJob<'a> {
+    target: &'a infinispan_rest::Client,
+    job: String,
+    archive: &'a std::path::Path,
+    resources: &'a BackupResources,
+    target_context: &'a str,
+}
+
+impl SchemasStepJob<'_> {
+    /// Starts the job unless the target has it already (an earlier attempt), waits for it
+    /// (every [`phase::SCHEMAS_POLL`], at most [`phase::SCHEMAS_WAIT`]), deletes its record
+    /// once done. `Err`: what the Restore comes to instead of starting.
+    async fn run(self) -> Result<(), Outcome> {
+        let SchemasStepJob {
+            target,
+            job,
+            archive,
+            resources,
+            target_context,
+        } = self;
+        let context = format!("{target_context}the schemas step (restore job {job}): ");
+        let deadline = tokio::time::Instant::now() + phase::SCHEMAS_WAIT;
+        // Whether the job is (or may be) on the target.
+        let mut started = false;
+        loop {
+            let status = match target.restore_status(&job).await {
+                Ok(status) => Some(status),
+                Err(RestError::NotFound { .. }) => None,
+                Err(error) => {
+                    return Err(Outcome {
+                        observation: rest_waiting(&context, &error),
+                        job_on_target: started,
+                    });
+                }
+            };
+            if status.is_none() && !started {
+                started = true;
+                match target
+                    .start_restore_upload_file(&job, archive, Some(resources))
+                    .await
+                {
+                    Ok(()) | Err(RestError::AlreadyExists { .. }) => continue,
+                    Err(error @ RestError::Rejected { .. }) => {
+                        return Err(Observation::Failed {
+                            why: Failure::ServerRejected,
+                            message: format!("the schemas step: {error}"),
+                        }
+                        .into());
+                    }
+                    Err(error) => {
+                        return Err(Outcome {
+                            observation: rest_waiting(&context, &error),
+                            job_on_target: true,
+                        });
+                    }
+                }
+            }
+            started = true;
+            match phase::schemas_step(&job, status) {
+                SchemasStep::Done => break,
+                SchemasStep::Stop(observation) => return Err(observation.into()),
+                SchemasStep::Running => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Outcome {
+                    observation: phase::schemas_waited_too_long(&job),
+                    job_on_target: true,
+                });
+            }
+            tokio::time::sleep(phase::SCHEMAS_POLL).await;
+        }
+        // Done: its record is of no use (an attempt after a crash restores the schemas again).
+        match target.delete_restore(&job).await {
+            Ok(()) | Err(RestError::NotFound { .. }) => {}
+            Err(error) => {
+                tracing::warn!(%job, %error, "cannot delete the finished restore job of a schemas step")
+            }
+        }
+        Ok(())
     }
 }
 

@@ -31,6 +31,10 @@
 //! its own (resources-operator `engine/epoch.rs`): markers never travel, whatever the CR says.
 //! A cache whose name holds `/` is left out of "all caches" (16.0.7 cannot back it up: the
 //! whole backup fails, docs/server-api.md) and reported; named explicitly it is sent as asked.
+//!
+//! A restore of proto schemas together with anything else runs as two server jobs, the schemas
+//! alone first ([`restore_steps`]): the server restores the kinds of one job concurrently, so
+//! an indexed cache could otherwise come before its schema (`ISPN028022`).
 
 use std::collections::BTreeSet;
 
@@ -262,6 +266,61 @@ pub fn restore_resources(
     refuse_nothing(resources)
 }
 
+/// The server jobs of one restore: the proto schemas alone first, when anything else is
+/// restored with them, then the rest.
+///
+/// Infinispan 16 restores the kinds of a container concurrently (one stage per kind), so in a
+/// single job an indexed cache can be created before the schema of its indexed type is
+/// registered, and the job fails (`ISPN028022: ... declared indexed type 'x' is not known`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreSteps {
+    /// Only the proto schemas, restored (and waited for) before [`Self::rest`]; `None` when one
+    /// job restores everything (no schemas, or nothing but schemas).
+    pub schemas: Option<BackupResources>,
+    /// The selection of the restore job proper: all of it when `schemas` is `None`, otherwise
+    /// all but the schemas.
+    pub rest: BackupResources,
+}
+
+/// Splits the `resources` of a restore ([`restore_resources`]) into [`RestoreSteps`].
+pub fn restore_steps(resources: BackupResources) -> RestoreSteps {
+    let BackupResources {
+        caches,
+        templates,
+        counters,
+        proto_schemas,
+        tasks,
+    } = resources;
+    let others = [&caches, &templates, &counters, &tasks]
+        .iter()
+        .any(|kind| kind.is_some());
+    match proto_schemas {
+        Some(schemas) if others => RestoreSteps {
+            schemas: Some(BackupResources {
+                proto_schemas: Some(schemas),
+                ..BackupResources::default()
+            }),
+            rest: BackupResources {
+                caches,
+                templates,
+                counters,
+                proto_schemas: None,
+                tasks,
+            },
+        },
+        proto_schemas => RestoreSteps {
+            schemas: None,
+            rest: BackupResources {
+                caches,
+                templates,
+                counters,
+                proto_schemas,
+                tasks,
+            },
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,5 +541,66 @@ mod tests {
             e.to_string(),
             "not in the archive of the Backup: cache 'nope'"
         );
+    }
+
+    #[test]
+    fn schemas_restore_first_and_alone_when_anything_else_comes_with_them() {
+        let all = restore_resources(None, &contents()).expect("ok");
+        let steps = restore_steps(all.clone());
+        assert_eq!(
+            steps.schemas,
+            Some(BackupResources {
+                proto_schemas: some(&["*"]),
+                ..BackupResources::default()
+            })
+        );
+        assert_eq!(
+            steps.rest,
+            BackupResources {
+                proto_schemas: None,
+                ..all
+            }
+        );
+        // named schemas with one other kind (a counter, a template: any kind) split too
+        for other in [
+            BackupResources {
+                counters: some(&["c"]),
+                ..BackupResources::default()
+            },
+            BackupResources {
+                templates: some(&["t"]),
+                ..BackupResources::default()
+            },
+        ] {
+            let steps = restore_steps(BackupResources {
+                proto_schemas: some(&["person.proto"]),
+                ..other.clone()
+            });
+            assert_eq!(
+                steps.schemas.and_then(|s| s.proto_schemas),
+                some(&["person.proto"])
+            );
+            assert_eq!(steps.rest, other);
+        }
+        // one job: no schemas, or nothing but schemas (never an empty selection)
+        for single in [
+            BackupResources {
+                caches: some(&["people"]),
+                tasks: some(&["*"]),
+                ..BackupResources::default()
+            },
+            BackupResources {
+                proto_schemas: some(&["*"]),
+                ..BackupResources::default()
+            },
+        ] {
+            assert_eq!(
+                restore_steps(single.clone()),
+                RestoreSteps {
+                    schemas: None,
+                    rest: single
+                }
+            );
+        }
     }
 }
