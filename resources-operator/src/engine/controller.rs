@@ -40,6 +40,7 @@ use tokio::sync::watch;
 
 use super::catalog::{Needed, ServerCatalog};
 use super::claims;
+use super::comparing;
 use super::decision::{
     Action, Comparison, CrView, Decision, Observation, ServerView, Status, decide,
 };
@@ -140,7 +141,9 @@ pub struct Engine<A: KindAdapter> {
     /// The controller is shutting down: reconciles still waiting for the first snapshot give
     /// up (they have done nothing yet), so that shutdown never waits for an unreachable server.
     stopping: watch::Sender<bool>,
-    comparisons: Mutex<HashMap<String, (i64, String, Compared)>>,
+    /// Per CR uid, the last comparison: (generation, server digest, result, whether a
+    /// difference was classified).
+    comparisons: Mutex<HashMap<String, (i64, String, Compared, bool)>>,
     refusals: Mutex<HashMap<String, Refusal>>,
     /// Per CR uid, the resourceVersion our last write to it replaced: a store copy still at
     /// that version is stale (the watch has not brought our write yet), and deciding on it
@@ -393,27 +396,51 @@ impl<A: KindAdapter> Engine<A> {
         }
     }
 
-    /// The comparison of the CR with the server object, memoised per (generation, digest).
+    /// The comparison of the CR with the server object, memoised per (generation, digest),
+    /// and whether a difference is classified (in place or not): without `classify`, the
+    /// kind's cheaper unclassified comparison when it has one (see [`super::comparing`]).
     pub(super) async fn compare(
         &self,
         cr: &A::Cr,
         generation: i64,
         known: &Known<A::Object>,
-    ) -> Result<Compared, KindError> {
+        classify: bool,
+    ) -> Result<(Compared, bool), KindError> {
         let uid = cr.uid().unwrap_or_default();
         let memo = Self::lock(&self.comparisons, |memo| {
             memo.get(&uid)
-                .filter(|(g, d, _)| *g == generation && *d == known.digest)
-                .map(|(_, _, compared)| compared.clone())
+                .filter(|(g, d, _, classified)| {
+                    *g == generation && *d == known.digest && (*classified || !classify)
+                })
+                .map(|(_, _, compared, classified)| (compared.clone(), *classified))
         });
-        if let Some(compared) = memo {
-            return Ok(compared);
+        if let Some(memo) = memo {
+            return Ok(memo);
         }
-        let compared = self.adapter.compare(cr, &known.object).await?;
+        let unclassified = if classify {
+            None
+        } else {
+            self.adapter.compare_unclassified(cr, &known.object).await?
+        };
+        let (compared, classified) = match unclassified {
+            Some(compared) => {
+                let classified = compared.comparison == Comparison::Equal;
+                (compared, classified)
+            }
+            None => (self.adapter.compare(cr, &known.object).await?, true),
+        };
         Self::lock(&self.comparisons, |memo| {
-            memo.insert(uid, (generation, known.digest.clone(), compared.clone()))
+            memo.insert(
+                uid,
+                (
+                    generation,
+                    known.digest.clone(),
+                    compared.clone(),
+                    classified,
+                ),
+            )
         });
-        Ok(compared)
+        Ok((compared, classified))
     }
 
     /// One reconcile: observe, decide, execute, write status. Returns the metrics label of the
@@ -462,8 +489,25 @@ impl<A: KindAdapter> Engine<A> {
                 return Ok(("rejected", Requeue::await_change()));
             }
         }
-        let compared = match (&known, needs_comparison) {
-            (Some(known), true) => match self.compare(cr, generation, known).await {
+        let mut compared = match (&known, needs_comparison) {
+            (Some(known), true)
+                if comparing::differs_without_asking(
+                    cr_view.last_synced.as_ref(),
+                    generation,
+                    self.adapter.held_digest(cr).as_deref(),
+                    &known.digest,
+                    policy.mode,
+                ) =>
+            {
+                Some((
+                    Compared {
+                        comparison: Comparison::Different { in_place: false },
+                        reasons: Vec::new(),
+                    },
+                    false,
+                ))
+            }
+            (Some(known), true) => match self.compare(cr, generation, known, false).await {
                 Ok(compared) => Some(compared),
                 Err(error) => {
                     return self
@@ -479,13 +523,13 @@ impl<A: KindAdapter> Engine<A> {
             },
             _ => None,
         };
-        let observation = Observation {
+        let mut observation = Observation {
             cr: Some(cr_view.clone()),
             server,
             server_epoch: epoch.unwrap_or_else(|| EPOCH_UNTRACKED.to_string()),
             comparison: compared
                 .as_ref()
-                .map(|c| c.comparison)
+                .map(|(c, _)| c.comparison)
                 .unwrap_or(Comparison::Equal),
             internal: self.adapter.is_internal(&server_name),
             dependencies: self.dependencies(cr),
@@ -493,6 +537,29 @@ impl<A: KindAdapter> Engine<A> {
             winner: policy.winner,
             caps: self.adapter.capabilities(),
         };
+        // A difference not classified yet, where the decision depends on it: asked now.
+        if let (Some((_, false)), Some(known)) = (&compared, &known)
+            && comparing::classification_matters(&observation)
+        {
+            match self.compare(cr, generation, known, true).await {
+                Ok(full) => {
+                    observation.comparison = full.0.comparison;
+                    compared = Some(full);
+                }
+                Err(error) => {
+                    return self
+                        .refused(
+                            cr,
+                            &server_name,
+                            generation,
+                            &known.digest.clone().into(),
+                            error,
+                        )
+                        .await;
+                }
+            }
+        }
+        let compared = compared.map(|(compared, _)| compared);
         let mut decision = decide(&observation);
         tracing::debug!(
             kind = self.kind(),

@@ -198,4 +198,27 @@ pub trait KindAdapter: Send + Sync + 'static {
     fn problem(&self, _object: &Self::Object) -> Option<(Reason, String)> {
         None
     }
+
+    /// The digest ([`Self::digest`]) of the server object the CR's spec holds verbatim, when
+    /// its spec is a server object as the server wrote it (a mirror, or a spec the operator
+    /// rewrote from the server) and the kind can tell without the server. A CR holding the very
+    /// object it was last synced with, unedited since, is known to differ from a server object
+    /// whose digest moved: the engine skips the server's compare (design S2 for a CR that only
+    /// follows the server). Default: never known.
+    fn held_digest(&self, _cr: &Self::Cr) -> Option<String> {
+        None
+    }
+
+    /// [`Self::compare`] without classifying a difference (whether the server could take the
+    /// CR's object in place), when that costs the server less: the [`Comparison::Different`] it
+    /// returns carries a placeholder that the engine never acts on; the engine asks for
+    /// [`Self::compare`] when the decision depends on it (a push to the server). `None` (the
+    /// default): the kind has no cheaper comparison.
+    fn compare_unclassified(
+        &self,
+        _cr: &Self::Cr,
+        _object: &Self::Object,
+    ) -> impl Future<Output = Result<Option<Compared>, KindError>> + Send {
+        std::future::ready(Ok(None))
+    }
 }

@@ -15,11 +15,13 @@
 //! - [`loop_guard`]: holds an object another writer keeps fighting over (no endless loop).
 //! - [`order`]: bulk creation in design D1's order (Schema, Template, Counter, Cache, Task).
 //! - [`proto`]: the message types a schema declares (what indexed caches need, D1).
+//! - [`comparing`]: how much of the server's comparison a decision needs.
 //! - [`snapshot`]: what is known of the server's objects; [`claims`]: who stands for a server
 //!   name; [`status`]: the status of a CR; [`digest`]: digests of server objects.
 
 pub mod catalog;
 pub mod claims;
+pub mod comparing;
 pub mod controller;
 pub mod decision;
 pub mod digest;

@@ -106,6 +106,64 @@ impl CacheAdapter {
             .map(|inner| server_document(&inner)))
     }
 
+    /// The server's comparison of the CR with the cache (design L3); with `classify`, a
+    /// difference is classified by a second comparison that ignores mutable attributes (only
+    /// they differ: the server can take the change in place), else it is reported as not in
+    /// place without the server's reasons.
+    async fn compare_classifying(
+        &self,
+        cr: &Cache,
+        object: &Value,
+        classify: bool,
+    ) -> Result<Compared, KindError> {
+        let equal = Compared {
+            comparison: Comparison::Equal,
+            reasons: Vec::new(),
+        };
+        // A CR naming a template is compared through the template's configuration; without
+        // the template (removed since) there is nothing to compare with: taken as equal.
+        let Some(document) = self.desired_document(cr).await? else {
+            return Ok(equal);
+        };
+        // The very document the server holds (a mirror CR, or a CR whose spec the operator
+        // just rewrote from the server's event) is equal without asking the server: the
+        // server's compare is only for documents that differ in text.
+        if same_json(&document, object) {
+            return Ok(equal);
+        }
+        let server = server_document(object);
+        if self
+            .client
+            .compare_configs(&document, &server, false)
+            .await?
+            == ServerComparison::Equal
+        {
+            return Ok(equal);
+        }
+        if !classify {
+            return Ok(Compared {
+                comparison: Comparison::Different { in_place: false },
+                reasons: Vec::new(),
+            });
+        }
+        Ok(
+            match self
+                .client
+                .compare_configs(&document, &server, true)
+                .await?
+            {
+                ServerComparison::Equal => Compared {
+                    comparison: Comparison::Different { in_place: true },
+                    reasons: Vec::new(),
+                },
+                ServerComparison::Different { reason } => Compared {
+                    comparison: Comparison::Different { in_place: false },
+                    reasons: reason,
+                },
+            },
+        )
+    }
+
     /// What the CR asks the server's cache to be, as a document: its own, or its template's.
     async fn desired_document(&self, cr: &Cache) -> Result<Option<ConfigDocument>, KindError> {
         match desired(cr)? {
@@ -196,49 +254,25 @@ impl KindAdapter for CacheAdapter {
     }
 
     async fn compare(&self, cr: &Cache, object: &Value) -> Result<Compared, KindError> {
-        // A CR naming a template is compared through the template's configuration; without
-        // the template (removed since) there is nothing to compare with: taken as equal.
-        let Some(document) = self.desired_document(cr).await? else {
-            return Ok(Compared {
-                comparison: Comparison::Equal,
-                reasons: Vec::new(),
-            });
-        };
-        // The very document the server holds (a mirror CR, or a CR whose spec the operator
-        // just rewrote from the server's event) is equal without asking the server: the
-        // server's compare is only for documents that differ in text.
-        if same_json(&document, object) {
-            return Ok(Compared {
-                comparison: Comparison::Equal,
-                reasons: Vec::new(),
-            });
-        }
-        let server = server_document(object);
-        match self
-            .client
-            .compare_configs(&document, &server, false)
-            .await?
-        {
-            ServerComparison::Equal => Ok(Compared {
-                comparison: Comparison::Equal,
-                reasons: Vec::new(),
-            }),
-            ServerComparison::Different { .. } => {
-                match self
-                    .client
-                    .compare_configs(&document, &server, true)
-                    .await?
-                {
-                    ServerComparison::Equal => Ok(Compared {
-                        comparison: Comparison::Different { in_place: true },
-                        reasons: Vec::new(),
-                    }),
-                    ServerComparison::Different { reason } => Ok(Compared {
-                        comparison: Comparison::Different { in_place: false },
-                        reasons: reason,
-                    }),
-                }
+        self.compare_classifying(cr, object, true).await
+    }
+
+    async fn compare_unclassified(
+        &self,
+        cr: &Cache,
+        object: &Value,
+    ) -> Result<Option<Compared>, KindError> {
+        self.compare_classifying(cr, object, false).await.map(Some)
+    }
+
+    fn held_digest(&self, cr: &Cache) -> Option<String> {
+        match desired(cr) {
+            Ok(Desired::Document(document)) if document.format == ConfigFormat::Json => {
+                serde_json::from_str::<Value>(&document.text)
+                    .ok()
+                    .map(|value| json_digest(&value))
             }
+            Ok(_) | Err(_) => None,
         }
     }
 
@@ -414,6 +448,51 @@ mod tests {
             cr.spec.template = Some(other.to_string());
             assert!(adapter.compare(&cr, &object).await.is_err(), "{other}");
         }
+    }
+
+    /// A mirror's spec (and a spec rewritten from the server) holds the server object whose
+    /// digest it has; a user's own document, in another format or naming a template, holds none
+    /// the engine could trust.
+    #[tokio::test]
+    async fn a_mirror_holds_the_digest_of_its_server_object() -> Result<(), KindError> {
+        let client = Client::new(infinispan_rest::ClientConfig::new("http://127.0.0.1:9"))
+            .expect("a client");
+        let adapter = CacheAdapter::new(client, InternalObjects::default());
+        let object = json!({"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":"60000"}}});
+        let spec = adapter.mirror_spec("c", &object).await?;
+        let cr = Cache::new("c", serde_json::from_value(spec).expect("a Cache spec"));
+        assert_eq!(adapter.held_digest(&cr), Some(adapter.digest(&object)));
+        let mut user = Cache::new("c", common_crds::CacheSpec::default());
+        user.spec.template = Some(
+            r#"{"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":60000}}}"#.to_string(),
+        );
+        assert_ne!(adapter.held_digest(&user), Some(adapter.digest(&object)));
+        user.spec.template = Some("distributedCache:\n  mode: SYNC\n".to_string());
+        assert_eq!(adapter.held_digest(&user), None);
+        user.spec.template = None;
+        user.spec.template_name = Some("t".to_string());
+        assert_eq!(adapter.held_digest(&user), None);
+        Ok(())
+    }
+
+    /// Without classification a difference costs one server call: the client points at a
+    /// closed port, so the error is that of the first call either way; an equal document
+    /// needs none.
+    #[tokio::test]
+    async fn an_unclassified_comparison_of_the_same_document_asks_nothing() {
+        let client = Client::new(infinispan_rest::ClientConfig::new("http://127.0.0.1:9"))
+            .expect("a client");
+        let adapter = CacheAdapter::new(client, InternalObjects::default());
+        let object = json!({"local-cache":{}});
+        let mut cr = Cache::new("c", common_crds::CacheSpec::default());
+        cr.spec.template = Some(object.to_string());
+        let compared = adapter
+            .compare_unclassified(&cr, &object)
+            .await
+            .expect("no server call");
+        assert_eq!(compared.map(|c| c.comparison), Some(Comparison::Equal));
+        cr.spec.template = Some(r#"{"local-cache":{"statistics":true}}"#.to_string());
+        assert!(adapter.compare_unclassified(&cr, &object).await.is_err());
     }
 
     #[test]
