@@ -14,7 +14,10 @@
 //! - [`restores`]: Restore: waits for its Backup to succeed, streams the archive from the
 //!   source cluster's server into a local file ([`archive`]) and from there to the target's
 //!   server as a multipart upload (no shared filesystem; the archive is never whole in
-//!   memory), then follows the restore job the same way.
+//!   memory), then follows the restore job the same way. Proto schemas selected with anything
+//!   else are restored first, in a job of their own that is waited for: the server restores
+//!   the kinds of one job concurrently, and an indexed cache restored before its schema fails
+//!   the job (ISPN028022).
 //! - [`selection`]: what `spec.resources` means to the server, without the resources operator's
 //!   epoch markers.
 //! - [`names`]: server-side job names. [`slots`]: one job per cluster.
