@@ -28,7 +28,7 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::events::{Event as KubeEvent, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};

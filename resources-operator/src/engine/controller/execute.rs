@@ -145,12 +145,21 @@ impl<A: KindAdapter> Engine<A> {
                 executed.cr_gone = true;
             }
             Action::DeleteCr => {
-                self.release_finalizer(cr).await?;
-                match self
-                    .api
-                    .delete(&cr.name_any(), &DeleteParams::default())
-                    .await
-                {
+                // Guarded like every other write: a CR edited since it was decided on (a user's
+                // change racing the server's removal) is not deleted; the conflict requeues it
+                // and the next decision sees the edit.
+                let Some(resource_version) = self.release_finalizer(cr).await? else {
+                    executed.cr_gone = true;
+                    return Ok(executed);
+                };
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        resource_version: Some(resource_version),
+                        uid: cr.uid(),
+                    }),
+                    ..DeleteParams::default()
+                };
+                match self.api.delete(&cr.name_any(), &params).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(status)) if status.code == 404 => {}
                     Err(error) => return Err(error.into()),
@@ -200,18 +209,20 @@ impl<A: KindAdapter> Engine<A> {
         Ok(executed)
     }
 
+    /// Sets the CR's finalizers, guarded by its resourceVersion; returns the new one.
     pub(super) async fn patch_finalizers(
         &self,
         cr: &A::Cr,
         finalizers: Vec<String>,
-    ) -> Result<(), EngineError> {
+    ) -> Result<Option<String>, EngineError> {
         let patch = json!({
             "metadata": {
                 "resourceVersion": cr.resource_version(),
                 "finalizers": finalizers,
             }
         });
-        self.api
+        let patched = self
+            .api
             .patch(
                 &cr.name_any(),
                 &PatchParams::default(),
@@ -220,12 +231,17 @@ impl<A: KindAdapter> Engine<A> {
             .await?;
         self.wrote(cr);
         self.count_write("kubernetes", "finalizer");
-        Ok(())
+        Ok(patched.resource_version())
     }
 
-    pub(super) async fn release_finalizer(&self, cr: &A::Cr) -> Result<(), EngineError> {
+    /// Removes the operator's finalizer; returns the CR's resourceVersion after it (the same
+    /// when it had none; `None`: the CR is gone).
+    pub(super) async fn release_finalizer(
+        &self,
+        cr: &A::Cr,
+    ) -> Result<Option<String>, EngineError> {
         if !cr.finalizers().iter().any(|f| f == RESOURCES_FINALIZER) {
-            return Ok(());
+            return Ok(cr.resource_version());
         }
         let finalizers: Vec<String> = cr
             .finalizers()
@@ -234,7 +250,7 @@ impl<A: KindAdapter> Engine<A> {
             .cloned()
             .collect();
         match self.patch_finalizers(cr, finalizers).await {
-            Err(EngineError::Kube(kube::Error::Api(status))) if status.code == 404 => Ok(()),
+            Err(EngineError::Kube(kube::Error::Api(status))) if status.code == 404 => Ok(None),
             other => other,
         }
     }
