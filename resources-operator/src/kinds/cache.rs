@@ -18,6 +18,8 @@ use infinispan_rest::{
 };
 use serde_json::{Value, json};
 
+use super::json_text::JsonText;
+
 use crate::engine::catalog::Needed;
 use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
 use crate::engine::digest::json_digest;
@@ -113,9 +115,10 @@ impl CacheAdapter {
     async fn compare_classifying(
         &self,
         cr: &Cache,
-        object: &Value,
+        object: &JsonText,
         classify: bool,
     ) -> Result<Compared, KindError> {
+        let object = &object.value();
         let equal = Compared {
             comparison: Comparison::Equal,
             reasons: Vec::new(),
@@ -175,7 +178,8 @@ impl CacheAdapter {
 
 impl KindAdapter for CacheAdapter {
     type Cr = Cache;
-    type Object = Value;
+    /// Kept as text: see [`JsonText`].
+    type Object = JsonText;
 
     const EVENT_KIND: EventKind = EventKind::Cache;
 
@@ -191,28 +195,31 @@ impl KindAdapter for CacheAdapter {
         self.internal.is_internal(server_name)
     }
 
-    fn change_of(&self, event: &ConfigEvent) -> Option<(String, ServerChange<Value>)> {
+    fn change_of(&self, event: &ConfigEvent) -> Option<(String, ServerChange<JsonText>)> {
         match event {
             ConfigEvent::CacheCreated { name, config }
             | ConfigEvent::CacheUpdated { name, config } => {
-                Some((name.clone(), ServerChange::Present(config.clone())))
+                Some((name.clone(), ServerChange::Present(JsonText::of(config))))
             }
             ConfigEvent::CacheRemoved { name } => Some((name.clone(), ServerChange::Removed)),
             _ => None,
         }
     }
 
-    fn digest(&self, object: &Value) -> String {
-        json_digest(object)
+    fn digest(&self, object: &JsonText) -> String {
+        json_digest(&object.value())
     }
 
-    async fn read(&self, server_name: &str) -> Result<Option<Value>, KindError> {
+    async fn read(&self, server_name: &str) -> Result<Option<JsonText>, KindError> {
         match self
             .client
             .cache_config(server_name, ConfigFormat::Json)
             .await
         {
-            Ok(document) => Ok(Some(unwrap_named(server_name, &document.text)?)),
+            Ok(document) => Ok(Some(JsonText::of(&unwrap_named(
+                server_name,
+                &document.text,
+            )?))),
             Err(infinispan_rest::Error::NotFound { .. }) => Ok(None),
             Err(error) => Err(error.into()),
         }
@@ -253,14 +260,14 @@ impl KindAdapter for CacheAdapter {
         gone_is_deleted(self.client.delete_cache(server_name).await)
     }
 
-    async fn compare(&self, cr: &Cache, object: &Value) -> Result<Compared, KindError> {
+    async fn compare(&self, cr: &Cache, object: &JsonText) -> Result<Compared, KindError> {
         self.compare_classifying(cr, object, true).await
     }
 
     async fn compare_unclassified(
         &self,
         cr: &Cache,
-        object: &Value,
+        object: &JsonText,
     ) -> Result<Option<Compared>, KindError> {
         self.compare_classifying(cr, object, false).await.map(Some)
     }
@@ -276,23 +283,27 @@ impl KindAdapter for CacheAdapter {
         }
     }
 
-    async fn mirror_spec(&self, server_name: &str, object: &Value) -> Result<Value, KindError> {
+    async fn mirror_spec(&self, server_name: &str, object: &JsonText) -> Result<Value, KindError> {
         Ok(json!({
             "name": server_name,
-            "template": object.to_string(),
+            "template": object.text(),
         }))
     }
 
-    async fn spec_patch_from_server(&self, cr: &Cache, object: &Value) -> Result<Value, KindError> {
+    async fn spec_patch_from_server(
+        &self,
+        cr: &Cache,
+        object: &JsonText,
+    ) -> Result<Value, KindError> {
         let format = match desired(cr) {
             Ok(Desired::Document(document)) => document.format,
             Ok(Desired::Template(_)) | Err(_) => ConfigFormat::Json,
         };
         let text = match format {
-            ConfigFormat::Json => object.to_string(),
+            ConfigFormat::Json => object.text().to_string(),
             ConfigFormat::Yaml | ConfigFormat::Xml => {
                 self.client
-                    .convert_config(&server_document(object), format)
+                    .convert_config(&ConfigDocument::json(object.text()), format)
                     .await?
                     .text
             }
@@ -421,10 +432,11 @@ mod tests {
         let client = Client::new(infinispan_rest::ClientConfig::new("http://127.0.0.1:9"))
             .expect("a client");
         let adapter = CacheAdapter::new(client, InternalObjects::default());
-        let object =
+        let value =
             json!({"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":"70000012"}}});
+        let object = JsonText::of(&value);
         let mut cr = Cache::new("c", common_crds::CacheSpec::default());
-        cr.spec.template = Some(object.to_string());
+        cr.spec.template = Some(value.to_string());
         let compared = adapter.compare(&cr, &object).await.expect("no server call");
         assert_eq!(compared.comparison, Comparison::Equal);
         // Key order and blanks do not matter; another value, a missing attribute or another
@@ -458,7 +470,9 @@ mod tests {
         let client = Client::new(infinispan_rest::ClientConfig::new("http://127.0.0.1:9"))
             .expect("a client");
         let adapter = CacheAdapter::new(client, InternalObjects::default());
-        let object = json!({"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":"60000"}}});
+        let object = JsonText::of(
+            &json!({"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":"60000"}}}),
+        );
         let spec = adapter.mirror_spec("c", &object).await?;
         let cr = Cache::new("c", serde_json::from_value(spec).expect("a Cache spec"));
         assert_eq!(adapter.held_digest(&cr), Some(adapter.digest(&object)));
@@ -483,9 +497,9 @@ mod tests {
         let client = Client::new(infinispan_rest::ClientConfig::new("http://127.0.0.1:9"))
             .expect("a client");
         let adapter = CacheAdapter::new(client, InternalObjects::default());
-        let object = json!({"local-cache":{}});
+        let object = JsonText::of(&json!({"local-cache":{}}));
         let mut cr = Cache::new("c", common_crds::CacheSpec::default());
-        cr.spec.template = Some(object.to_string());
+        cr.spec.template = Some(object.text().to_string());
         let compared = adapter
             .compare_unclassified(&cr, &object)
             .await

@@ -2,6 +2,7 @@
 
 pub mod cache;
 pub mod counter;
+pub mod json_text;
 pub mod schema;
 pub mod task;
 pub mod template;
