@@ -234,12 +234,27 @@ spec:
             f.wait_kind::<Schema>(&schema, "Synced").await?;
             Ok(())
         };
+        // In sync means no more writes: a cache made from a template is compared with the
+        // template as a cache document (an update with the template's definition changed
+        // nothing and was repeated every half second).
+        let settled = async || -> anyhow::Result<()> {
+            let before = f.operator.server_writes().await?;
+            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+            let after = f.operator.server_writes().await?;
+            ensure!(
+                after == before,
+                "the operator kept writing to the server once all was Ready: {before} -> {after}"
+            );
+            Ok(())
+        };
         all_ready().await?;
+        settled().await.map_err(|e| f.operator.with_log(e))?;
 
         // R3: the server comes back empty; the CRs recreate everything, nothing is deleted.
         node.stop_and_wipe()?;
         node.start()?;
         all_ready().await?;
+        settled().await.map_err(|e| f.operator.with_log(e))?;
         Ok(())
     })
     .await

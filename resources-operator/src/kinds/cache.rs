@@ -98,14 +98,16 @@ fn server_document(object: &Value) -> ConfigDocument {
 
 impl CacheAdapter {
     /// The configuration a cache created from `template` has: the template's own (the server
-    /// resolves the template at creation and keeps no reference to it). `None` when the server
-    /// has no such template.
+    /// resolves the template at creation and keeps no reference to it), as a cache document
+    /// (`local-cache`, not the definition's `local-cache-configuration`: the server's compare
+    /// tells the two apart, and an update with the definition changes nothing, so the CR never
+    /// got in sync). `None` when the server has no such template.
     async fn template_document(&self, template: &str) -> Result<Option<ConfigDocument>, KindError> {
         Ok(self
             .client
             .template_definition(template)
             .await?
-            .map(|inner| server_document(&inner)))
+            .map(|inner| server_document(&super::template::as_cache_document(&inner))))
     }
 
     /// The server's comparison of the CR with the cache (design L3); with `classify`, a
