@@ -220,7 +220,18 @@ impl ClusterOperator {
     }
 
     /// SIGTERM, and a clean exit within 15 s.
+    /// SIGTERM, expecting a clean exit. First waits (up to 30 s) until the process serves
+    /// `/healthz`: it handles SIGTERM from the first thing `run` does, but a signal sent before
+    /// the process got there (a test that stops it right after starting it, on a loaded
+    /// machine) would kill it instead.
     pub async fn stop(mut self) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while self.running()
+            && tokio::time::Instant::now() < deadline
+            && self.get("/healthz").await.is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         crate::process::stop_gracefully(&mut self.child, "cluster operator").await
     }
 
