@@ -3,7 +3,9 @@
 //! server cut and stalled, and the server restarted; then the oracle's check of every object.
 //!
 //! `chaos_short`: the short profile, a fixed seed, part of `make test`. The full profile runs
-//! through `make chaos` (`e2e/src/bin/chaos.rs`), not as a test.
+//! through `make chaos` (`e2e/src/bin/chaos.rs`), not as a test: it also restarts the
+//! kube-apiserver, which the suites sharing it in `make test` would not survive (the short
+//! profile never does, `Profile::short`).
 //!
 //! Private node: offset 2085 of the resources-operator range (2086: the full profile).
 
@@ -16,10 +18,7 @@ const SHORT_SEED: u64 = 6;
 async fn run_and_check(profile: Profile, offset: u16) -> anyhow::Result<()> {
     let report = run(profile, offset).await?;
     println!("{report}");
-    anyhow::ensure!(
-        report.mismatches.is_empty() && report.convergence.is_some(),
-        "chaos run failed:\n{report}"
-    );
+    anyhow::ensure!(report.passed(), "chaos run failed:\n{report}");
     Ok(())
 }
 

@@ -1,20 +1,23 @@
 //! The chaos run: a private server node behind a fault proxy, the real resources operator
 //! (one or two replicas, as its own ServiceAccount) talking to it through the proxy, the
-//! driver talking to both sides directly; seeded operations and faults; then convergence and
-//! the oracle's check.
+//! driver talking to both sides directly; seeded operations and faults (the testbed's
+//! kube-apiserver restarted among them); then convergence and the oracle's check.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use serde_json::json;
 
+use super::apiserver::ControlPlane;
 use super::check::{Mismatch, check};
 use super::model::Slot;
 use super::oracle::{Entry, Expect, Outcome, expected, history};
-use super::plan::{Fault, Profile, Scheduled, Winner, choose, schedule};
+use super::plan::{Fault, Profile, Reach, Scheduled, SlotView, Winner, choose_within, schedule};
 use super::rng::Rng;
 use super::world::Sides;
 use crate::node::{Node, NodeGuard};
@@ -31,6 +34,8 @@ const OPERATOR_ARGS: [&str; 7] = [
     "--lease-retry-period",
     "1s",
 ];
+/// What the operator logs for each Lease read that failed (`operator_runtime::leadership`).
+const LEASE_READ_FAILED: &str = "cannot read the Lease";
 /// Convergence must still hold this long after it was first seen.
 const SETTLE: Duration = Duration::from_secs(3);
 
@@ -47,11 +52,33 @@ pub struct Report {
     pub faults: BTreeMap<&'static str, usize>,
     /// Time from the last operation (and the end of the last fault) to convergence.
     pub convergence: Option<Duration>,
-    /// Convergence waits before server restarts: (what, time).
+    /// Convergence waits before server and kube-apiserver restarts: (what, time).
     pub checkpoints: Vec<(String, Duration)>,
+    /// Each kube-apiserver restart: how long it was down, what went on meanwhile.
+    pub apiserver_restarts: Vec<String>,
+    /// Replicas that exited by themselves (a leader that lost its Lease), each restarted.
+    pub replica_exits: Vec<String>,
+    /// What went wrong besides the objects: a replica that exited without losing its Lease,
+    /// no leader after a kube-apiserver restart.
+    pub failures: Vec<String>,
     pub mismatches: Vec<String>,
     pub wall: Duration,
     pub logs: Vec<String>,
+}
+
+impl Report {
+    /// Converged, every object as the oracle says, and the operator recovered by itself.
+    pub fn passed(&self) -> bool {
+        self.mismatches.is_empty() && self.failures.is_empty() && self.convergence.is_some()
+    }
+}
+
+/// What a run notes besides operations, faults and checkpoints (see [`Report`]).
+#[derive(Debug, Default)]
+struct Notes {
+    apiserver_restarts: Vec<String>,
+    replica_exits: Vec<String>,
+    failures: Vec<String>,
 }
 
 impl std::fmt::Display for Report {
@@ -97,6 +124,12 @@ impl std::fmt::Display for Report {
                 took.as_secs_f64()
             )?;
         }
+        for line in &self.apiserver_restarts {
+            writeln!(f, "kube-apiserver restart: {line}")?;
+        }
+        for line in &self.replica_exits {
+            writeln!(f, "replica exit: {line}")?;
+        }
         match self.convergence {
             Some(t) => writeln!(f, "final convergence: {:.1} s", t.as_secs_f64())?,
             None => writeln!(f, "final convergence: not reached")?,
@@ -105,8 +138,14 @@ impl std::fmt::Display for Report {
         for m in &self.mismatches {
             writeln!(f, "  {m}")?;
         }
+        if !self.failures.is_empty() {
+            writeln!(f, "failures: {}", self.failures.len())?;
+            for m in &self.failures {
+                writeln!(f, "  {m}")?;
+            }
+        }
         writeln!(f, "wall time: {:.1} s", self.wall.as_secs_f64())?;
-        if !self.mismatches.is_empty() {
+        if !self.passed() {
             writeln!(f, "operator logs: {}", self.logs.join(", "))?;
             writeln!(
                 f,
@@ -133,8 +172,9 @@ impl Replicas {
         format!("r{index}")
     }
 
-    /// The replica holding the Lease, if any.
-    async fn leader(&self, f: &Fixture) -> anyhow::Result<Option<usize>> {
+    /// The replica holding the Lease, if any and running (not one the driver killed and has
+    /// not restarted yet, in `down`: the Lease names it until a standby takes over).
+    async fn leader(&self, f: &Fixture, down: &[(u64, usize)]) -> anyhow::Result<Option<usize>> {
         let leases: Api<Lease> = Api::namespaced(f.client.clone(), &f.ns.name);
         let holder = leases
             .get_opt(&common_crds::rbac::leader_lease_name(CLUSTER))
@@ -144,7 +184,7 @@ impl Replicas {
             self.pods
                 .iter()
                 .position(|pod| *pod == holder)
-                .filter(|i| self.alive(*i))
+                .filter(|i| self.alive(*i) && !down.iter().any(|(_, d)| d == i))
         }))
     }
 
@@ -163,6 +203,46 @@ impl Replicas {
         }
     }
 
+    /// The replicas that ended by themselves, the ones the driver killed (`down`) aside.
+    fn exited(&mut self, f: &mut Fixture, down: &[(u64, usize)]) -> anyhow::Result<Vec<Exit>> {
+        let mut out = Vec::new();
+        for index in 0..self.pods.len() {
+            if down.iter().any(|(_, i)| *i == index) {
+                continue;
+            }
+            let operator = if index == 0 {
+                Some(&mut f.operator)
+            } else {
+                self.extra[index - 1].as_mut()
+            };
+            let Some(operator) = operator else { continue };
+            if let Some(status) = operator.child.try_wait()? {
+                let lost_lease = std::fs::read_to_string(&operator.log)
+                    .unwrap_or_default()
+                    .lines()
+                    .rev()
+                    .find(|line| line.contains("lost the leadership"))
+                    .map(|line| line.trim_start_matches("error: ").to_string());
+                out.push(Exit {
+                    index,
+                    pod: self.pods[index].clone(),
+                    status,
+                    lost_lease,
+                    log: operator.log.clone(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Lines of every replica's log, past and present, that say a Lease read failed.
+    fn failed_lease_reads(&self) -> usize {
+        self.logs
+            .iter()
+            .map(|log| crate::process::count_log_lines(log.as_ref(), &[LEASE_READ_FAILED]))
+            .sum()
+    }
+
     async fn start(&mut self, f: &mut Fixture, index: usize) -> anyhow::Result<()> {
         self.restarts += 1;
         let mut launch = f.launch.clone();
@@ -178,6 +258,58 @@ impl Replicas {
         }
         Ok(())
     }
+}
+
+/// A replica that ended by itself.
+struct Exit {
+    index: usize,
+    pod: String,
+    status: std::process::ExitStatus,
+    /// Its log's line saying that it lost the leadership (and why), if any.
+    lost_lease: Option<String>,
+    log: PathBuf,
+}
+
+/// Restarts the replicas that exited by themselves, as Kubernetes restarts a pod's container
+/// (here: a new process, under a new pod name), and notes each exit. A leader that lost its
+/// Lease exits non-zero by design; any other exit is a failure.
+async fn restart_exited(
+    f: &mut Fixture,
+    replicas: &mut Replicas,
+    down: &[(u64, usize)],
+    notes: &mut Notes,
+    when: &str,
+) -> anyhow::Result<usize> {
+    let exits = replicas.exited(f, down)?;
+    for exit in &exits {
+        replicas.start(f, exit.index).await?;
+        let Exit {
+            index,
+            pod,
+            status,
+            lost_lease,
+            log,
+        } = exit;
+        let new_pod = &replicas.pods[*index];
+        let line = match lost_lease {
+            Some(why) if !status.success() => format!(
+                "{when}: replica {index} ({pod}) exited ({status}) having lost the Lease \
+                 [{why}]; restarted as {new_pod}"
+            ),
+            _ => {
+                let line = format!(
+                    "{when}: replica {index} ({pod}) exited ({status}) without losing the \
+                     Lease (log: {}); restarted as {new_pod}",
+                    log.display()
+                );
+                notes.failures.push(line.clone());
+                line
+            }
+        };
+        println!("{line}");
+        notes.replica_exits.push(line);
+    }
+    Ok(exits.len())
 }
 
 /// Runs `profile` on a private node at `offset` (of the resources-operator range) and returns
@@ -261,12 +393,15 @@ async fn drive(
     let mut log: Vec<Entry> = Vec::new();
     let mut faults: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut checkpoints = Vec::new();
+    let mut notes = Notes::default();
     // Replicas to restart after the paced op of this number.
     let mut down: Vec<(u64, usize)> = Vec::new();
     let mut next_fault = 0usize;
     let mut mismatches: Vec<String> = Vec::new();
     // Every operation's number (and content version), paced or extra.
     let mut seq = 0u64;
+    // The CRs as last seen before the kube-apiserver stopped (only while it is down).
+    let mut frozen: BTreeMap<Slot, SlotView> = BTreeMap::new();
 
     for paced in 1..=profile.ops as u64 {
         // Faults due before this operation.
@@ -279,7 +414,7 @@ async fn drive(
                         // pod): wait for a live leader, at most a lease duration and a bit.
                         let mut leader = None;
                         for _ in 0..20 {
-                            leader = replicas.leader(f).await?;
+                            leader = replicas.leader(f, &down).await?;
                             if leader.is_some() {
                                 break;
                             }
@@ -315,7 +450,15 @@ async fn drive(
                     while Instant::now() < end {
                         seq += 1;
                         step(
-                            &sides, profile, &mut rng, &slots, seq, false, &mut log, started,
+                            &sides,
+                            profile,
+                            &mut rng,
+                            &slots,
+                            seq,
+                            Reach::Both,
+                            &frozen,
+                            &mut log,
+                            started,
                         )
                         .await?;
                         tokio::time::sleep(Duration::from_millis(900)).await;
@@ -328,11 +471,10 @@ async fn drive(
                         replicas.start(f, index).await?;
                     }
                     let what = format!("before the {} at #{}", s.fault.name(), seq + 1);
-                    let expect = expected(&slots, &log, profile.winner);
-                    let (took, found) = converge(&sides, profile, &expect, &log, CONVERGE).await?;
-                    checkpoints.push((what.clone(), took));
+                    let found =
+                        checkpoint(&sides, profile, &slots, &log, &what, &mut checkpoints).await?;
                     if !found.is_empty() {
-                        mismatches.extend(found.iter().map(|m| format!("{what}: {m}")));
+                        mismatches.extend(found);
                         return Ok(report(
                             profile,
                             plan,
@@ -340,6 +482,7 @@ async fn drive(
                             faults,
                             None,
                             checkpoints,
+                            notes,
                             mismatches,
                         ));
                     }
@@ -361,16 +504,141 @@ async fn drive(
                             done = &mut restart => { done??; break; }
                             _ = tokio::time::sleep(Duration::from_millis(700)) => {
                                 seq += 1;
-                                step(&sides, profile, &mut rng, &slots, seq, true, &mut log, started).await?;
+                                step(&sides, profile, &mut rng, &slots, seq,
+                                    Reach::KubeOnly, &frozen, &mut log, started).await?;
                             }
                         }
                     }
+                }
+                Fault::ApiServerRestart { down_secs } => {
+                    // Settled first, like a server restart: the CRs seen right before the stop
+                    // are then what they stay until the kube-apiserver is back (the operator
+                    // has nothing left to write), which gates the server operations meanwhile.
+                    for (_, index) in std::mem::take(&mut down) {
+                        replicas.start(f, index).await?;
+                    }
+                    let at = seq + 1;
+                    let what = format!("before the {} at #{at}", s.fault.name());
+                    let found =
+                        checkpoint(&sides, profile, &slots, &log, &what, &mut checkpoints).await?;
+                    if !found.is_empty() {
+                        mismatches.extend(found);
+                        return Ok(report(
+                            profile,
+                            plan,
+                            &log,
+                            faults,
+                            None,
+                            checkpoints,
+                            notes,
+                            mismatches,
+                        ));
+                    }
+                    let control = ControlPlane::discover(&f.testbed)?;
+                    frozen.clear();
+                    for slot in &slots {
+                        let view =
+                            read_view(&sides, *slot, Reach::KubeOnly, &BTreeMap::new()).await?;
+                        frozen.insert(*slot, view);
+                    }
+                    let leader_before = replicas.leader(f, &down).await?;
+                    let lease_reads_before = replicas.failed_lease_reads();
+                    let ops_before = log.len();
+                    let killed = Instant::now();
+                    control.kill().await?;
+                    *faults.entry(s.fault.name()).or_default() += 1;
+                    println!(
+                        "before #{at}: kube-apiserver killed (kill -9 of pid {}), started again \
+                         in {down_secs} s",
+                        control.pid()
+                    );
+                    // up.sh starts it again after `down_secs`, as the testbed starts it; server
+                    // operations go on until it is done.
+                    let mut up = tokio::spawn({
+                        let control = control.clone();
+                        async move {
+                            tokio::time::sleep(Duration::from_secs(down_secs)).await;
+                            control.start_again(UP_TIMEOUT).await
+                        }
+                    });
+                    let outage = loop {
+                        tokio::select! {
+                            done = &mut up => break Ok(done),
+                            _ = tokio::time::sleep(Duration::from_millis(700)) => {
+                                seq += 1;
+                                if let Err(error) = step(&sides, profile, &mut rng, &slots, seq,
+                                    Reach::ServerOnly, &frozen, &mut log, started).await
+                                {
+                                    break Err(error);
+                                }
+                            }
+                        }
+                    };
+                    let restarted = match outage {
+                        Ok(done) => done?.with_context(|| {
+                            format!(
+                                "starting the kube-apiserver again (its log: {})",
+                                control.log().display()
+                            )
+                        })?,
+                        Err(error) => {
+                            // Never leave the testbed without its API server.
+                            let _ = up.await;
+                            return Err(error.context("while the kube-apiserver was down"));
+                        }
+                    };
+                    wait_ready(&f.client, &f.ns.name).await?;
+                    let down_for = killed.elapsed();
+                    frozen.clear();
+                    println!(
+                        "after #{seq}: kube-apiserver ready again (pid {}), {:.1} s after the \
+                         kill",
+                        restarted.pid,
+                        down_for.as_secs_f64()
+                    );
+                    // The replicas survive or recover by themselves; a leader that could not
+                    // renew its Lease meanwhile exits, and is restarted as its pod would be.
+                    let when = format!("after the {} at #{at}", s.fault.name());
+                    let exits_before = notes.replica_exits.len();
+                    let leader_after =
+                        settle_leadership(f, replicas, &down, &mut notes, &when).await?;
+                    let name = |leader: Option<usize>| match leader {
+                        Some(i) => format!("replica {i}"),
+                        None => "none".to_string(),
+                    };
+                    let others = if restarted.also_started.is_empty() {
+                        "it started nothing else".to_string()
+                    } else {
+                        format!("it also started {}", restarted.also_started.join(", "))
+                    };
+                    // Every replica retries its Lease each retry period (1 s): a count far
+                    // above two a second of outage is a retry loop without a pause.
+                    let lease_reads = replicas.failed_lease_reads() - lease_reads_before;
+                    notes.apiserver_restarts.push(format!(
+                        "before #{at}: down {:.1} s (kill -9, {down_secs} s, then up.sh {:.1} s: \
+                         {others}), {} server ops meanwhile; leader {} before, {} after; {} \
+                         replica exit(s); {lease_reads} failed Lease reads logged",
+                        down_for.as_secs_f64(),
+                        restarted.took.as_secs_f64(),
+                        log.len() - ops_before,
+                        name(leader_before),
+                        name(leader_after),
+                        notes.replica_exits.len() - exits_before,
+                    ));
                 }
             }
         }
         seq += 1;
         step(
-            &sides, profile, &mut rng, &slots, seq, false, &mut log, started,
+            &sides,
+            profile,
+            &mut rng,
+            &slots,
+            seq,
+            Reach::Both,
+            &frozen,
+            &mut log,
+            started,
         )
         .await?;
         // Kills ending after this operation.
@@ -381,16 +649,28 @@ async fn drive(
             replicas.start(f, index).await?;
             println!("after #{seq}: replica {index} restarted");
         }
+        // Replicas that ended by themselves, as Kubernetes would restart them.
+        restart_exited(f, replicas, &down, &mut notes, &format!("after #{seq}")).await?;
         let pause = rng.below(profile.max_pause_ms + 1);
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
     for (_, index) in std::mem::take(&mut down) {
         replicas.start(f, index).await?;
     }
+    restart_exited(f, replicas, &down, &mut notes, "after the last operation").await?;
     let expect = expected(&slots, &log, profile.winner);
     let (took, found) = converge(&sides, profile, &expect, &log, CONVERGE).await?;
     let convergence = found.is_empty().then_some(took);
     mismatches.extend(found.iter().map(ToString::to_string));
+    // An exit during the final convergence counts too.
+    restart_exited(
+        f,
+        replicas,
+        &down,
+        &mut notes,
+        "after the final convergence",
+    )
+    .await?;
     Ok(report(
         profile,
         plan,
@@ -398,8 +678,84 @@ async fn drive(
         faults,
         convergence,
         checkpoints,
+        notes,
         mismatches,
     ))
+}
+
+/// Waits for convergence before a fault that needs a settled run (server and kube-apiserver
+/// restarts); returns the mismatches left, if it did not converge.
+async fn checkpoint(
+    sides: &Sides,
+    profile: &Profile,
+    slots: &[Slot],
+    log: &[Entry],
+    what: &str,
+    checkpoints: &mut Vec<(String, Duration)>,
+) -> anyhow::Result<Vec<String>> {
+    let expect = expected(slots, log, profile.winner);
+    let (took, found) = converge(sides, profile, &expect, log, CONVERGE).await?;
+    checkpoints.push((what.to_string(), took));
+    Ok(found.iter().map(|m| format!("{what}: {m}")).collect())
+}
+
+/// Bound on up.sh starting the kube-apiserver again (its own wait for `/readyz` is 120 s).
+const UP_TIMEOUT: Duration = Duration::from_secs(240);
+/// Bound on the driver's own client reading again once up.sh is done.
+const READY: Duration = Duration::from_secs(60);
+/// Bound on a replica renewing the Lease once the kube-apiserver is back (a lease duration, a
+/// restart of an exited replica and its start, with room for a loaded machine).
+const LEADERSHIP: Duration = Duration::from_secs(90);
+
+/// Waits (at most [`READY`]) until the driver's own client reads from the kube-apiserver.
+async fn wait_ready(client: &kube::Client, namespace: &str) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let deadline = Instant::now() + READY;
+    loop {
+        match namespaces.get(namespace).await {
+            Ok(_) => return Ok(()),
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(error) => {
+                bail!("the kube-apiserver does not answer {READY:?} after up.sh: {error}")
+            }
+        }
+    }
+}
+
+/// After a kube-apiserver restart: restarts the replicas that exit (a leader that could not
+/// renew in time loses the Lease and exits) until a live replica renews the Lease, at most
+/// [`LEADERSHIP`]; returns that leader. None in time is a failure of the operator, noted.
+async fn settle_leadership(
+    f: &mut Fixture,
+    replicas: &mut Replicas,
+    down: &[(u64, usize)],
+    notes: &mut Notes,
+    when: &str,
+) -> anyhow::Result<Option<usize>> {
+    let leases: Api<Lease> = Api::namespaced(f.client.clone(), &f.ns.name);
+    let name = common_crds::rbac::leader_lease_name(CLUSTER);
+    let version = |lease: Option<Lease>| lease.and_then(|l| l.metadata.resource_version);
+    let first = version(leases.get_opt(&name).await?);
+    let deadline = Instant::now() + LEADERSHIP;
+    while Instant::now() < deadline {
+        restart_exited(f, replicas, down, notes, when).await?;
+        let renewed = version(leases.get_opt(&name).await?) != first;
+        if renewed && let Some(leader) = replicas.leader(f, down).await? {
+            // Still running a moment later: it holds.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if restart_exited(f, replicas, down, notes, when).await? == 0 {
+                return Ok(Some(leader));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    notes.failures.push(format!(
+        "{when}: no live replica renewed the Lease within {LEADERSHIP:?} of the kube-apiserver \
+         being ready"
+    ));
+    Ok(None)
 }
 
 /// Bound on one convergence (a stalled connection is given up after the stream's probe,
@@ -407,8 +763,9 @@ async fn drive(
 /// leader's lease 6 s).
 const CONVERGE: Duration = Duration::from_secs(240);
 
-/// Draws and issues operation `seq` (up to 12 slots tried for one that allows any); with
-/// `kube_only` (the server is restarting) only CR operations.
+/// Draws and issues operation `seq` (up to 12 slots tried for one that allows any), on the
+/// sides `reach` allows: only CR operations while the server restarts, only server ones while
+/// the kube-apiserver does (gated on `frozen`, the CRs as they were when it stopped).
 #[allow(clippy::too_many_arguments)]
 async fn step(
     sides: &Sides,
@@ -416,23 +773,17 @@ async fn step(
     rng: &mut Rng,
     slots: &[Slot],
     seq: u64,
-    kube_only: bool,
+    reach: Reach,
+    frozen: &BTreeMap<Slot, SlotView>,
     log: &mut Vec<Entry>,
     started: Instant,
 ) -> anyhow::Result<()> {
     for _ in 0..12 {
         let slot = slots[rng.below(slots.len() as u64) as usize];
-        let view = read_view(sides, slot, kube_only).await?;
-        let op = if kube_only {
-            let mut kube_view = view.clone();
-            // Server unknown: only the CR side's gates apply.
-            kube_view.server = None;
-            choose(rng, seq, slot, &kube_view, profile.winner)
-                .filter(|op| op.side == super::plan::Side::Kube)
-        } else {
-            choose(rng, seq, slot, &view, profile.winner)
+        let view = read_view(sides, slot, reach, frozen).await?;
+        let Some(op) = choose_within(rng, seq, slot, &view, profile.winner, reach) else {
+            continue;
         };
-        let Some(op) = op else { continue };
         let outcome = sides.execute(&op, &view).await?;
         log.push(Entry {
             op,
@@ -446,16 +797,18 @@ async fn step(
 
 /// [`Sides::view`], tried again on a failure for a few seconds: reads have no side effect, and
 /// the server has read races of its own (a 500 from `list templates`, `ISPN000436` from
-/// `list caches`, while objects come and go) besides the driver's own restarts of it.
+/// `list caches`, while objects come and go) besides the driver's own restarts of it. With
+/// [`Reach::ServerOnly`] the CRs are the ones of `frozen`.
 async fn read_view(
     sides: &Sides,
     slot: Slot,
-    kube_only: bool,
-) -> anyhow::Result<super::plan::SlotView> {
+    reach: Reach,
+    frozen: &BTreeMap<Slot, SlotView>,
+) -> anyhow::Result<SlotView> {
     let mut tries = 0;
-    loop {
-        match sides.view(slot, kube_only).await {
-            Ok(view) => return Ok(view),
+    let mut view = loop {
+        match sides.view(slot, reach).await {
+            Ok(view) => break view,
             Err(error) if tries < 10 => {
                 tries += 1;
                 println!("reading {slot} failed ({error:#}), trying again");
@@ -463,7 +816,15 @@ async fn read_view(
             }
             Err(error) => return Err(error.context(format!("reading {slot}"))),
         }
+    };
+    if reach == Reach::ServerOnly {
+        let seen = frozen
+            .get(&slot)
+            .with_context(|| format!("{slot}: not seen before the kube-apiserver stopped"))?;
+        view.user = seen.user.clone();
+        view.mirror = seen.mirror.clone();
     }
+    Ok(view)
 }
 
 /// Waits until the world matches the oracle (and still does [`SETTLE`] later); returns the
@@ -518,6 +879,7 @@ async fn converge(
     Ok((start.elapsed(), detailed))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn report(
     profile: &Profile,
     schedule: Vec<Scheduled>,
@@ -525,6 +887,7 @@ fn report(
     faults: BTreeMap<&'static str, usize>,
     convergence: Option<Duration>,
     checkpoints: Vec<(String, Duration)>,
+    notes: Notes,
     mismatches: Vec<String>,
 ) -> Report {
     let count = |f: &dyn Fn(&Outcome) -> bool| log.iter().filter(|e| f(&e.outcome)).count();
@@ -534,6 +897,11 @@ fn report(
         let words: Vec<&str> = text.split(' ').skip(1).take(2).collect();
         *ops_by_kind.entry(words.join(" ")).or_default() += 1;
     }
+    let Notes {
+        apiserver_restarts,
+        replica_exits,
+        failures,
+    } = notes;
     Report {
         profile: profile.clone(),
         schedule,
@@ -544,6 +912,9 @@ fn report(
         faults,
         convergence,
         checkpoints,
+        apiserver_restarts,
+        replica_exits,
+        failures,
         mismatches,
         wall: Duration::ZERO,
         logs: Vec::new(),

@@ -51,6 +51,9 @@ pub struct Profile {
     pub stalls: usize,
     pub server_restarts: usize,
     pub server_wipes: usize,
+    /// kill -9 of the testbed's kube-apiserver, started again by `e2e/testbed/up.sh`. Never in
+    /// a profile that runs beside other suites on a shared testbed (the short one).
+    pub apiserver_restarts: usize,
     /// Largest pause between two operations, in milliseconds.
     pub max_pause_ms: u64,
 }
@@ -70,6 +73,8 @@ impl Profile {
             stalls: 1,
             server_restarts: 1,
             server_wipes: 0,
+            // `make test` runs this profile beside other suites on the same API server.
+            apiserver_restarts: 0,
             max_pause_ms: 150,
         }
     }
@@ -88,6 +93,7 @@ impl Profile {
             stalls: 5,
             server_restarts: 2,
             server_wipes: 2,
+            apiserver_restarts: 2,
             max_pause_ms: 200,
         }
     }
@@ -290,6 +296,56 @@ pub fn choose(rng: &mut Rng, seq: u64, slot: Slot, view: &SlotView, winner: Winn
     })
 }
 
+/// The sides the driver can act on while a fault lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Both: no fault, or one that hits only the operator or its connections.
+    Both,
+    /// Only the Kubernetes API: the server is restarting.
+    KubeOnly,
+    /// Only the server: the kube-apiserver is restarting.
+    ServerOnly,
+}
+
+impl Reach {
+    pub fn allows(self, side: Side) -> bool {
+        match self {
+            Reach::Both => true,
+            Reach::KubeOnly => side == Side::Kube,
+            Reach::ServerOnly => side == Side::Server,
+        }
+    }
+}
+
+/// [`choose`] limited to the sides `reach` allows. The draw is among every allowed operation
+/// (then dropped when it is on the other side), so that with [`Reach::Both`] and
+/// [`Reach::KubeOnly`] a seed draws as it did before API-server restarts existed.
+///
+/// - [`Reach::KubeOnly`]: the server is unknown, so only the CR side's gates apply.
+/// - [`Reach::ServerOnly`]: `view`'s CRs must be the ones observed last before the
+///   kube-apiserver stopped: nobody can change a CR while it is down, the operator neither, so
+///   they are still exact (the driver lets the run settle before it stops it, so that the
+///   operator has nothing left to write between that observation and the stop).
+pub fn choose_within(
+    rng: &mut Rng,
+    seq: u64,
+    slot: Slot,
+    view: &SlotView,
+    winner: Winner,
+    reach: Reach,
+) -> Option<Op> {
+    let op = if reach == Reach::KubeOnly {
+        let kube_view = SlotView {
+            server: None,
+            ..view.clone()
+        };
+        choose(rng, seq, slot, &kube_view, winner)
+    } else {
+        choose(rng, seq, slot, view, winner)
+    };
+    op.filter(|op| reach.allows(op.side))
+}
+
 /// A fault the driver injects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -308,6 +364,10 @@ pub enum Fault {
     ServerRestart,
     /// The server stopped, its state deleted, started again (after the run settled).
     ServerWipe,
+    /// The testbed's kube-apiserver killed (kill -9), started again after `down_secs` seconds
+    /// by `e2e/testbed/up.sh` (after the run settled); server operations go on meanwhile. The
+    /// leader cannot renew its Lease: it stops, and is restarted as a pod would be.
+    ApiServerRestart { down_secs: u64 },
 }
 
 impl Fault {
@@ -318,6 +378,7 @@ impl Fault {
             Fault::Stall { .. } => "stall",
             Fault::ServerRestart => "server-restart",
             Fault::ServerWipe => "server-wipe",
+            Fault::ApiServerRestart { .. } => "apiserver-restart",
         }
     }
 }
@@ -341,13 +402,20 @@ impl std::fmt::Display for Scheduled {
                 )
             }
             Fault::Stall { secs } => write!(f, "before #{}: stall for {secs} s", self.before_op),
+            Fault::ApiServerRestart { down_secs } => write!(
+                f,
+                "before #{}: kube-apiserver kill -9, started again after {down_secs} s",
+                self.before_op
+            ),
             other => write!(f, "before #{}: {}", self.before_op, other.name()),
         }
     }
 }
 
 /// The fault schedule of `profile`: every fault at a random operation (never before the
-/// first tenth of the run, so that objects exist), sorted.
+/// first tenth of the run, so that objects exist), sorted. Each kind is drawn after the ones
+/// that existed before it, so that a profile without the newer kinds (the short one, without
+/// API-server restarts) keeps its schedule.
 pub fn schedule(rng: &mut Rng, profile: &Profile) -> Vec<Scheduled> {
     let ops = profile.ops as u64;
     let first = (ops / 10).max(1);
@@ -383,6 +451,13 @@ pub fn schedule(rng: &mut Rng, profile: &Profile) -> Vec<Scheduled> {
         faults.push(Scheduled {
             before_op: at(rng),
             fault: Fault::ServerWipe,
+        });
+    }
+    for _ in 0..profile.apiserver_restarts {
+        let down_secs = rng.between(0, 10);
+        faults.push(Scheduled {
+            before_op: at(rng),
+            fault: Fault::ApiServerRestart { down_secs },
         });
     }
     faults.sort_by_key(|s| s.before_op);
@@ -534,10 +609,174 @@ mod tests {
         assert_eq!(count("stall"), profile.stalls);
         assert_eq!(count("server-restart"), profile.server_restarts);
         assert_eq!(count("server-wipe"), profile.server_wipes);
+        assert_eq!(count("apiserver-restart"), profile.apiserver_restarts);
         assert!(plan.windows(2).all(|w| w[0].before_op <= w[1].before_op));
         assert!(plan.iter().all(|s| (50..=500).contains(&s.before_op)));
         // The same seed, the same schedule.
         assert_eq!(plan, schedule(&mut Rng::new(profile.seed), &profile));
+    }
+
+    #[test]
+    fn only_the_full_profile_restarts_the_apiserver() {
+        assert_eq!(Profile::short(6).apiserver_restarts, 0);
+        assert_eq!(Profile::full(1).apiserver_restarts, 2);
+        let profile = Profile::short(6);
+        let plan = schedule(&mut Rng::new(profile.seed), &profile);
+        assert!(
+            plan.iter()
+                .all(|s| !matches!(s.fault, Fault::ApiServerRestart { .. }))
+        );
+    }
+
+    #[test]
+    fn apiserver_restarts_are_drawn_after_every_other_fault() {
+        // Adding API-server restarts to a profile leaves its other faults where they were:
+        // the short profile's schedule is the one it had before they existed.
+        for seed in 1..50 {
+            let without = Profile {
+                apiserver_restarts: 0,
+                ..Profile::full(seed)
+            };
+            let with = Profile {
+                apiserver_restarts: 3,
+                ..Profile::full(seed)
+            };
+            let plan = schedule(&mut Rng::new(seed), &with);
+            let others: Vec<Scheduled> = plan
+                .iter()
+                .filter(|s| !matches!(s.fault, Fault::ApiServerRestart { .. }))
+                .copied()
+                .collect();
+            assert_eq!(
+                others,
+                schedule(&mut Rng::new(seed), &without),
+                "seed {seed}"
+            );
+            let restarts: Vec<&Scheduled> = plan
+                .iter()
+                .filter(|s| matches!(s.fault, Fault::ApiServerRestart { .. }))
+                .collect();
+            assert_eq!(restarts.len(), 3);
+            for s in restarts {
+                let Fault::ApiServerRestart { down_secs } = s.fault else {
+                    unreachable!()
+                };
+                assert!(down_secs <= 10, "down {down_secs} s");
+                assert!((50..=500).contains(&s.before_op));
+            }
+        }
+    }
+
+    #[test]
+    fn the_short_profile_keeps_its_schedule() {
+        // Seed 6 of the short profile, as drawn before API-server restarts were added.
+        let profile = Profile::short(6);
+        let plan: Vec<String> = schedule(&mut Rng::new(6), &profile)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(plan, SHORT_SEED_6);
+    }
+
+    const SHORT_SEED_6: [&str; 7] = [
+        "before #6: cut",
+        "before #13: stall for 28 s",
+        "before #18: server-restart",
+        "before #23: cut",
+        "before #26: cut",
+        "before #39: kill -9, down for 1 ops",
+        "before #49: kill -9, down for 2 ops",
+    ];
+
+    #[test]
+    fn choose_within_keeps_to_the_reachable_side() {
+        let slot = Slot {
+            kind: Kind::Cache,
+            index: 0,
+        };
+        let view = SlotView {
+            user: Some(synced(3)),
+            mirror: None,
+            server: Some(Some(3)),
+        };
+        for (reach, side) in [
+            (Reach::KubeOnly, Side::Kube),
+            (Reach::ServerOnly, Side::Server),
+        ] {
+            let mut rng = Rng::new(7);
+            let mut drawn = 0;
+            for seq in 1..300 {
+                if let Some(op) =
+                    choose_within(&mut rng, seq, slot, &view, Winner::Kubernetes, reach)
+                {
+                    assert_eq!(op.side, side, "{reach:?}: {op}");
+                    drawn += 1;
+                }
+            }
+            assert!(drawn > 50, "{reach:?}: only {drawn} operations drawn");
+        }
+        // Both sides: exactly what `choose` draws.
+        let (mut a, mut b) = (Rng::new(9), Rng::new(9));
+        for seq in 1..100 {
+            assert_eq!(
+                choose_within(&mut a, seq, slot, &view, Winner::Kubernetes, Reach::Both),
+                choose(&mut b, seq, slot, &view, Winner::Kubernetes)
+            );
+        }
+    }
+
+    #[test]
+    fn kube_only_ignores_the_server() {
+        // Nothing observed on the server side while it restarts: no CR, so a CR create.
+        let view = SlotView {
+            user: None,
+            mirror: None,
+            server: Some(Some(4)),
+        };
+        let slot = Slot {
+            kind: Kind::Task,
+            index: 1,
+        };
+        let mut rng = Rng::new(3);
+        for seq in 1..100 {
+            if let Some(op) =
+                choose_within(&mut rng, seq, slot, &view, Winner::Server, Reach::KubeOnly)
+            {
+                assert_eq!((op.side, op.action), (Side::Kube, Action::Create));
+            }
+        }
+    }
+
+    #[test]
+    fn server_only_gates_server_writes_on_the_crs_seen_last() {
+        // An unsynced CR edit when the API server stopped: no server edit or delete (winner
+        // Kubernetes), so nothing at all while it is down.
+        let view = SlotView {
+            user: Some(CrView {
+                synced_current: false,
+                ..synced(5)
+            }),
+            mirror: None,
+            server: Some(Some(4)),
+        };
+        let slot = Slot {
+            kind: Kind::Cache,
+            index: 2,
+        };
+        let mut rng = Rng::new(11);
+        for seq in 1..100 {
+            assert_eq!(
+                choose_within(
+                    &mut rng,
+                    seq,
+                    slot,
+                    &view,
+                    Winner::Kubernetes,
+                    Reach::ServerOnly
+                ),
+                None
+            );
+        }
     }
 
     #[test]

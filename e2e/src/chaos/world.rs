@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::check::{ObservedCr, World};
 use super::model::{self, Slot, Version};
 use super::oracle::Outcome;
-use super::plan::{Action, CrView, Op, Side, SlotView};
+use super::plan::{Action, CrView, Op, Reach, Side, SlotView};
 
 /// Both sides of one cluster, as the driver reaches them.
 #[derive(Clone)]
@@ -57,17 +57,22 @@ impl Sides {
         Ok(self.api(kind).get_opt(name).await?)
     }
 
-    /// One slot: its user CR, its mirror CR and (unless `kube_only`, while the server is
-    /// down) the server object.
-    pub async fn view(&self, slot: Slot, kube_only: bool) -> anyhow::Result<SlotView> {
-        let user = self.get_cr(slot.kind, &slot.cr_name()).await?;
-        let mirror = self
-            .get_cr(slot.kind, &slot.mirror_name(&self.cluster))
-            .await?;
-        let server = if kube_only {
-            None
+    /// One slot, as far as `reach` allows: its user CR and its mirror CR (not while the
+    /// kube-apiserver is down: left out), the server object (not while the server is down).
+    pub async fn view(&self, slot: Slot, reach: Reach) -> anyhow::Result<SlotView> {
+        let (user, mirror) = if reach.allows(Side::Kube) {
+            let user = self.get_cr(slot.kind, &slot.cr_name()).await?;
+            let mirror = self
+                .get_cr(slot.kind, &slot.mirror_name(&self.cluster))
+                .await?;
+            (user, mirror)
         } else {
+            (None, None)
+        };
+        let server = if reach.allows(Side::Server) {
             self.server_version(slot).await?
+        } else {
+            None
         };
         Ok(SlotView {
             user: user.map(|cr| cr_view(slot.kind, &cr)),
