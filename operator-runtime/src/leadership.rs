@@ -654,9 +654,24 @@ impl Leadership {
             }
             let conflict_before = std::mem::take(&mut look_now);
             // The leader's own last write is what it sees, unless it must read.
+            // A read is bounded by the renew deadline like a renewal: a hanging read must not
+            // keep a leader from noticing its loss.
             let seen = match &self.elector.last {
                 Some((lease, since)) => Seen::of(lease, *since),
-                None => self.elector.observe().await,
+                None => {
+                    let left = (self.renewed_at + timings.renew_deadline)
+                        .saturating_duration_since(Instant::now());
+                    match tokio::time::timeout(left, self.elector.observe()).await {
+                        Ok(seen) => seen,
+                        Err(_) => {
+                            tracing::warn!(
+                                lease = self.elector.name,
+                                "reading the Lease timed out"
+                            );
+                            Seen::Unknown
+                        }
+                    }
+                }
             };
             let now = Instant::now();
             let role = Role::Leader {
@@ -664,7 +679,9 @@ impl Leadership {
             };
             match decide(role, &seen, &self.elector.identity, &timings, now) {
                 Step::Lost(loss) => return self.lose(loss),
-                Step::Wait => {}
+                // The next look one retry period later: a failed read (the API server down)
+                // was retried at once, thousands of reads a second until the renew deadline.
+                Step::Wait => last_attempt = now,
                 Step::Create | Step::Acquire | Step::Renew => {
                     last_attempt = now;
                     let left =

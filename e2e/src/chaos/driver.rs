@@ -614,6 +614,16 @@ async fn drive(
                     // Every replica retries its Lease each retry period (1 s): a count far
                     // above two a second of outage is a retry loop without a pause.
                     let lease_reads = replicas.failed_lease_reads() - lease_reads_before;
+                    // At most a read per retry period and replica, with room for the log's
+                    // other lines about the same failure.
+                    let bound = 4 * profile.replicas.max(1) * (down_for.as_secs() as usize + 2);
+                    if lease_reads > bound {
+                        mismatches.push(format!(
+                            "{when}: {lease_reads} failed Lease reads logged in {:.1} s of \
+                             outage (at most {bound}): leader election retries without a pause",
+                            down_for.as_secs_f64()
+                        ));
+                    }
                     notes.apiserver_restarts.push(format!(
                         "before #{at}: down {:.1} s (kill -9, {down_secs} s, then up.sh {:.1} s: \
                          {others}), {} server ops meanwhile; leader {} before, {} after; {} \

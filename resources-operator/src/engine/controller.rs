@@ -637,7 +637,13 @@ impl<A: KindAdapter> Engine<A> {
         }
 
         let executed = match self
-            .execute(cr, &server_name, &decision, known.as_ref())
+            .execute(
+                cr,
+                &server_name,
+                &decision,
+                known.as_ref(),
+                Some(observation.server_epoch.as_str()).filter(|e| *e != EPOCH_UNTRACKED),
+            )
             .await
         {
             Ok(executed) => executed,

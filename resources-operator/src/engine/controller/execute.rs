@@ -41,14 +41,20 @@ impl<A: KindAdapter> Engine<A> {
         }
     }
 
-    pub(super) fn last_synced(&self, generation: i64, digest: String) -> LastSynced {
+    /// The record of a sync: the server's current epoch, else (the event stream is
+    /// reconnecting, its epoch not known yet) the epoch the decision was made in. Recording
+    /// "untracked" there made a removal on the server right after our write unprovable (design
+    /// R2): the object was recreated (chaos, seed 3).
+    pub(super) fn last_synced(
+        &self,
+        generation: i64,
+        digest: String,
+        decided_in: Option<&str>,
+    ) -> LastSynced {
         LastSynced {
             digest,
             generation,
-            epoch: self
-                .epoch
-                .current()
-                .unwrap_or_else(|| EPOCH_UNTRACKED.to_string()),
+            epoch: record_epoch(self.epoch.current(), decided_in),
         }
     }
 
@@ -80,6 +86,7 @@ impl<A: KindAdapter> Engine<A> {
         server_name: &str,
         decision: &Decision,
         known: Option<&Known<A::Object>>,
+        decided_in: Option<&str>,
     ) -> Result<Executed<A::Cr>, EngineError> {
         let generation = cr.meta().generation.unwrap_or_default();
         let mut executed = Executed {
@@ -96,7 +103,8 @@ impl<A: KindAdapter> Engine<A> {
             }
             Action::RecordSynced => {
                 if let Some(known) = known {
-                    executed.last_synced = Some(self.last_synced(generation, known.digest.clone()));
+                    executed.last_synced =
+                        Some(self.last_synced(generation, known.digest.clone(), decided_in));
                 }
             }
             Action::CreateOnServer | Action::UpdateServer | Action::RecreateOnServer => {
@@ -124,7 +132,7 @@ impl<A: KindAdapter> Engine<A> {
                 self.count_write("server", action_label(decision.action));
                 tracing::info!(kind = self.kind(), cr = cr.name_any(), server_name, action = ?decision.action, "server written");
                 if let Some(digest) = self.read_back(server_name).await? {
-                    executed.last_synced = Some(self.last_synced(generation, digest));
+                    executed.last_synced = Some(self.last_synced(generation, digest, decided_in));
                 }
             }
             Action::DeleteOnServer => {
@@ -202,7 +210,8 @@ impl<A: KindAdapter> Engine<A> {
                     "CR spec updated from the server"
                 );
                 let generation = after.meta().generation.unwrap_or_default();
-                executed.last_synced = Some(self.last_synced(generation, known.digest.clone()));
+                executed.last_synced =
+                    Some(self.last_synced(generation, known.digest.clone(), decided_in));
                 executed.cr_after = Some(after);
             }
         }
@@ -449,5 +458,25 @@ mod tests {
         let note = event_note(&long);
         assert!(note.len() <= 1024, "{}", note.len());
         assert!(note.ends_with(" [...]"));
+    }
+}
+
+/// The epoch to record with a sync: the current one, else the one the decision was made in,
+/// else "untracked".
+fn record_epoch(current: Option<String>, decided_in: Option<&str>) -> String {
+    current
+        .or_else(|| decided_in.map(str::to_string))
+        .unwrap_or_else(|| EPOCH_UNTRACKED.to_string())
+}
+
+#[cfg(test)]
+mod epoch_tests {
+    use super::*;
+
+    #[test]
+    fn a_sync_during_a_reconnect_keeps_the_epoch_it_was_decided_in() {
+        assert_eq!(record_epoch(Some("a/2".into()), Some("a/1")), "a/2");
+        assert_eq!(record_epoch(None, Some("a/1")), "a/1");
+        assert_eq!(record_epoch(None, None), EPOCH_UNTRACKED);
     }
 }
