@@ -86,6 +86,14 @@ wait_for() {
 }
 
 # Is the process recorded in pid file $1 alive?
-pid_alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A zombie (killed, not yet reaped by its parent) is not alive: kill -0 still succeeds on it.
+pid_alive() {
+  [[ -f $1 ]] || return 1
+  local pid state
+  pid=$(cat "$1")
+  kill -0 "$pid" 2>/dev/null || return 1
+  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
+  [[ $state != Z ]]
+}
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
