@@ -504,9 +504,17 @@ async fn basic_digest_and_auto_all_work_and_wrong_credentials_are_clear() {
         assert!(!err.is_retryable());
         assert!(!err.to_string().contains("wrong-password"));
     }
-    // anonymous: the health probe works, admin calls do not
+    // anonymous: the health probe works, admin calls do not. The shared node0 reports
+    // INITIALIZING while another suite's cache starts on it: any state of a live node will do.
     let anon = Client::new(infinispan_rest::ClientConfig::new(&tb.url)).expect("client");
-    assert_eq!(anon.health().await.expect("health"), HealthStatus::Healthy);
+    let health = anon.health().await.expect("health");
+    assert!(
+        matches!(
+            health,
+            HealthStatus::Healthy | HealthStatus::HealthyRebalancing | HealthStatus::Initializing
+        ),
+        "{health:?}"
+    );
     assert!(matches!(
         anon.list_caches().await,
         Err(Error::Unauthorized { .. })

@@ -155,8 +155,11 @@ impl<O: Clone> Snapshot<O> {
     }
 
     /// The replay is complete: objects known before but neither replayed nor removed since are
-    /// gone (missing, not proven removed). Returns their names.
-    pub fn replay_complete(&self) -> Vec<String> {
+    /// gone. With `same_run` (the server's epoch, state and session, is the one of the previous
+    /// replay: the server did not restart in between) they were removed by someone while the
+    /// stream was down, since only a restart makes objects vanish (volatile ones); otherwise
+    /// they are missing, not proven removed (design R2). Returns their names.
+    pub fn replay_complete(&self, same_run: bool) -> Vec<String> {
         self.write(|state| {
             let seen = state.replaying.take().unwrap_or_default();
             let gone: Vec<String> = state
@@ -167,6 +170,9 @@ impl<O: Clone> Snapshot<O> {
                 .collect();
             for name in &gone {
                 state.objects.remove(name);
+                if same_run {
+                    state.removed.insert(name.clone());
+                }
             }
             state.connected = true;
             gone
@@ -185,6 +191,25 @@ mod tests {
         }
     }
 
+    /// A reconnect to the same server run (same epoch) that no longer replays an object proves
+    /// its removal (the remove event was missed); across a restart it is only missing.
+    #[test]
+    fn an_object_gone_within_one_run_was_removed() {
+        for (same_run, absence) in [(true, Absence::Removed), (false, Absence::Missing)] {
+            let snapshot = Snapshot::<u8>::default();
+            snapshot.connecting();
+            snapshot.present("a", known("1"));
+            snapshot.present("b", known("2"));
+            assert!(snapshot.replay_complete(false).is_empty());
+            snapshot.disconnected();
+            snapshot.connecting();
+            snapshot.present("b", known("2"));
+            assert_eq!(snapshot.replay_complete(same_run), vec!["a".to_string()]);
+            assert_eq!(snapshot.view("a"), ServerView::Absent(absence));
+            assert!(matches!(snapshot.view("b"), ServerView::Present(_)));
+        }
+    }
+
     #[test]
     fn unreachable_until_the_replay_is_complete() {
         let snapshot = Snapshot::<u8>::default();
@@ -192,7 +217,7 @@ mod tests {
         snapshot.connecting();
         snapshot.present("a", known("1"));
         assert_eq!(snapshot.view("a"), ServerView::Unreachable);
-        assert!(snapshot.replay_complete().is_empty());
+        assert!(snapshot.replay_complete(false).is_empty());
         assert!(matches!(snapshot.view("a"), ServerView::Present(o) if o.digest == "1"));
         assert_eq!(snapshot.view("b"), ServerView::Absent(Absence::Missing));
     }
@@ -203,12 +228,12 @@ mod tests {
         snapshot.connecting();
         snapshot.present("a", known("1"));
         snapshot.present("b", known("2"));
-        snapshot.replay_complete();
+        snapshot.replay_complete(false);
         assert!(snapshot.removed("a"));
         assert_eq!(snapshot.view("a"), ServerView::Absent(Absence::Removed));
         snapshot.disconnected();
         snapshot.connecting();
-        assert_eq!(snapshot.replay_complete(), vec!["b".to_string()]);
+        assert_eq!(snapshot.replay_complete(false), vec!["b".to_string()]);
         assert_eq!(snapshot.view("b"), ServerView::Absent(Absence::Missing));
         assert_eq!(snapshot.view("a"), ServerView::Absent(Absence::Removed));
     }

@@ -32,8 +32,9 @@ pub trait KindSink: Send + Sync {
     fn disconnected(&self);
     /// Takes one event; the server name when it concerned this kind and changed what is known.
     fn apply_event(&self, event: &ConfigEvent) -> Option<String>;
-    /// The replay is complete; returns how many objects were not replayed.
-    fn replay_complete(&self) -> usize;
+    /// The replay is complete; returns how many objects were not replayed. `same_run`: the
+    /// server's epoch is the one of the previous replay (see [`super::snapshot::Snapshot`]).
+    fn replay_complete(&self, same_run: bool) -> usize;
     /// Objects known now.
     fn objects(&self) -> usize;
     /// A server object of this kind changed while connected.
@@ -73,8 +74,8 @@ impl<A: KindAdapter> KindSink for Engine<A> {
         Engine::apply_event(self, event)
     }
 
-    fn replay_complete(&self) -> usize {
-        self.snapshot.replay_complete().len()
+    fn replay_complete(&self, same_run: bool) -> usize {
+        self.snapshot.replay_complete(same_run).len()
     }
 
     fn objects(&self) -> usize {
@@ -136,6 +137,8 @@ pub async fn run<S, M>(
     let kinds: Vec<EventKind> = sinks.iter().map(|sink| sink.event_kind()).collect();
     let mut first_snapshot = true;
     let mut connected = false;
+    // The server's epoch at the last complete replay of this stream.
+    let mut replayed_in: Option<String> = None;
     while let Some(item) = stream.next().await {
         match item {
             StreamItem::Connected { connection, .. } => {
@@ -187,8 +190,11 @@ pub async fn run<S, M>(
                     server.epoch.complete_replay(markers).await;
                 }
                 server.catalog.replay_complete(&kinds);
+                let epoch = server.epoch.current();
+                let same_run = epoch.is_some() && epoch == replayed_in;
+                replayed_in = epoch;
                 for sink in &sinks {
-                    let gone = sink.replay_complete();
+                    let gone = sink.replay_complete(same_run);
                     tracing::info!(
                         connection,
                         kind = sink.kind(),
