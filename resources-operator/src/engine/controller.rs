@@ -469,6 +469,7 @@ impl<A: KindAdapter> Engine<A> {
             (Some(_), view) => view,
         };
         let known = self.snapshot.get(&server_name);
+        let digest = known.as_ref().map(|k| k.digest.clone());
         // A CR being deleted is not compared: its document may be one the server refuses, which
         // must not keep the deletion from happening.
         let needs_comparison = cr_view.managed
@@ -511,13 +512,7 @@ impl<A: KindAdapter> Engine<A> {
                 Ok(compared) => Some(compared),
                 Err(error) => {
                     return self
-                        .refused(
-                            cr,
-                            &server_name,
-                            generation,
-                            &known.digest.clone().into(),
-                            error,
-                        )
+                        .refused(cr, &server_name, generation, &digest, error)
                         .await;
                 }
             },
@@ -548,13 +543,7 @@ impl<A: KindAdapter> Engine<A> {
                 }
                 Err(error) => {
                     return self
-                        .refused(
-                            cr,
-                            &server_name,
-                            generation,
-                            &known.digest.clone().into(),
-                            error,
-                        )
+                        .refused(cr, &server_name, generation, &digest, error)
                         .await;
                 }
             }
@@ -601,7 +590,6 @@ impl<A: KindAdapter> Engine<A> {
             *message = text;
         }
 
-        let digest = known.as_ref().map(|k| k.digest.clone());
         if decision.action.writes_server() {
             let refusal = Refusal {
                 generation,

@@ -426,14 +426,19 @@ mod tests {
         Ok(())
     }
 
+    /// An adapter whose client points at a closed port: any server call fails.
+    fn offline_adapter() -> CacheAdapter {
+        let client = Client::new(infinispan_rest::ClientConfig::new("http://127.0.0.1:9"))
+            .expect("a client");
+        CacheAdapter::new(client, InternalObjects::default())
+    }
+
     /// A CR holding the server's own document is equal without a server call (the client
     /// here points at a closed port: a call would fail); any other text still goes to the
     /// server's compare.
     #[tokio::test]
     async fn the_same_json_document_is_equal_without_asking_the_server() {
-        let client = Client::new(infinispan_rest::ClientConfig::new("http://127.0.0.1:9"))
-            .expect("a client");
-        let adapter = CacheAdapter::new(client, InternalObjects::default());
+        let adapter = offline_adapter();
         let value =
             json!({"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":"70000012"}}});
         let object = JsonText::of(&value);
@@ -469,9 +474,7 @@ mod tests {
     /// the engine could trust.
     #[tokio::test]
     async fn a_mirror_holds_the_digest_of_its_server_object() -> Result<(), KindError> {
-        let client = Client::new(infinispan_rest::ClientConfig::new("http://127.0.0.1:9"))
-            .expect("a client");
-        let adapter = CacheAdapter::new(client, InternalObjects::default());
+        let adapter = offline_adapter();
         let object = JsonText::of(
             &json!({"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":"60000"}}}),
         );
@@ -496,9 +499,7 @@ mod tests {
     /// needs none.
     #[tokio::test]
     async fn an_unclassified_comparison_of_the_same_document_asks_nothing() {
-        let client = Client::new(infinispan_rest::ClientConfig::new("http://127.0.0.1:9"))
-            .expect("a client");
-        let adapter = CacheAdapter::new(client, InternalObjects::default());
+        let adapter = offline_adapter();
         let object = JsonText::of(&json!({"local-cache":{}}));
         let mut cr = Cache::new("c", common_crds::CacheSpec::default());
         cr.spec.template = Some(object.text().to_string());
