@@ -125,6 +125,7 @@ fn own_namespace() -> Option<String> {
 /// Runs the controller until SIGTERM or Ctrl-C.
 pub fn run(args: RunArgs) -> Result<(), RunError> {
     init_logging(&args)?;
+    operator_runtime::memory::limit_arenas(2);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -2,7 +2,8 @@
 //! (BASIC, DIGEST, or learnt from the server's challenge), timeouts, and the mapping of
 //! responses to [`Error`].
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,7 +16,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::auth::{
-    AuthMethod, DigestChallenge, basic_authorization, digest_authorization, parse_challenges,
+    AuthMethod, Challenges, DigestChallenge, basic_authorization, digest_authorization,
+    parse_challenges,
 };
 use crate::config::ClientConfig;
 use crate::error::{Error, from_response};
@@ -52,14 +54,95 @@ pub(crate) struct Inner {
     base_path: String,
     http: HyperClient<Connector, RequestBody>,
     auth: Mutex<AuthState>,
+    /// 401s answered with a retry, over the client's life.
+    challenges: AtomicU64,
 }
 
+/// How authentication stands: the mechanism once known, and a pool of idle DIGEST nonces.
+///
+/// The server refuses a nonce count that reaches it after a higher one for the same nonce, so
+/// requests in flight at the same time must not share a nonce. A request takes an idle nonce
+/// for itself (none idle: it goes without, and answers the 401's fresh nonce), and puts it back
+/// when done, unless a 401 refused it. The pool so grows to the peak number of requests in
+/// flight, once, up to [`MAX_IDLE_NONCES`].
 #[derive(Debug, Default)]
 struct AuthState {
     /// The mechanism in use once known (always known for explicit Basic/Digest).
     resolved: Option<AuthMethod>,
-    challenge: Option<DigestChallenge>,
+    /// Idle DIGEST nonces, the most recently used last.
+    idle: Vec<NonceState>,
+}
+
+/// A DIGEST nonce the server gave, and the last count sent with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NonceState {
+    challenge: DigestChallenge,
     nc: u32,
+}
+
+/// The most idle DIGEST nonces kept.
+const MAX_IDLE_NONCES: usize = 64;
+
+/// The highest nonce count sent: the server reads it as a signed 32-bit number (from
+/// `0x80000000` on it answers 400), so a nonce is dropped before.
+const MAX_NC: u32 = i32::MAX as u32;
+
+impl AuthState {
+    /// An idle nonce for a new request: the most recently used one, so that with sparse
+    /// requests the same few stay in use (the server forgets a nonce unused for 15 minutes).
+    fn take(&mut self) -> Option<NonceState> {
+        if self.resolved == Some(AuthMethod::Digest) {
+            self.idle.pop()
+        } else {
+            None
+        }
+    }
+
+    /// A nonce back from a request; dropped when the pool is full or its counts are used up.
+    fn put_back(&mut self, nonce: NonceState) {
+        if self.idle.len() < MAX_IDLE_NONCES && nonce.nc < MAX_NC {
+            self.idle.push(nonce);
+        }
+    }
+
+    /// Learns from a 401 offering `ch`, for a client configured with `configured`. `None`: no
+    /// retry; `Some(nonce)`: retry, answering `nonce` (a fresh DIGEST nonce, for this request
+    /// alone) or, without one, with the mechanism resolved (BASIC).
+    fn learn(&mut self, configured: AuthMethod, ch: Challenges) -> Option<Option<NonceState>> {
+        let first_digest = ch.digest.into_iter().next();
+        let (resolved, nonce) = match (configured, first_digest) {
+            (AuthMethod::Basic, _) => return None,
+            (AuthMethod::Digest | AuthMethod::Auto, Some(challenge)) => {
+                (AuthMethod::Digest, Some(NonceState { challenge, nc: 0 }))
+            }
+            (AuthMethod::Digest, None) => return None,
+            (AuthMethod::Auto, None) if ch.basic => (AuthMethod::Basic, None),
+            (AuthMethod::Auto, None) => return None,
+        };
+        self.resolved = Some(resolved);
+        Some(nonce)
+    }
+}
+
+/// The DIGEST nonce a request holds while in flight. Dropping it (the response came, the
+/// request failed or its caller gave up) puts the nonce back into the pool; a request whose
+/// nonce a 401 refused takes it out first. A nonce back after a failed request may have had
+/// a count the server never saw: the server accepts such gaps (checked on 16.0.7).
+struct HeldNonce<'a> {
+    auth: &'a Mutex<AuthState>,
+    nonce: Option<NonceState>,
+}
+
+impl Drop for HeldNonce<'_> {
+    fn drop(&mut self) {
+        if let Some(nonce) = self.nonce.take() {
+            lock(self.auth).put_back(nonce);
+        }
+    }
+}
+
+fn lock(auth: &Mutex<AuthState>) -> MutexGuard<'_, AuthState> {
+    auth.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// One request to the server, relative to the base URL.
@@ -213,6 +296,7 @@ impl Client {
                     resolved,
                     ..AuthState::default()
                 }),
+                challenges: AtomicU64::new(0),
                 config,
             }),
         })
@@ -220,6 +304,14 @@ impl Client {
 
     pub(crate) fn base_path_len(&self) -> usize {
         self.inner.base_path.len()
+    }
+
+    /// How many authentication challenges (401 responses) this client answered by sending the
+    /// request again, over its life and all its clones: the first request learns the mechanism
+    /// (AUTO) and a DIGEST nonce, and each request that finds no idle nonce (more in flight than
+    /// ever before) or whose nonce the server expired answers one more. Each is a round trip.
+    pub fn challenges_answered(&self) -> u64 {
+        self.inner.challenges.load(Ordering::Relaxed)
     }
 
     /// The configuration this client was built with.
@@ -235,52 +327,36 @@ impl Client {
         Client::new(c)
     }
 
-    /// The `Authorization` header for one request, and the DIGEST nonce it answers. With a
-    /// `private` challenge (the one a 401 gave this very request) the request answers it alone,
-    /// with counter 1, so no other request can overtake it.
+    /// The `Authorization` header for one request: DIGEST answering `nonce` with its next
+    /// count, else BASIC once resolved, else none (the server's 401 tells what it wants).
     fn authorization(
         &self,
         method: &Method,
         path: &str,
-        private: Option<&DigestChallenge>,
-    ) -> Option<(String, Option<String>)> {
+        nonce: Option<&mut NonceState>,
+    ) -> Option<String> {
         let creds = self.inner.config.credentials.as_ref()?;
-        if let Some(ch) = private {
+        if let Some(n) = nonce {
+            n.nc += 1;
             let cnonce = format!("{:016x}", fastrand::u64(..));
             let uri = format!("{}{path}", self.inner.base_path);
-            return Some((
-                digest_authorization(creds, ch, method.as_str(), &uri, 1, &cnonce),
-                Some(ch.nonce.clone()),
+            return Some(digest_authorization(
+                creds,
+                &n.challenge,
+                method.as_str(),
+                &uri,
+                n.nc,
+                &cnonce,
             ));
         }
-        let mut st = self.inner.auth.lock().unwrap_or_else(|p| p.into_inner());
-        match st.resolved {
-            Some(AuthMethod::Basic) => Some((basic_authorization(creds), None)),
-            Some(AuthMethod::Digest) => {
-                let ch = st.challenge.clone()?;
-                let nonce = ch.nonce.clone();
-                st.nc = st.nc.wrapping_add(1);
-                let nc = st.nc;
-                let cnonce = format!("{:016x}", fastrand::u64(..));
-                let uri = format!("{}{path}", self.inner.base_path);
-                Some((
-                    digest_authorization(creds, &ch, method.as_str(), &uri, nc, &cnonce),
-                    Some(nonce),
-                ))
-            }
+        match lock(&self.inner.auth).resolved {
+            Some(AuthMethod::Basic) => Some(basic_authorization(creds)),
             _ => None,
         }
     }
 
-    /// Learns from a 401 to a request that answered the DIGEST nonce `used` (if any). `None`:
-    /// no retry; `Some(private)`: retry, answering `private` alone when given.
-    ///
-    /// Concurrent requests share one nonce and counter; the server refuses a counter that
-    /// arrives after a higher one, so requests overtaken in flight get a 401. Each of them
-    /// retries with the fresh nonce its own 401 carries (counter 1, nobody else knows it), so
-    /// a retry cannot be overtaken. The first 401 for the shared nonce drops it: the next
-    /// request learns a new shared one (a nonce the server expired is replaced that way too).
-    fn learn(&self, headers: &HeaderMap, used: Option<&str>) -> Option<Option<DigestChallenge>> {
+    /// Learns from a 401: see [`AuthState::learn`].
+    fn learn(&self, headers: &HeaderMap) -> Option<Option<NonceState>> {
         self.inner.config.credentials.as_ref()?;
         let ch = parse_challenges(
             headers
@@ -288,34 +364,7 @@ impl Client {
                 .iter()
                 .filter_map(|v| v.to_str().ok()),
         );
-        let mut st = self.inner.auth.lock().unwrap_or_else(|p| p.into_inner());
-        let want = match self.inner.config.auth {
-            AuthMethod::Basic => return None,
-            AuthMethod::Digest => AuthMethod::Digest,
-            AuthMethod::Auto if !ch.digest.is_empty() => AuthMethod::Digest,
-            AuthMethod::Auto if ch.basic => AuthMethod::Basic,
-            AuthMethod::Auto => return None,
-        };
-        st.resolved = Some(want);
-        if want != AuthMethod::Digest {
-            return Some(None);
-        }
-        let c = ch.digest.into_iter().next()?;
-        let current = st.challenge.as_ref().map(|c| c.nonce.clone());
-        match (current, used) {
-            // The first challenge: it becomes the shared one.
-            (None, None) => {
-                st.challenge = Some(c);
-                st.nc = 0;
-                Some(None)
-            }
-            // The shared nonce failed: drop it; this request answers its own.
-            (Some(current), Some(used)) if current == used => {
-                st.challenge = None;
-                Some(Some(c))
-            }
-            _ => Some(Some(c)),
-        }
+        lock(&self.inner.auth).learn(self.inner.config.auth, ch)
     }
 
     /// Sends a request and returns once the response headers arrived (body unread). Answers
@@ -337,16 +386,17 @@ impl Client {
         let url = format!("{}{}", self.inner.base, req.path);
         let mut challenges = 0;
         let mut reconnected = false;
-        let mut private: Option<DigestChallenge> = None;
+        let mut held = HeldNonce {
+            auth: &self.inner.auth,
+            nonce: lock(&self.inner.auth).take(),
+        };
         loop {
             let mut b = Request::builder().method(req.method.clone()).uri(&url);
-            let mut nonce = None;
-            if let Some((a, used)) = self.authorization(&req.method, &req.path, private.as_ref()) {
+            if let Some(a) = self.authorization(&req.method, &req.path, held.nonce.as_mut()) {
                 let mut v = HeaderValue::from_str(&a)
                     .map_err(|_| Error::Config("credentials contain invalid characters".into()))?;
                 v.set_sensitive(true);
                 b = b.header(AUTHORIZATION, v);
-                nonce = used;
             }
             if let Some(ct) = &req.content_type {
                 b = b.header(CONTENT_TYPE, ct);
@@ -374,13 +424,17 @@ impl Client {
                 }
                 Err(e) => return Err(request_error(what, &e)),
             };
-            if resp.status() == StatusCode::UNAUTHORIZED
-                && challenges < MAX_CHALLENGES
-                && let Some(next) = self.learn(resp.headers(), nonce.as_deref())
-            {
-                challenges += 1;
-                private = next;
-                continue;
+            if resp.status() == StatusCode::UNAUTHORIZED {
+                // The server refused the nonce (expired, or a count it saw already): dropped.
+                held.nonce = None;
+                if challenges < MAX_CHALLENGES
+                    && let Some(next) = self.learn(resp.headers())
+                {
+                    challenges += 1;
+                    self.inner.challenges.fetch_add(1, Ordering::Relaxed);
+                    held.nonce = next;
+                    continue;
+                }
             }
             return Ok(resp);
         }
@@ -422,8 +476,9 @@ impl Client {
     }
 }
 
-/// 401s answered with a retry per request: the first one learns the scheme; the others absorb
-/// DIGEST counters that reached the server out of order under concurrency.
+/// 401s answered with a retry per request: the first one learns the scheme or a fresh DIGEST
+/// nonce (the request's idle nonce expired, or there was none); the others are a margin, since
+/// a fresh nonce answered with count 1 is refused only with the credentials.
 const MAX_CHALLENGES: u32 = 4;
 
 /// The request failed because the (pooled) connection was closed before a response came.
@@ -556,6 +611,133 @@ mod tests {
         let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         let e = request_error("x", &refused);
         assert!(matches!(e, Error::Transport { .. }) && e.is_retryable());
+    }
+
+    fn challenge(nonce: &str) -> DigestChallenge {
+        DigestChallenge {
+            realm: "default".into(),
+            nonce: nonce.into(),
+            opaque: None,
+            algorithm: crate::auth::DigestAlgorithm::Md5,
+            qop_auth: true,
+        }
+    }
+
+    fn offered(basic: bool, nonces: &[&str]) -> Challenges {
+        Challenges {
+            basic,
+            digest: nonces.iter().map(|n| challenge(n)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_401_resolves_the_mechanism_and_gives_a_fresh_nonce() {
+        let fresh = |n: &str| {
+            Some(Some(NonceState {
+                challenge: challenge(n),
+                nc: 0,
+            }))
+        };
+        let mut st = AuthState::default();
+        assert_eq!(
+            st.learn(AuthMethod::Auto, offered(true, &["n1"])),
+            fresh("n1")
+        );
+        assert_eq!(st.resolved, Some(AuthMethod::Digest));
+        let mut st = AuthState::default();
+        assert_eq!(st.learn(AuthMethod::Auto, offered(true, &[])), Some(None));
+        assert_eq!(st.resolved, Some(AuthMethod::Basic));
+        assert_eq!(st.learn(AuthMethod::Auto, offered(false, &[])), None);
+        // An explicit mechanism: BASIC never retries, DIGEST only with a DIGEST challenge.
+        assert_eq!(st.learn(AuthMethod::Basic, offered(true, &["n"])), None);
+        let mut st = AuthState {
+            resolved: Some(AuthMethod::Digest),
+            ..AuthState::default()
+        };
+        assert_eq!(st.learn(AuthMethod::Digest, offered(true, &[])), None);
+        assert_eq!(
+            st.learn(AuthMethod::Digest, offered(false, &["n2"])),
+            fresh("n2")
+        );
+        // Learning never touches the idle nonces.
+        assert!(st.idle.is_empty());
+    }
+
+    #[test]
+    fn each_request_takes_an_idle_nonce_of_its_own() {
+        let mut st = AuthState::default();
+        st.put_back(NonceState {
+            challenge: challenge("a"),
+            nc: 3,
+        });
+        // Not DIGEST (yet): no nonce is handed out.
+        assert_eq!(st.take(), None);
+        st.resolved = Some(AuthMethod::Digest);
+        st.put_back(NonceState {
+            challenge: challenge("b"),
+            nc: 1,
+        });
+        // The most recently used first; a taken nonce is out of the pool until put back.
+        let b = st.take().expect("b is idle");
+        assert_eq!((b.challenge.nonce.as_str(), b.nc), ("b", 1));
+        let a = st.take().expect("a is idle");
+        assert_eq!(a.challenge.nonce, "a");
+        assert_eq!(st.take(), None);
+        st.put_back(a);
+        st.put_back(b);
+        assert_eq!(st.idle.len(), 2);
+    }
+
+    #[test]
+    fn the_pool_is_bounded_and_drops_used_up_counts() {
+        let mut st = AuthState {
+            resolved: Some(AuthMethod::Digest),
+            ..AuthState::default()
+        };
+        for i in 0..MAX_IDLE_NONCES + 5 {
+            st.put_back(NonceState {
+                challenge: challenge(&format!("n{i}")),
+                nc: 1,
+            });
+        }
+        assert_eq!(st.idle.len(), MAX_IDLE_NONCES);
+        let mut st = AuthState::default();
+        st.put_back(NonceState {
+            challenge: challenge("old"),
+            nc: MAX_NC,
+        });
+        st.put_back(NonceState {
+            challenge: challenge("ok"),
+            nc: MAX_NC - 1,
+        });
+        assert_eq!(st.idle.len(), 1);
+        assert_eq!(st.idle[0].challenge.nonce, "ok");
+    }
+
+    #[test]
+    fn a_held_nonce_goes_back_to_the_pool_when_dropped() {
+        let auth = Mutex::new(AuthState {
+            resolved: Some(AuthMethod::Digest),
+            ..AuthState::default()
+        });
+        let nonce = NonceState {
+            challenge: challenge("a"),
+            nc: 2,
+        };
+        drop(HeldNonce {
+            auth: &auth,
+            nonce: Some(nonce.clone()),
+        });
+        assert_eq!(lock(&auth).idle, vec![nonce]);
+        let mut held = HeldNonce {
+            auth: &auth,
+            nonce: lock(&auth).take(),
+        };
+        assert!(lock(&auth).idle.is_empty());
+        // A 401 refused it: taken out before the drop.
+        held.nonce = None;
+        drop(held);
+        assert!(lock(&auth).idle.is_empty());
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! - [`logging`]: the process's `tracing` subscriber (text or JSON on stderr, a level or
 //!   filter directives).
 //! - [`duration`]: durations on the command line (`15`, `500ms`, `1m30s`).
+//! - [`memory`]: malloc kept to few arenas, and free heap memory given back after bursts.
 //!
 //! Decisions:
 //! - **Parameters, not globals.** Nothing here knows an operator: the Lease's namespace, name
@@ -77,3 +78,4 @@ pub mod duration;
 pub mod endpoint;
 pub mod leadership;
 pub mod logging;
+pub mod memory;

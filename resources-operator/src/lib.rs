@@ -1,5 +1,5 @@
 //! The resources operator: keeps `Cache`, `Template`, `Counter`, `Schema` and `Task` CRs of one
-//! Infinispan cluster in sync with that cluster's server, in both directions. So far: caches and templates.
+//! Infinispan cluster in sync with that cluster's server, in both directions.
 //!
 //! - [`cli`]: the command line (`run`).
 //! - [`run`]: wiring for one cluster: clients, metrics endpoint, engines, event stream, shutdown.
@@ -20,6 +20,10 @@ pub mod metrics;
 pub mod run;
 
 pub use cli::{Cli, Command};
+
+/// malloc arenas of the process (`operator_runtime::memory::limit_arenas`): its threads mostly
+/// wait on the network, and each further arena keeps its own free memory.
+pub const MALLOC_ARENAS: u16 = 1;
 
 /// Runs the command the user asked for.
 pub async fn execute(cli: Cli) -> Result<(), run::RunError> {

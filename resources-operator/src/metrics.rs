@@ -48,6 +48,23 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// A counter of the operator's work: reconciles, server events and writes, all kinds
+    /// (when it stops moving, a burst of work has ended; see `operator_runtime::memory`).
+    pub fn activity(&self) -> u64 {
+        use prometheus::core::Collector;
+        [&self.reconciles, &self.stream_events, &self.writes]
+            .into_iter()
+            .flat_map(|counters| counters.collect())
+            .flat_map(|family| {
+                family
+                    .get_metric()
+                    .iter()
+                    .map(|metric| metric.get_counter().get_value())
+                    .collect::<Vec<_>>()
+            })
+            .sum::<f64>() as u64
+    }
+
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new_custom(Some(PREFIX.to_string()), None)?;
         let reconciles = IntCounterVec::new(

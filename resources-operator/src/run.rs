@@ -136,6 +136,18 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         metrics.registry.clone(),
         readiness.clone(),
     )));
+    // Memory a burst of work freed (the startup sync, a relist) goes back to the system once
+    // the burst ends, checked every second.
+    let _give_back = AbortOnDrop(tokio::spawn({
+        let metrics = metrics.clone();
+        async move {
+            operator_runtime::memory::give_back_after_bursts(
+                move || metrics.activity(),
+                std::time::Duration::from_secs(1),
+            )
+            .await;
+        }
+    }));
     let shutdown = Shutdown::listen();
     let start = Start {
         args: &args,

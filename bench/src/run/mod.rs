@@ -139,6 +139,11 @@ fn ready_timeout(n: usize) -> Duration {
 
 const SETTLE_QUIET: Duration = Duration::from_secs(2);
 
+/// How long after it settled the operator's memory is read: its resident size holding the
+/// objects, after it gave back what the burst of work freed (it does a second or two after
+/// its activity stops, `operator_runtime::memory`); the peak is reported apart.
+const MEMORY_QUIET: Duration = Duration::from_secs(5);
+
 async fn measure_size(
     testbed: &Testbed,
     admin: &Client,
@@ -250,7 +255,7 @@ impl Sizes<'_> {
         op.wait_ready(Duration::from_secs(60)).await?;
         op.wait_settled(SETTLE_QUIET, Duration::from_secs(60))
             .await?;
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(MEMORY_QUIET).await;
         let mut memory = Memory {
             idle_kib: op.sample()?.rss_kib,
             ..Memory::default()
@@ -281,6 +286,7 @@ impl Sizes<'_> {
         result.startup.operator_s = all_ready.duration_since(op.started).as_secs_f64();
         op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
         result.startup_cost = self.counting.cost(&marks, n as u64, &op).await?;
+        tokio::time::sleep(MEMORY_QUIET).await;
         memory.at_n_kib = op.sample()?.rss_kib;
         eprintln!(
             "bench: N={n} startup sync {:.2} s, RSS {} KiB",
@@ -330,6 +336,7 @@ impl Sizes<'_> {
         );
         op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
         result.cr_to_server_cost = self.counting.cost(&marks, n as u64, &op).await?;
+        tokio::time::sleep(MEMORY_QUIET).await;
         memory.at_2n_kib = op.sample()?.rss_kib;
         eprintln!(
             "bench: N={n} CR to server {:.2} s (CRs applied in {:.2} s)",

@@ -63,18 +63,30 @@ where
 /// The index on server name over the CRs of the watch (design N2, P1): who claims a name is
 /// found without a pass over the store. Kept from the watch's own events, so it moves with the
 /// store (a server name never changes: `spec.name` is immutable, and so is `metadata.name`).
+///
+/// Compact, since it holds an entry per CR: a claimant is its CR name (the watch is of one
+/// namespace, kept once), and nearly every name has one claimant (a one-element `Vec`, not a
+/// set with a table of its own: 5,000 CRs took 2.6 MiB as `HashSet<ObjectRef>`, see
+/// docs/benchmark.md).
 #[derive(Debug)]
-pub struct ClaimIndex<K: kube::Resource<DynamicType = ()>> {
-    by_name: HashMap<String, HashSet<ObjectRef<K>>>,
+pub struct ClaimIndex<K> {
+    namespace: Option<String>,
+    by_name: Claims,
     /// Entries of a relist under way, swapped in when it is complete.
-    relisting: Option<HashMap<String, HashSet<ObjectRef<K>>>>,
+    relisting: Option<Claims>,
+    kind: std::marker::PhantomData<fn() -> K>,
 }
 
-impl<K: kube::Resource<DynamicType = ()>> Default for ClaimIndex<K> {
+/// Per server name, the names of the CRs that claim it.
+type Claims = HashMap<Box<str>, Vec<Box<str>>>;
+
+impl<K> Default for ClaimIndex<K> {
     fn default() -> Self {
         Self {
+            namespace: None,
             by_name: HashMap::new(),
             relisting: None,
+            kind: std::marker::PhantomData,
         }
     }
 }
@@ -83,9 +95,22 @@ impl<K> ClaimIndex<K>
 where
     K: ServerResource + kube::Resource<DynamicType = ()>,
 {
-    fn insert(map: &mut HashMap<String, HashSet<ObjectRef<K>>>, cr: &K) {
-        if let Some(name) = cr.server_name() {
-            map.entry(name).or_default().insert(ObjectRef::from_obj(cr));
+    fn insert(&mut self, relist: bool, cr: &K) {
+        let Some(name) = cr.server_name() else {
+            return;
+        };
+        if self.namespace.is_none() {
+            self.namespace = cr.namespace();
+        }
+        let map = if relist {
+            self.relisting.get_or_insert_with(HashMap::new)
+        } else {
+            &mut self.by_name
+        };
+        let claimants = map.entry(name.into_boxed_str()).or_default();
+        let cr_name = cr.name_any();
+        if !claimants.iter().any(|c| **c == *cr_name) {
+            claimants.push(cr_name.into_boxed_str());
         }
     }
 
@@ -95,17 +120,18 @@ where
     pub fn apply(&mut self, event: &watcher::Event<K>) -> Vec<String> {
         match event {
             watcher::Event::Apply(cr) => {
-                Self::insert(&mut self.by_name, cr);
+                self.insert(false, cr);
                 Vec::new()
             }
             watcher::Event::Delete(cr) => {
                 let Some(name) = cr.server_name() else {
                     return Vec::new();
                 };
-                if let Some(set) = self.by_name.get_mut(&name) {
-                    set.remove(&ObjectRef::from_obj(cr));
-                    if set.is_empty() {
-                        self.by_name.remove(&name);
+                if let Some(claimants) = self.by_name.get_mut(name.as_str()) {
+                    let cr_name = cr.name_any();
+                    claimants.retain(|c| **c != *cr_name);
+                    if claimants.is_empty() {
+                        self.by_name.remove(name.as_str());
                     }
                 }
                 vec![name]
@@ -115,8 +141,8 @@ where
                 Vec::new()
             }
             watcher::Event::InitApply(cr) => {
-                if let Some(map) = self.relisting.as_mut() {
-                    Self::insert(map, cr);
+                if self.relisting.is_some() {
+                    self.insert(true, cr);
                 }
                 Vec::new()
             }
@@ -129,9 +155,9 @@ where
                     .filter(|(name, claimants)| {
                         self.by_name
                             .get(name)
-                            .is_none_or(|now| !claimants.is_subset(now))
+                            .is_none_or(|now| !claimants.iter().all(|c| now.contains(c)))
                     })
-                    .map(|(name, _)| name)
+                    .map(|(name, _)| name.into_string())
                     .collect()
             }
         }
@@ -141,13 +167,24 @@ where
     pub fn claimants(&self, server_name: &str) -> Vec<ObjectRef<K>> {
         self.by_name
             .get(server_name)
-            .map(|set| set.iter().cloned().collect())
+            .map(|claimants| {
+                claimants
+                    .iter()
+                    .map(|name| {
+                        let key = ObjectRef::new(name);
+                        match &self.namespace {
+                            Some(ns) => key.within(ns),
+                            None => key,
+                        }
+                    })
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     /// Every server name some CR claims.
     pub fn names(&self) -> HashSet<String> {
-        self.by_name.keys().cloned().collect()
+        self.by_name.keys().map(|name| name.to_string()).collect()
     }
 }
 

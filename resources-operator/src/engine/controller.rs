@@ -40,6 +40,7 @@ use tokio::sync::watch;
 
 use super::catalog::{Needed, ServerCatalog};
 use super::claims;
+use super::compact;
 use super::comparing;
 use super::decision::{
     Action, Comparison, CrView, Decision, Observation, ServerView, Status, decide,
@@ -198,6 +199,7 @@ impl<A: KindAdapter> Engine<A> {
                 crs.remove(&key);
                 !crs.is_empty()
             });
+            compact::after_removal(waiting);
             for needed in &missing {
                 waiting
                     .entry(needed.clone())
@@ -213,7 +215,11 @@ impl<A: KindAdapter> Engine<A> {
 
     /// A server object appeared: the CRs waiting for it are reconciled (design D1).
     pub fn dependency_appeared(&self, needed: &Needed) {
-        let waiting = Self::lock(&self.waiting, |waiting| waiting.remove(needed));
+        let waiting = Self::lock(&self.waiting, |waiting| {
+            let crs = waiting.remove(needed);
+            compact::after_removal(waiting);
+            crs
+        });
         for key in waiting.into_iter().flatten() {
             self.send(key);
         }
@@ -253,6 +259,7 @@ impl<A: KindAdapter> Engine<A> {
     fn started(&self, cr: &A::Cr) {
         let depth = Self::lock(&self.queued, |queued| {
             queued.remove(&ObjectRef::from_obj(cr));
+            compact::after_removal(queued);
             queued.len()
         });
         self.metrics
@@ -264,7 +271,37 @@ impl<A: KindAdapter> Engine<A> {
     /// Follows one event of the CR watch (the claims index); returns the server names that
     /// lost a claimant.
     pub(super) fn index(&self, event: &watcher::Event<A::Cr>) -> Vec<String> {
+        match event {
+            watcher::Event::Delete(cr) => self.forget(|uid| Some(uid) != cr.uid().as_deref()),
+            watcher::Event::InitDone => {
+                let present: HashSet<String> = self
+                    .store
+                    .state()
+                    .iter()
+                    .filter_map(|cr| cr.uid())
+                    .collect();
+                self.forget(|uid| present.contains(uid));
+            }
+            _ => {}
+        }
         Self::lock(&self.claims, |claims| claims.apply(event))
+    }
+
+    /// Drops what is remembered per CR uid (comparisons, refusals, versions our writes
+    /// replaced) of the CRs that are gone: those whose uid `keep` refuses.
+    fn forget(&self, keep: impl Fn(&str) -> bool) {
+        Self::lock(&self.comparisons, |memo| {
+            memo.retain(|uid, _| keep(uid));
+            compact::after_removal(memo);
+        });
+        Self::lock(&self.refusals, |refusals| {
+            refusals.retain(|uid, _| keep(uid));
+            compact::after_removal(refusals);
+        });
+        Self::lock(&self.replaced_versions, |replaced| {
+            replaced.retain(|uid, _| keep(uid));
+            compact::after_removal(replaced);
+        });
     }
 
     /// The CRs of the store that claim `server_name`, from the index.
@@ -314,7 +351,11 @@ impl<A: KindAdapter> Engine<A> {
     /// The object's events are handled: observed in `event_to_cr_seconds` when it took a CR
     /// write; forgotten otherwise (an echo, a mode that does not mirror).
     pub(super) fn event_handled(&self, server_name: &str, wrote_cr: bool) {
-        let since = Self::lock(&self.events_pending, |pending| pending.remove(server_name));
+        let since = Self::lock(&self.events_pending, |pending| {
+            let since = pending.remove(server_name);
+            compact::after_removal(pending);
+            since
+        });
         if let (Some(since), true) = (since, wrote_cr) {
             self.metrics
                 .event_to_cr_seconds
@@ -396,7 +437,8 @@ impl<A: KindAdapter> Engine<A> {
         }
     }
 
-    /// The comparison of the CR with the server object, memoised per (generation, digest),
+    /// The comparison of the CR with the server object, memoised per (generation, digest)
+    /// when the server was asked,
     /// and whether a difference is classified (in place or not): without `classify`, the
     /// kind's cheaper unclassified comparison when it has one (see [`super::comparing`]).
     pub(super) async fn compare(
@@ -429,17 +471,19 @@ impl<A: KindAdapter> Engine<A> {
             }
             None => (self.adapter.compare(cr, &known.object).await?, true),
         };
-        Self::lock(&self.comparisons, |memo| {
-            memo.insert(
-                uid,
-                (
-                    generation,
-                    known.digest.clone(),
-                    compared.clone(),
-                    classified,
-                ),
-            )
-        });
+        if compared.asked_server {
+            Self::lock(&self.comparisons, |memo| {
+                memo.insert(
+                    uid,
+                    (
+                        generation,
+                        known.digest.clone(),
+                        compared.clone(),
+                        classified,
+                    ),
+                )
+            });
+        }
         Ok((compared, classified))
     }
 
@@ -501,10 +545,7 @@ impl<A: KindAdapter> Engine<A> {
                 ) =>
             {
                 Some((
-                    Compared {
-                        comparison: Comparison::Different { in_place: false },
-                        reasons: Vec::new(),
-                    },
+                    Compared::local(Comparison::Different { in_place: false }, Vec::new()),
                     false,
                 ))
             }
@@ -675,7 +716,10 @@ impl<A: KindAdapter> Engine<A> {
         };
         self.publish(cr, &decision).await;
         if decision.action.writes_server() {
-            Self::lock(&self.refusals, |r| r.remove(&cr.uid().unwrap_or_default()));
+            Self::lock(&self.refusals, |r| {
+                r.remove(&cr.uid().unwrap_or_default());
+                compact::after_removal(r);
+            });
         }
         Ok(match decision.action {
             Action::Nothing if status_written => ("status", Requeue::await_change()),

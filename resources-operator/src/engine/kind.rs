@@ -90,6 +90,29 @@ pub fn no_update_in_place(kind: &str, server_name: &str) -> KindError {
 pub struct Compared {
     pub comparison: Comparison,
     pub reasons: Vec<String>,
+    /// Whether the server was asked. The engine memoises only those comparisons: one made
+    /// locally costs less than the memory of an entry per CR.
+    pub asked_server: bool,
+}
+
+impl Compared {
+    /// A comparison made without the server.
+    pub fn local(comparison: Comparison, reasons: Vec<String>) -> Self {
+        Self {
+            comparison,
+            reasons,
+            asked_server: false,
+        }
+    }
+
+    /// A comparison the server made.
+    pub fn by_server(comparison: Comparison, reasons: Vec<String>) -> Self {
+        Self {
+            comparison,
+            reasons,
+            asked_server: true,
+        }
+    }
 }
 
 /// One resource kind, as the engine needs it. The engine is generic over it; adding a kind is

@@ -21,6 +21,7 @@
 
 pub mod catalog;
 pub mod claims;
+pub mod compact;
 pub mod comparing;
 pub mod controller;
 pub mod decision;

@@ -121,10 +121,7 @@ impl CacheAdapter {
         classify: bool,
     ) -> Result<Compared, KindError> {
         let object = &object.value();
-        let equal = Compared {
-            comparison: Comparison::Equal,
-            reasons: Vec::new(),
-        };
+        let equal = Compared::local(Comparison::Equal, Vec::new());
         // A CR naming a template is compared through the template's configuration; without
         // the template (removed since) there is nothing to compare with: taken as equal.
         let Some(document) = self.desired_document(cr).await? else {
@@ -143,13 +140,13 @@ impl CacheAdapter {
             .await?
             == ServerComparison::Equal
         {
-            return Ok(equal);
+            return Ok(Compared::by_server(Comparison::Equal, Vec::new()));
         }
         if !classify {
-            return Ok(Compared {
-                comparison: Comparison::Different { in_place: false },
-                reasons: Vec::new(),
-            });
+            return Ok(Compared::by_server(
+                Comparison::Different { in_place: false },
+                Vec::new(),
+            ));
         }
         Ok(
             match self
@@ -157,14 +154,12 @@ impl CacheAdapter {
                 .compare_configs(&document, &server, true)
                 .await?
             {
-                ServerComparison::Equal => Compared {
-                    comparison: Comparison::Different { in_place: true },
-                    reasons: Vec::new(),
-                },
-                ServerComparison::Different { reason } => Compared {
-                    comparison: Comparison::Different { in_place: false },
-                    reasons: reason,
-                },
+                ServerComparison::Equal => {
+                    Compared::by_server(Comparison::Different { in_place: true }, Vec::new())
+                }
+                ServerComparison::Different { reason } => {
+                    Compared::by_server(Comparison::Different { in_place: false }, reason)
+                }
             },
         )
     }

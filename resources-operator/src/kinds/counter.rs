@@ -199,15 +199,12 @@ impl KindAdapter for CounterAdapter {
         let wanted = with_server_defaults(&desired(cr));
         let object = &with_server_defaults(object);
         Ok(if &wanted == object {
-            Compared {
-                comparison: Comparison::Equal,
-                reasons: Vec::new(),
-            }
+            Compared::local(Comparison::Equal, Vec::new())
         } else {
-            Compared {
-                comparison: Comparison::Different { in_place: false },
-                reasons: differences(&wanted, object),
-            }
+            Compared::local(
+                Comparison::Different { in_place: false },
+                differences(&wanted, object),
+            )
         })
     }
 

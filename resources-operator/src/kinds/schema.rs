@@ -131,10 +131,7 @@ impl KindAdapter for SchemaAdapter {
         } else {
             Comparison::Different { in_place: true }
         };
-        Ok(Compared {
-            comparison,
-            reasons: Vec::new(),
-        })
+        Ok(Compared::local(comparison, Vec::new()))
     }
 
     async fn mirror_spec(

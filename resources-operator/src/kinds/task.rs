@@ -92,10 +92,7 @@ impl KindAdapter for TaskAdapter {
         } else {
             Comparison::Different { in_place: true }
         };
-        Ok(Compared {
-            comparison,
-            reasons: Vec::new(),
-        })
+        Ok(Compared::local(comparison, Vec::new()))
     }
 
     async fn mirror_spec(&self, server_name: &str, object: &String) -> Result<Value, KindError> {

@@ -164,10 +164,7 @@ impl KindAdapter for TemplateAdapter {
             ServerComparison::Equal => Comparison::Equal,
             ServerComparison::Different { .. } => Comparison::Different { in_place: false },
         };
-        Ok(Compared {
-            comparison,
-            reasons: Vec::new(),
-        })
+        Ok(Compared::by_server(comparison, Vec::new()))
     }
 
     async fn mirror_spec(&self, server_name: &str, object: &Value) -> Result<Value, KindError> {

@@ -25,6 +25,7 @@ impl<A: KindAdapter> Engine<A> {
                 }
                 Some(_) => {
                     replaced.remove(&uid);
+                    compact::after_removal(replaced);
                     false
                 }
                 None => false,

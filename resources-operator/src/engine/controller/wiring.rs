@@ -111,7 +111,12 @@ impl<A: KindAdapter> Wiring<A> {
                     }
                 }
             })
-            .modify(|cr: &mut A::Cr| cr.managed_fields_mut().clear())
+            // The store keeps an object per CR: what the engine never reads stays out of it
+            // (it writes CRs with merge patches only, never a whole object from the store).
+            .modify(|cr: &mut A::Cr| {
+                cr.managed_fields_mut().clear();
+                cr.meta_mut().owner_references = None;
+            })
             .reflect(writer)
             .inspect({
                 let engine = Arc::clone(&engine);
