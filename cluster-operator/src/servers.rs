@@ -3,10 +3,13 @@
 //!
 //! Decisions:
 //!
-//! - **Where, in a cluster**: [`Target::Service`] is the client Service,
-//!   `http(s)://<name>.<namespace>.svc.<cluster domain>:11222` (the URL the resources operator
-//!   is given, [`resources_operator::infinispan_url`]; `https` iff
-//!   `spec.security.endpointEncryption.type` is `Secret`, [`resources_operator::endpoint_scheme`]).
+//! - **Where, in a cluster**: [`Target::Service`] is the operators' Service,
+//!   `http(s)://<name>-operator.<namespace>.svc.<cluster domain>:11222` (`https` iff
+//!   `spec.security.endpointEncryption.type` is `Secret`, [`resources_operator::endpoint_scheme`]):
+//!   the client Service with client-IP session affinity, so that one client's connections reach
+//!   the node that issued its DIGEST nonces (each node has its own). With TLS its certificate
+//!   is verified against the client Service's name, `<name>.<namespace>.svc.<cluster domain>`
+//!   (the name a user's certificate is issued for).
 //!   [`Target::FirstPod`] is pod 0 of the StatefulSet through the headless Service,
 //!   `http(s)://<name>-0.<name>-ping.<namespace>.svc.<cluster domain>:11222`, for work whose
 //!   state lives on one node: backup and restore jobs (and their archives) exist only on the
@@ -246,7 +249,7 @@ impl FromStr for ServerAddresses {
 /// Which server of a cluster to reach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// Any node, through the client Service.
+    /// One node, through the operators' Service (client-IP session affinity).
     Service,
     /// Always the same node, pod 0 (node-local work: backups and restores).
     FirstPod,
@@ -372,29 +375,27 @@ impl Servers {
                 tls_server_name: None,
             });
         }
-        let service = resources_operator::infinispan_url(cluster, &self.cluster_domain)?;
-        match target {
-            Target::Service => Ok(Endpoint {
-                url: service,
-                tls_server_name: None,
-            }),
+        // The name a certificate is issued for (and the check of the domain).
+        let certified = resources_operator::client_service_host(cluster, &self.cluster_domain)?;
+        let https = cluster.spec.security.endpoint_encryption.type_ == EncryptionType::Secret;
+        let url = match target {
+            Target::Service => {
+                resources_operator::operator_service_url(cluster, &self.cluster_domain)?
+            }
             Target::FirstPod => {
                 let scheme = resources_operator::endpoint_scheme(cluster);
                 let domain = self.cluster_domain.trim_end_matches('.');
                 let ping = ping_service_name(name);
-                let https =
-                    cluster.spec.security.endpoint_encryption.type_ == EncryptionType::Secret;
-                Ok(Endpoint {
-                    url: format!(
-                        "{scheme}://{name}-0.{ping}.{namespace}.svc.{domain}:{SERVER_PORT}"
-                    ),
-                    tls_server_name: https.then(|| format!("{name}.{namespace}.svc.{domain}")),
-                })
+                format!("{scheme}://{name}-0.{ping}.{namespace}.svc.{domain}:{SERVER_PORT}")
             }
-        }
+        };
+        Ok(Endpoint {
+            url,
+            tls_server_name: https.then_some(certified),
+        })
     }
 
-    /// A REST client for `cluster`'s server through its client Service (or its override).
+    /// A REST client for `cluster`'s server through its operators' Service (or its override).
     pub async fn client_for(
         &self,
         client: &kube::Client,
@@ -698,7 +699,7 @@ mod tests {
         assert_eq!(
             servers.endpoint(&cr, Target::Service).expect("ok"),
             Endpoint {
-                url: "http://demo.team-a.svc.cluster.local:11222".into(),
+                url: "http://demo-operator.team-a.svc.cluster.local:11222".into(),
                 tls_server_name: None,
             }
         );
@@ -711,8 +712,11 @@ mod tests {
         );
         cr.spec.security.endpoint_encryption.type_ = EncryptionType::Secret;
         assert_eq!(
-            servers.endpoint(&cr, Target::Service).expect("ok").url,
-            "https://demo.team-a.svc.cluster.local:11222"
+            servers.endpoint(&cr, Target::Service).expect("ok"),
+            Endpoint {
+                url: "https://demo-operator.team-a.svc.cluster.local:11222".into(),
+                tls_server_name: Some("demo.team-a.svc.cluster.local".into()),
+            }
         );
         assert_eq!(
             servers.endpoint(&cr, Target::FirstPod).expect("ok"),
@@ -755,7 +759,7 @@ mod tests {
                 .endpoint(&cluster("team-b", "demo"), Target::Service)
                 .expect("ok")
                 .url,
-            "http://demo.team-b.svc.cluster.local:11222"
+            "http://demo-operator.team-b.svc.cluster.local:11222"
         );
     }
 

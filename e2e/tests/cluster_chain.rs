@@ -4,8 +4,8 @@
 //! and `groups.properties` of the `<cluster>-server-identities` Secret); the real
 //! resources-operator binary runs with the arguments and environment read back from the
 //! Deployment the cluster operator created, as the ServiceAccount the cluster operator created
-//! (only the server URL differs: the Service name does not resolve outside a cluster, and the
-//! metrics port is moved off 8080). Then a Cache CR reaches the server, a cache created over
+//! (only the server URL differs: the operators' Service, `<cluster>-operator`, does not resolve
+//! outside a cluster, and the metrics port is moved off 8080). Then a Cache CR reaches the server, a cache created over
 //! REST becomes a CR, and deleting the cluster drains for real: the resources operator releases
 //! its finalizers itself (no drain timeout), the user CR says `ClusterNotFound`, the mirror CR
 //! goes with the cluster.
@@ -121,7 +121,7 @@ async fn chain(node: &Node) -> anyhow::Result<()> {
     for arg in container.args.clone().unwrap_or_default() {
         if let Some(url) = arg.strip_prefix("--infinispan-url=") {
             ensure!(
-                url == format!("http://demo.{ns}.svc.cluster.local:11222"),
+                url == format!("http://demo-operator.{ns}.svc.cluster.local:11222"),
                 "{url}"
             );
             args.push(format!("--infinispan-url={}", node.url()));

@@ -49,6 +49,7 @@ async fn objects_of(
     look!(Secret, format!("{name}-server-identities"));
     look!(Service, name.to_string());
     look!(Service, format!("{name}-ping"));
+    look!(Service, format!("{name}-operator"));
     look!(StatefulSet, name.to_string());
     look!(PodDisruptionBudget, name.to_string());
     look!(ServiceAccount, format!("resources-operator-{name}"));
@@ -58,13 +59,14 @@ async fn objects_of(
     Ok(found)
 }
 
-const ALL_OBJECTS: [&str; 12] = [
+const ALL_OBJECTS: [&str; 13] = [
     "ConfigMap/{}-server-config",
     "Secret/{}-operator-credentials",
     "Secret/{}-generated-identities",
     "Secret/{}-server-identities",
     "Service/{}",
     "Service/{}-ping",
+    "Service/{}-operator",
     "StatefulSet/{}",
     "PodDisruptionBudget/{}",
     "ServiceAccount/resources-operator-{}",
@@ -153,6 +155,39 @@ async fn a_cluster_gets_every_object_owned_and_its_pods_admitted() -> anyhow::Re
         objects.values().all(|owned| *owned),
         "not all controlled by the CR: {objects:?}"
     );
+
+    // The operators reach the server through the client Service's twin with client-IP session
+    // affinity (each server node issues its own DIGEST nonces); applications keep the client
+    // Service, which spreads connections.
+    let service_spec = |service: Option<Service>| service.and_then(|s| s.spec).unwrap_or_default();
+    let client_service = service_spec(get::<Service>(&env.client, &ns, "demo").await?);
+    let operator_service = service_spec(get::<Service>(&env.client, &ns, "demo-operator").await?);
+    ensure!(
+        operator_service.session_affinity.as_deref() == Some("ClientIP"),
+        "{operator_service:?}"
+    );
+    ensure!(
+        client_service.session_affinity.as_deref() != Some("ClientIP"),
+        "{client_service:?}"
+    );
+    ensure!(
+        operator_service.selector.is_some()
+            && operator_service.selector == client_service.selector
+            && operator_service.ports == client_service.ports,
+        "operator {operator_service:?}, client {client_service:?}"
+    );
+    let deployment = get::<Deployment>(&env.client, &ns, "resources-operator-demo")
+        .await?
+        .context("Deployment")?;
+    let args = deployment
+        .spec
+        .template
+        .spec
+        .and_then(|p| p.containers.into_iter().next())
+        .and_then(|c| c.args)
+        .unwrap_or_default();
+    let url = format!("--infinispan-url=http://demo-operator.{ns}.svc.cluster.local:11222");
+    ensure!(args.contains(&url), "{args:?}");
 
     // The controllers' pods are admitted under the restricted profile.
     let client = &env.client;

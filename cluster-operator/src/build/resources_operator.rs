@@ -10,12 +10,18 @@
 //!
 //! Decisions:
 //!
-//! - **Server URL**: `<scheme>://<cluster>.<namespace>.svc.<cluster domain>:11222`, the cluster's
-//!   client Service. The scheme is `https` when `spec.security.endpointEncryption.type` is
-//!   `Secret` (the server then speaks only TLS on its single endpoint port) and `http` when it is
-//!   `None`. The certificate must be issued for that host name; the resources operator verifies
-//!   it against its system roots and, when the certificate Secret holds `ca.crt`, that CA
-//!   (mounted, `--ca-bundle`).
+//! - **Server URL** ([`infinispan_url`]): without TLS (`spec.security.endpointEncryption.type`
+//!   `None`), `http://<cluster>-operator.<namespace>.svc.<cluster domain>:11222`, the operators'
+//!   Service: the client Service with client-IP session affinity, so that the operator's
+//!   connections all reach the server pod that issued its DIGEST nonces (each node has its own:
+//!   see the server module's "The operators' Service"). With TLS (`Secret`: the server then
+//!   speaks only TLS on its single endpoint port), `https://<cluster>.<namespace>.svc.<cluster
+//!   domain>:11222`, the client Service, for now: the certificate is issued for that host name
+//!   and the resources operator verifies it against the URL's host (it has no flag naming
+//!   another one yet), against its system roots and, when the certificate Secret holds
+//!   `ca.crt`, that CA (mounted, `--ca-bundle`). Through the client Service a new connection
+//!   that lands on another pod than the last costs one more DIGEST challenge (a round trip; no
+//!   request failed in the measurement, `infinispan-rest/tests/multi_node.rs`).
 //! - **Command line**: flags (`--name=value`, never the environment) so that `kubectl get -o
 //!   yaml` shows them in one place: `run --cluster --namespace --infinispan-url
 //!   --credentials-secret --log-level --metrics-address --leader-election=true`, plus the
@@ -65,6 +71,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sha2::{Digest, Sha256};
+
+use super::server::{client_service_name, operator_service_name};
 
 /// Cluster domain of the server's Service URL when the cluster operator is not told otherwise.
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
@@ -350,11 +358,59 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
     })
 }
 
-/// The URL of the cluster's client Service:
-/// `http(s)://<cluster>.<namespace>.svc.<cluster_domain>:11222`, `https` when the endpoint is
-/// encrypted (`spec.security.endpointEncryption.type: Secret`). A trailing dot of the domain is
-/// dropped.
+/// The server URL the resources operator is given (see the module documentation): the
+/// operators' Service ([`operator_service_url`]) when the endpoint is plain HTTP, the client
+/// Service ([`client_service_url`], the name the certificate is issued for) when it is
+/// encrypted (`spec.security.endpointEncryption.type: Secret`).
 pub fn infinispan_url(cluster: &Infinispan, cluster_domain: &str) -> Result<String, BuildError> {
+    match cluster.spec.security.endpoint_encryption.type_ {
+        EncryptionType::None => operator_service_url(cluster, cluster_domain),
+        EncryptionType::Secret => client_service_url(cluster, cluster_domain),
+    }
+}
+
+/// The URL of the cluster's client Service:
+/// `http(s)://<cluster>.<namespace>.svc.<cluster_domain>:11222` ([`endpoint_scheme`]). A
+/// trailing dot of the domain is dropped.
+pub fn client_service_url(
+    cluster: &Infinispan,
+    cluster_domain: &str,
+) -> Result<String, BuildError> {
+    let host = client_service_host(cluster, cluster_domain)?;
+    Ok(format!(
+        "{}://{host}:{SERVER_PORT}",
+        endpoint_scheme(cluster)
+    ))
+}
+
+/// The URL of the cluster's operators' Service (client-IP session affinity):
+/// `http(s)://<cluster>-operator.<namespace>.svc.<cluster_domain>:11222`.
+pub fn operator_service_url(
+    cluster: &Infinispan,
+    cluster_domain: &str,
+) -> Result<String, BuildError> {
+    let host = service_host(cluster, cluster_domain, operator_service_name)?;
+    Ok(format!(
+        "{}://{host}:{SERVER_PORT}",
+        endpoint_scheme(cluster)
+    ))
+}
+
+/// `<cluster>.<namespace>.svc.<cluster_domain>`, the client Service's host name: the name a
+/// server certificate is issued for.
+pub fn client_service_host(
+    cluster: &Infinispan,
+    cluster_domain: &str,
+) -> Result<String, BuildError> {
+    service_host(cluster, cluster_domain, client_service_name)
+}
+
+/// `<service>.<namespace>.svc.<cluster_domain>` of the cluster's Service named by `service`.
+fn service_host(
+    cluster: &Infinispan,
+    cluster_domain: &str,
+    service: fn(&str) -> String,
+) -> Result<String, BuildError> {
     let (name, namespace) = name_and_namespace(cluster)?;
     let domain = cluster_domain.strip_suffix('.').unwrap_or(cluster_domain);
     if !is_dns1123_subdomain(domain) {
@@ -362,10 +418,7 @@ pub fn infinispan_url(cluster: &Infinispan, cluster_domain: &str) -> Result<Stri
             domain: cluster_domain.to_string(),
         });
     }
-    let scheme = endpoint_scheme(cluster);
-    Ok(format!(
-        "{scheme}://{name}.{namespace}.svc.{domain}:{SERVER_PORT}"
-    ))
+    Ok(format!("{}.{namespace}.svc.{domain}", service(name)))
 }
 
 /// The scheme of the cluster's endpoint: `https` when it is encrypted
@@ -899,7 +952,7 @@ mod tests {
                 "run",
                 "--cluster=demo",
                 "--namespace=team-a",
-                "--infinispan-url=http://demo.team-a.svc.cluster.local:11222",
+                "--infinispan-url=http://demo-operator.team-a.svc.cluster.local:11222",
                 "--credentials-secret=demo-operator-credentials",
                 "--log-level=info",
                 "--metrics-address=0.0.0.0:8080",
@@ -991,23 +1044,44 @@ mod tests {
     fn the_url_follows_the_endpoint_encryption() {
         let mut cr = cluster("demo", "ns");
         let url = |cr: &Infinispan, domain: &str| infinispan_url(cr, domain).ok();
+        // Plain: the operators' Service (client-IP session affinity).
         assert_eq!(
             url(&cr, "cluster.local").as_deref(),
+            Some("http://demo-operator.ns.svc.cluster.local:11222")
+        );
+        assert_eq!(
+            client_service_url(&cr, "cluster.local").ok().as_deref(),
             Some("http://demo.ns.svc.cluster.local:11222")
         );
+        // TLS: the client Service, the name the certificate is issued for.
         cr.spec.security.endpoint_encryption.type_ = EncryptionType::Secret;
         assert_eq!(
             url(&cr, "cluster.local.").as_deref(),
             Some("https://demo.ns.svc.cluster.local:11222")
         );
-        for bad in ["", ".", "Cluster.Local", "a..b", "-x"] {
-            assert!(
-                matches!(
+        assert_eq!(
+            operator_service_url(&cr, "cluster.local.").ok().as_deref(),
+            Some("https://demo-operator.ns.svc.cluster.local:11222")
+        );
+        assert_eq!(
+            client_service_host(&cr, "cluster.local.").ok().as_deref(),
+            Some("demo.ns.svc.cluster.local")
+        );
+        for encryption in [EncryptionType::None, EncryptionType::Secret] {
+            cr.spec.security.endpoint_encryption.type_ = encryption;
+            for bad in ["", ".", "Cluster.Local", "a..b", "-x"] {
+                for result in [
                     infinispan_url(&cr, bad),
-                    Err(BuildError::InvalidClusterDomain { .. })
-                ),
-                "{bad:?}"
-            );
+                    client_service_url(&cr, bad),
+                    operator_service_url(&cr, bad),
+                    client_service_host(&cr, bad),
+                ] {
+                    assert!(
+                        matches!(result, Err(BuildError::InvalidClusterDomain { .. })),
+                        "{bad:?}"
+                    );
+                }
+            }
         }
     }
 

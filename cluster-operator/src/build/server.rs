@@ -1,6 +1,6 @@
 //! The Infinispan server's objects (see [`super`]): its configuration (ConfigMap), the realm's
 //! identities (Secret), the headless Service of JGroups discovery, the client Service, the
-//! StatefulSet and the PodDisruptionBudget.
+//! operators' Service, the StatefulSet and the PodDisruptionBudget.
 //!
 //! [`build`] returns them all from the `Infinispan` CR (as read from the API server: it needs the
 //! name, namespace and uid), the operator-level [`Settings`] and the [`Referenced`] content: what
@@ -11,10 +11,12 @@
 //! namespace, carries [`labels`] and is controlled by the CR (owner reference with
 //! `blockOwnerDeletion`), so the garbage collector removes it with the cluster.
 //!
-//! Names: the StatefulSet, the client Service and the PodDisruptionBudget are `<cluster>` (the
-//! resources operator reaches `<cluster>.<namespace>.svc:11222`), the headless Service
-//! `<cluster>-ping`, the ConfigMap `<cluster>-server-config`, the identities Secret
-//! `<cluster>-server-identities`. The cluster name must be a DNS-1123 label of at most
+//! Names: the StatefulSet, the client Service and the PodDisruptionBudget are `<cluster>`, the
+//! headless Service `<cluster>-ping`, the operators' Service `<cluster>-operator` (the resources
+//! operator reaches `<cluster>-operator.<namespace>.svc:11222`), the ConfigMap
+//! `<cluster>-server-config`, the identities Secret `<cluster>-server-identities`. The other
+//! Services of a cluster are `<cluster>-external` ([`super::expose`]); the resources operator's
+//! objects are `resources-operator-<cluster>`. The cluster name must be a DNS-1123 label of at most
 //! [`MAX_CLUSTER_NAME_LEN`] characters (the StatefulSet controller labels each pod with
 //! `controller-revision-hash: <name>-<10 characters>`, a label value of at most 63).
 //!
@@ -118,6 +120,16 @@
 //!   ConfigMap's content except `log4j2.xml` (the operator's configuration and the overlay) and
 //!   of the TLS digest. Kubernetes rolls the pods on any other template change by itself (image,
 //!   resources, env, scheduling...); replicas, labels of the CR and log levels roll nothing.
+//! - **The operators' Service** `<cluster>-operator`: the client Service's twin (same selector
+//!   and port) with `sessionAffinity: ClientIP` (default timeout, three hours), so that every
+//!   connection of one operator pod goes to the same server pod while that pod stays ready. The
+//!   operators authenticate with DIGEST and each server node issues its own nonces: a nonce one
+//!   node gave is refused by another (401 `stale=true`, measured on 16.0.7,
+//!   `infinispan-rest/tests/multi_node.rs`), so behind the client Service, which picks a pod per
+//!   connection, the REST client's pooled nonces would cost a challenge on most new
+//!   connections. The user-facing client Service keeps spreading connections over the pods.
+//!   Who uses it: the resources operator of a cluster without TLS
+//!   ([`super::resources_operator::infinispan_url`]) and `crate::servers::Target::Service`.
 //! - **PodDisruptionBudget**: `maxUnavailable: 1` when replicas > 1 (none otherwise: a budget
 //!   on one pod would only block node drains), `unhealthyPodEvictionPolicy: AlwaysAllow` so a
 //!   crash-looping pod never blocks a drain.
@@ -815,6 +827,8 @@ pub struct Objects {
     pub identities_secret: Option<Secret>,
     pub ping_service: Service,
     pub client_service: Service,
+    /// The client Service with client-IP session affinity, for the operators.
+    pub operator_service: Service,
     pub stateful_set: StatefulSet,
     /// `None` when replicas <= 1 (a left-over one is the controller's to delete).
     pub pod_disruption_budget: Option<PodDisruptionBudget>,
@@ -832,6 +846,7 @@ pub fn build(
         identities_secret: cx.identities_secret(),
         ping_service: cx.ping_service(),
         client_service: cx.client_service(),
+        operator_service: cx.operator_service(),
         stateful_set: cx.stateful_set(&config_map),
         pod_disruption_budget: cx.pod_disruption_budget(),
         config_map,
@@ -873,6 +888,15 @@ pub fn client_service(
     referenced: &Referenced,
 ) -> Result<Service, BuildError> {
     Ok(Cx::of(cluster, settings, referenced)?.client_service())
+}
+
+/// The operators' Service: the client Service with `sessionAffinity: ClientIP`.
+pub fn operator_service(
+    cluster: &Infinispan,
+    settings: &Settings,
+    referenced: &Referenced,
+) -> Result<Service, BuildError> {
+    Ok(Cx::of(cluster, settings, referenced)?.operator_service())
 }
 
 /// The StatefulSet of the server pods.
@@ -925,6 +949,12 @@ pub fn stateful_set_name(cluster: &str) -> String {
 /// Name of the client Service of `cluster`.
 pub fn client_service_name(cluster: &str) -> String {
     cluster.to_string()
+}
+
+/// Name of the operators' Service of `cluster` (client-IP session affinity). At most 61
+/// characters for a cluster name of [`MAX_CLUSTER_NAME_LEN`], within a Service name's 63.
+pub fn operator_service_name(cluster: &str) -> String {
+    format!("{cluster}-operator")
 }
 
 /// Name of the headless Service of `cluster`.
@@ -1324,11 +1354,21 @@ impl<'a> Cx<'a> {
     }
 
     fn client_service(&self) -> Service {
+        self.server_port_service(client_service_name(self.name), None)
+    }
+
+    fn operator_service(&self) -> Service {
+        self.server_port_service(operator_service_name(self.name), Some("ClientIP"))
+    }
+
+    /// A ClusterIP Service `name` on the server port of the server pods.
+    fn server_port_service(&self, name: String, session_affinity: Option<&str>) -> Service {
         Service {
-            metadata: self.metadata(client_service_name(self.name)),
+            metadata: self.metadata(name),
             spec: Some(ServiceSpec {
                 type_: Some("ClusterIP".to_string()),
                 selector: Some(selector_labels(self.name)),
+                session_affinity: session_affinity.map(str::to_string),
                 ports: Some(vec![ServicePort {
                     name: Some(SERVER_PORT_NAME.to_string()),
                     port: i32::from(SERVER_PORT),
@@ -1985,6 +2025,7 @@ mod tests {
         }
         documents.push(serde_saphyr::to_string(&objects.ping_service));
         documents.push(serde_saphyr::to_string(&objects.client_service));
+        documents.push(serde_saphyr::to_string(&objects.operator_service));
         documents.push(serde_saphyr::to_string(&objects.stateful_set));
         if let Some(budget) = &objects.pod_disruption_budget {
             documents.push(serde_saphyr::to_string(budget));
@@ -2012,6 +2053,7 @@ mod tests {
             &objects.config_map.metadata,
             &objects.ping_service.metadata,
             &objects.client_service.metadata,
+            &objects.operator_service.metadata,
             &objects.stateful_set.metadata,
         ];
         all.extend(objects.identities_secret.iter().map(|s| &s.metadata));
@@ -2033,7 +2075,7 @@ mod tests {
             block_owner_deletion: Some(true),
         };
         let metadata = all_metadata(&objects);
-        assert_eq!(metadata.len(), 6);
+        assert_eq!(metadata.len(), 7);
         for metadata in metadata {
             assert_eq!(metadata.owner_references, Some(vec![expected.clone()]));
             assert_eq!(metadata.namespace.as_deref(), Some("team-a"));
@@ -2053,6 +2095,7 @@ mod tests {
                 "demo-server-config",
                 "demo-ping",
                 "demo",
+                "demo-operator",
                 "demo",
                 "demo-server-identities",
                 "demo"
@@ -2100,7 +2143,11 @@ mod tests {
             for (key, value) in &expected {
                 assert_eq!(pod_labels.get(key), Some(value), "{key}");
             }
-            for service in [&objects.ping_service, &objects.client_service] {
+            for service in [
+                &objects.ping_service,
+                &objects.client_service,
+                &objects.operator_service,
+            ] {
                 let spec = service.spec.clone().unwrap_or_default();
                 assert_eq!(spec.selector.as_ref(), Some(&expected));
             }
@@ -2119,6 +2166,65 @@ mod tests {
             other.stateful_set.spec.selector,
             variants[0].stateful_set.spec.selector
         );
+    }
+
+    #[test]
+    fn the_operators_service_is_the_client_service_with_client_ip_affinity() {
+        for objects in [default_objects(), full_objects(), bare_objects()] {
+            let cluster = objects
+                .client_service
+                .metadata
+                .name
+                .clone()
+                .unwrap_or_default();
+            let client = objects.client_service.spec.clone().unwrap_or_default();
+            let operator = objects.operator_service.spec.clone().unwrap_or_default();
+            assert_eq!(operator.session_affinity.as_deref(), Some("ClientIP"));
+            // The API server's default timeout (10800 s).
+            assert_eq!(operator.session_affinity_config, None);
+            // Applications keep spreading their connections over the pods.
+            assert_eq!(client.session_affinity, None);
+            // Otherwise the same Service: selector, port, type.
+            assert_eq!(
+                ServiceSpec {
+                    session_affinity: None,
+                    ..operator
+                },
+                client
+            );
+            assert_eq!(
+                objects.operator_service.metadata.name,
+                Some(format!("{cluster}-operator"))
+            );
+            assert_eq!(
+                ObjectMeta {
+                    name: None,
+                    ..objects.operator_service.metadata.clone()
+                },
+                ObjectMeta {
+                    name: None,
+                    ..objects.client_service.metadata.clone()
+                }
+            );
+        }
+    }
+
+    /// The Services of one cluster have distinct names, each a valid Service name (a DNS-1035
+    /// label: at most 63 characters) for the longest and for a one-character cluster name.
+    #[test]
+    fn the_service_names_of_a_cluster_are_distinct_and_valid() {
+        for cluster in ["a".repeat(MAX_CLUSTER_NAME_LEN), "a".to_string()] {
+            let names = [
+                client_service_name(&cluster),
+                ping_service_name(&cluster),
+                operator_service_name(&cluster),
+                crate::build::expose::external_service_name(&cluster),
+            ];
+            for (i, name) in names.iter().enumerate() {
+                assert!(name.len() <= 63 && is_dns1123_label(name), "{name}");
+                assert!(!names[..i].contains(name), "{name} twice");
+            }
+        }
     }
 
     /// The checks of the restricted Pod Security Standard, for every container.

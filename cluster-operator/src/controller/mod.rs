@@ -8,9 +8,9 @@
 //! 2. reads what the CR references ([`referenced`]; generates the operators' credentials and,
 //!    unless the user names one, the application identities Secret);
 //! 3. builds the server objects ([`crate::build::server`]) and applies them in order
-//!    (ConfigMap, identities Secret, Services, the `spec.expose` Service or Ingress,
-//!    StatefulSet, PodDisruptionBudget), deleting a left-over identities Secret, external
-//!    Service, Ingress or budget the CR no longer asks for;
+//!    (ConfigMap, identities Secret, Services: headless, client and the operators', the
+//!    `spec.expose` Service or Ingress, StatefulSet, PodDisruptionBudget), deleting a left-over
+//!    identities Secret, external Service, Ingress or budget the CR no longer asks for;
 //! 4. applies the resources operator's ServiceAccount, Role, RoleBinding and Deployment
 //!    ([`crate::build::resources_operator`]), or drains and removes them when
 //!    `spec.resourcesOperator.enabled` is false ([`teardown`]);
@@ -468,6 +468,7 @@ async fn apply_server(
     .await?;
     apply(client, &objects.ping_service).await?;
     apply(client, &objects.client_service).await?;
+    apply(client, &objects.operator_service).await?;
     let exposed = expose::build(cluster);
     apply_or_remove(
         client,
