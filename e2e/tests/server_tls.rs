@@ -11,6 +11,9 @@
 //! - Without it: the TLS failure is logged as such, naming `--ca-bundle`, by every stream; the
 //!   operator keeps running (healthy, not Ready), writes nothing, and stops cleanly on SIGTERM.
 //! - A missing or invalid bundle stops the start with an error naming the file.
+//! - `--tls-server-name` is the name the certificate is checked against (the cluster operator
+//!   gives the client Service's name with the operators' Service in the URL): a name the
+//!   certificate does not carry fails as TLS, although the URL's host (127.0.0.1) is in it.
 
 use std::path::Path;
 use std::time::Duration;
@@ -149,4 +152,41 @@ async fn a_missing_or_invalid_ca_bundle_stops_the_start_naming_the_file() -> any
         ensure!(!log.contains("panicked"), "{instance}: panic:\n{log}");
     }
     Ok(())
+}
+
+#[tokio::test]
+async fn the_certificate_is_checked_against_the_tls_server_name() -> anyhow::Result<()> {
+    Testbed::get()?;
+    let mut pki = ServerPki::generate("tls-server-name")?;
+    let node = tls_node("tls-server-name", 2062, &mut pki)?;
+    let ca = pki.ca().display().to_string();
+    let options = Options {
+        wait_ready: false,
+        ..options(
+            &node,
+            &pki.ca(),
+            &[
+                "--ca-bundle",
+                &ca,
+                "--tls-server-name",
+                "demo.elsewhere.svc.cluster.local",
+            ],
+        )?
+    };
+    with_options_fixture("tls-server-name", options, async |f| {
+        let operator = &f.operator;
+        let needles = [TLS_FAILURE, "stream=\"config\""];
+        let needles = &needles;
+        eventually(
+            "the TLS failure of the config stream in the operator's log",
+            SLOW,
+            || async move { Ok((operator.log_lines(needles) > 0).then_some(())) },
+        )
+        .await
+        .map_err(|e| operator.with_log(e))?;
+        let (readyz, _) = f.operator.get("/readyz").await?;
+        ensure!(readyz != 200, "/readyz answers {readyz}");
+        Ok(())
+    })
+    .await
 }

@@ -65,6 +65,13 @@ pub struct RunArgs {
     #[arg(long, env = "RESOURCES_OPERATOR_CA_BUNDLE", value_name = "FILE")]
     pub ca_bundle: Option<PathBuf>,
 
+    /// The host name to verify the server's certificate against, instead of the
+    /// `--infinispan-url` host: when the URL names another Service of the same pods than the
+    /// one the certificate is issued for (the cluster operator gives the operators' Service in
+    /// the URL, and the client Service's name here).
+    #[arg(long, env = "RESOURCES_OPERATOR_TLS_SERVER_NAME", value_name = "HOST")]
+    pub tls_server_name: Option<String>,
+
     /// Direction of sync; default: the Infinispan CR's spec.resourcesOperator.syncMode.
     #[arg(long, env = "RESOURCES_OPERATOR_SYNC_MODE", value_enum)]
     pub sync_mode: Option<SyncModeArg>,
@@ -282,6 +289,17 @@ mod tests {
         let cli = Cli::try_parse_from(REQUIRED.iter().chain(extra))?;
         let Command::Run(args) = cli.command;
         Ok(args)
+    }
+
+    #[test]
+    fn the_tls_server_name_is_optional() -> Result<(), anyhow::Error> {
+        assert_eq!(run_args(&[])?.tls_server_name, None);
+        let args = run_args(&["--tls-server-name=demo.ns.svc.cluster.local"])?;
+        assert_eq!(
+            args.tls_server_name.as_deref(),
+            Some("demo.ns.svc.cluster.local")
+        );
+        Ok(())
     }
 
     #[test]

@@ -244,6 +244,9 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
     if let Some(pem) = ca_bundle {
         config = config.with_ca_bundle_pem(pem);
     }
+    if let Some(name) = &args.tls_server_name {
+        config = config.with_tls_server_name(name);
+    }
     let rest = infinispan_rest::Client::new(config)?;
 
     let recorder = Recorder::new(

@@ -15,13 +15,13 @@
 //!   Service: the client Service with client-IP session affinity, so that the operator's
 //!   connections all reach the server pod that issued its DIGEST nonces (each node has its own:
 //!   see the server module's "The operators' Service"). With TLS (`Secret`: the server then
-//!   speaks only TLS on its single endpoint port), `https://<cluster>.<namespace>.svc.<cluster
-//!   domain>:11222`, the client Service, for now: the certificate is issued for that host name
-//!   and the resources operator verifies it against the URL's host (it has no flag naming
-//!   another one yet), against its system roots and, when the certificate Secret holds
-//!   `ca.crt`, that CA (mounted, `--ca-bundle`). Through the client Service a new connection
-//!   that lands on another pod than the last costs one more DIGEST challenge (a round trip; no
-//!   request failed in the measurement, `infinispan-rest/tests/multi_node.rs`).
+//!   speaks only TLS on its single endpoint port), `https://` to the same Service, and
+//!   `--tls-server-name=<cluster>.<namespace>.svc.<cluster domain>`: the certificate is issued
+//!   for the client Service's host name, and the resources operator verifies it against that
+//!   name, its system roots and, when the certificate Secret holds `ca.crt`, that CA (mounted,
+//!   `--ca-bundle`). Through the client Service instead, a new connection that lands on another
+//!   pod than the last costs one more DIGEST challenge (a round trip; no request failed in the
+//!   measurement, `infinispan-rest/tests/multi_node.rs`).
 //! - **Command line**: flags (`--name=value`, never the environment) so that `kubectl get -o
 //!   yaml` shows them in one place: `run --cluster --namespace --infinispan-url
 //!   --credentials-secret --log-level --metrics-address --leader-election=true`, plus the
@@ -239,6 +239,12 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
     if ca_secret.is_some() {
         args.push(format!("--ca-bundle={SERVER_CA_DIR}/{SERVER_CA_KEY}"));
     }
+    if url.starts_with("https://") {
+        args.push(format!(
+            "--tls-server-name={}",
+            client_service_host(cluster, &settings.cluster_domain)?
+        ));
+    }
     let container = Container {
         name: CONTAINER_NAME.to_string(),
         image: Some(image),
@@ -359,14 +365,11 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
 }
 
 /// The server URL the resources operator is given (see the module documentation): the
-/// operators' Service ([`operator_service_url`]) when the endpoint is plain HTTP, the client
-/// Service ([`client_service_url`], the name the certificate is issued for) when it is
-/// encrypted (`spec.security.endpointEncryption.type: Secret`).
+/// operators' Service ([`operator_service_url`]), `https` when the endpoint is encrypted
+/// (`spec.security.endpointEncryption.type: Secret`; the certificate is then verified against
+/// [`client_service_host`], `--tls-server-name`).
 pub fn infinispan_url(cluster: &Infinispan, cluster_domain: &str) -> Result<String, BuildError> {
-    match cluster.spec.security.endpoint_encryption.type_ {
-        EncryptionType::None => operator_service_url(cluster, cluster_domain),
-        EncryptionType::Secret => client_service_url(cluster, cluster_domain),
-    }
+    operator_service_url(cluster, cluster_domain)
 }
 
 /// The URL of the cluster's client Service:
@@ -989,9 +992,10 @@ mod tests {
     fn the_cr_and_the_settings_reach_the_pod() {
         let deployment = built(&full_cluster(), &full_settings()).deployment;
         let args = args(&deployment);
-        assert!(
-            args.contains(&"--infinispan-url=https://demo.team-a.svc.corp.example:11222".into())
-        );
+        assert!(args.contains(
+            &"--infinispan-url=https://demo-operator.team-a.svc.corp.example:11222".into()
+        ));
+        assert!(args.contains(&"--tls-server-name=demo.team-a.svc.corp.example".into()));
         assert!(args.contains(&"--log-level=debug".to_string()));
         // The sync mode is read from the CR by the operator itself.
         assert!(
@@ -1053,11 +1057,12 @@ mod tests {
             client_service_url(&cr, "cluster.local").ok().as_deref(),
             Some("http://demo.ns.svc.cluster.local:11222")
         );
-        // TLS: the client Service, the name the certificate is issued for.
+        // TLS: the same Service; the certificate is verified against the client Service's
+        // name (--tls-server-name, see the Deployment's test).
         cr.spec.security.endpoint_encryption.type_ = EncryptionType::Secret;
         assert_eq!(
             url(&cr, "cluster.local.").as_deref(),
-            Some("https://demo.ns.svc.cluster.local:11222")
+            Some("https://demo-operator.ns.svc.cluster.local:11222")
         );
         assert_eq!(
             operator_service_url(&cr, "cluster.local.").ok().as_deref(),
@@ -1255,11 +1260,18 @@ mod server_ca_tests {
         let args = without.spec.template.spec.as_ref().expect("pod").containers[0]
             .args
             .clone();
+        let args = args.unwrap_or_default();
+        assert!(!args.iter().any(|a| a.starts_with("--ca-bundle")));
+        // The operators' Service, the certificate checked against the client Service's name.
         assert!(
-            !args
-                .unwrap_or_default()
-                .iter()
-                .any(|a| a.starts_with("--ca-bundle"))
+            args.iter()
+                .any(|a| a.starts_with("--infinispan-url=https://demo-operator.")),
+            "{args:?}"
+        );
+        assert!(
+            args.iter()
+                .any(|a| a == "--tls-server-name=demo.team-a.svc.cluster.local"),
+            "{args:?}"
         );
         settings.server_ca = true;
         let with = deployment(&tls_cluster(), &settings).expect("deployment");
