@@ -83,11 +83,11 @@ test: lint testbed-up ## everything: lint, unit tests, integration tests on the 
 	source $(RUN_DIR)/env && $(CARGO) test --workspace --no-fail-fast
 
 .PHONY: chaos
-chaos: testbed-up ## the chaos suite, full profile (500 ops, faults; 3 seeds or CHAOS_SEED=n; CHAOS_PROFILE=short; CHAOS_WINNER=Server); restarts the testbed's kube-apiserver, see docs/chaos.md
+chaos: testbed-up ## the chaos suite, full profile (500 ops, faults; 3 seeds or CHAOS_SEED=n; CHAOS_PROFILE=short; CHAOS_MODE=ToServer|FromServer; CHAOS_WINNER=Server); restarts the testbed's kube-apiserver, see docs/chaos.md
 	@echo "WARNING: make chaos (full profile) kills and restarts the kube-apiserver of the testbed in $(RUN_DIR):" \
 	  "nothing else may use that testbed meanwhile. A private one on other ports: docs/chaos.md, \"Running it\"." >&2
 	source $(RUN_DIR)/env && CHAOS_SEED="$(CHAOS_SEED)" CHAOS_WINNER="$(CHAOS_WINNER)" \
-	  CHAOS_PROFILE="$(CHAOS_PROFILE)" $(CARGO) run -p e2e --bin chaos
+	  CHAOS_MODE="$(CHAOS_MODE)" CHAOS_PROFILE="$(CHAOS_PROFILE)" $(CARGO) run -p e2e --bin chaos
 
 .PHONY: demo
 demo: testbed-up ## the operators at work: Helm chart, cluster operator, a real server, sync both ways (left running)

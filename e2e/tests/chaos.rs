@@ -7,9 +7,12 @@
 //! kube-apiserver, which the suites sharing it in `make test` would not survive (the short
 //! profile never does, `Profile::short`).
 //!
+//! `CHAOS_SEED`, `CHAOS_MODE` (`Bidirectional`, `ToServer`, `FromServer`) and `CHAOS_WINNER`
+//! override the seed, the sync mode and the conflict winner.
+//!
 //! Private node: offset 2085 of the resources-operator range (2086: the full profile).
 
-use e2e::chaos::driver::{run, seed_from_env, winner_from_env};
+use e2e::chaos::driver::{mode_from_env, run, seed_from_env, winner_from_env};
 use e2e::chaos::plan::Profile;
 
 /// The short profile's seed (`CHAOS_SEED` overrides it).
@@ -25,6 +28,7 @@ async fn run_and_check(profile: Profile, offset: u16) -> anyhow::Result<()> {
 #[tokio::test]
 async fn chaos_short() -> anyhow::Result<()> {
     let mut profile = Profile::short(seed_from_env(SHORT_SEED)?);
+    profile.mode = mode_from_env()?;
     profile.winner = winner_from_env()?;
     run_and_check(profile, 2085).await
 }

@@ -2,14 +2,15 @@
 //!
 //! Environment: `CHAOS_PROFILE` = `full` (default: seeds 1, 2 and 3, or `CHAOS_SEED`) or `short`
 //! (seed 6, or `CHAOS_SEED`: the profile `make test` runs as `e2e/tests/chaos.rs`);
-//! `CHAOS_WINNER` = `Kubernetes` (default) or `Server`. Exits non-zero when a seed fails.
+//! `CHAOS_MODE` = `Bidirectional` (default), `ToServer` or `FromServer` (the resources operator's
+//! `syncMode`); `CHAOS_WINNER` = `Kubernetes` (default) or `Server`. Exits non-zero when a seed fails.
 //! Private nodes: offset 2085 (short) and 2086 (full) of the resources-operator range.
 //!
 //! The full profile kills and restarts the kube-apiserver of the testbed it runs on
 //! (`TESTBED_RUN_DIR`): nothing else may use that testbed meanwhile. Run it on a private one
 //! (`docs/chaos.md`, "Running it").
 
-use e2e::chaos::driver::{run, seed_from_env, winner_from_env};
+use e2e::chaos::driver::{mode_from_env, run, seed_from_env, winner_from_env};
 use e2e::chaos::plan::Profile;
 
 /// The short profile's seed, as in `make test`.
@@ -19,6 +20,7 @@ const FULL_SEEDS: [u64; 3] = [1, 2, 3];
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let mode = mode_from_env()?;
     let winner = winner_from_env()?;
     let seed_given = std::env::var("CHAOS_SEED").is_ok_and(|text| !text.trim().is_empty());
     let runs: Vec<(Profile, u16)> = match std::env::var("CHAOS_PROFILE").as_deref() {
@@ -38,6 +40,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut failures = Vec::new();
     for (mut profile, offset) in runs {
+        profile.mode = mode;
         profile.winner = winner;
         let seed = profile.seed;
         match run(profile, offset).await {

@@ -4,8 +4,12 @@
 //! Per slot expected present with version `v`: exactly one CR claims it (no duplicate), not
 //! being deleted, `Ready=Synced` at its generation, its spec at `v`; the server has it at `v`.
 //! Per slot expected absent: no CR claims it and the server does not have it ("deleted came
-//! back" when it was ever present in the log). Anything else of the run's kinds (a CR or a
-//! server object outside the slots) is a stray.
+//! back" when it was ever present in the log). Per slot expected unmirrored with version `v`
+//! (ToServer): no CR claims it, the server has it at `v`. Per slot expected read-only (FromServer):
+//! exactly one CR claims it, not being deleted, `Ready=ReadOnlyMode` at its generation, its spec
+//! at the CR's version; the server has the server's version, or nothing. Anything else of the
+//! run's kinds (a CR or a server object outside the slots) is a stray; in FromServer mode a CR
+//! with the operator's finalizer is wrong too (E3: "no finalizers added").
 
 use std::collections::BTreeMap;
 
@@ -13,6 +17,7 @@ use common_crds::ResourceKind as Kind;
 
 use super::model::{Slot, Version};
 use super::oracle::Expect;
+use super::plan::Mode;
 
 /// A CR as the check sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,6 +26,8 @@ pub struct ObservedCr {
     pub name: String,
     pub server_name: String,
     pub deleting: bool,
+    /// Carries the resources operator's finalizer.
+    pub finalizer: bool,
     /// `Ready`'s reason when the status is at the CR's generation.
     pub ready: Option<String>,
     pub version: Option<Version>,
@@ -55,18 +62,30 @@ fn show(v: Option<Version>) -> String {
     v.map_or_else(|| "no version".to_string(), |v| format!("v{v}"))
 }
 
-/// Compares `world` with `expected`; `ever_present` are the slots some applied operation
-/// created (their absence is a loss, their presence when expected absent a resurrection).
+/// Compares `world` with `expected` (a run in `mode`); `ever_present` are the slots some
+/// applied operation created (their absence is a loss, their presence when expected absent a
+/// resurrection).
 pub fn check(
     per_kind: usize,
     expected: &BTreeMap<Slot, Expect>,
     ever_present: &std::collections::BTreeSet<Slot>,
     world: &World,
+    mode: Mode,
 ) -> Vec<Mismatch> {
     let mut out = Vec::new();
     let mut claims: BTreeMap<Slot, Vec<&ObservedCr>> = BTreeMap::new();
     for cr in &world.crs {
-        match Slot::from_server_name(cr.kind, &cr.server_name, per_kind) {
+        let slot = Slot::from_server_name(cr.kind, &cr.server_name, per_kind);
+        if mode == Mode::FromServer && cr.finalizer {
+            out.push(Mismatch {
+                slot,
+                what: format!(
+                    "CR {} has the operator's finalizer (FromServer adds none)",
+                    cr.name
+                ),
+            });
+        }
+        match slot {
             Some(slot) => claims.entry(slot).or_default().push(cr),
             None => out.push(Mismatch {
                 slot: None,
@@ -95,40 +114,49 @@ pub fn check(
             })
         };
         let names: Vec<&str> = crs.iter().map(|c| c.name.as_str()).collect();
-        match expect {
-            Expect::Absent => {
-                let back = if ever_present.contains(slot) {
-                    " (deleted, came back)"
-                } else {
-                    ""
+        let back = if ever_present.contains(slot) {
+            " (deleted, came back)"
+        } else {
+            ""
+        };
+        // What the CRs must be: none, or exactly one with this version and `Ready` reason.
+        let cr_expected = match expect {
+            Expect::Absent | Expect::Unmirrored(_) => None,
+            Expect::Present(v) => Some((*v, "Synced")),
+            Expect::ReadOnly { cr, .. } => Some((*cr, "ReadOnlyMode")),
+        };
+        // What the server must have.
+        let server_expected = match expect {
+            Expect::Absent => None,
+            Expect::Present(v) | Expect::Unmirrored(v) => Some(*v),
+            Expect::ReadOnly { server, .. } => *server,
+        };
+        match cr_expected {
+            None if !crs.is_empty() => {
+                let what = match expect {
+                    Expect::Unmirrored(_) => "expected no CR (not mirrored)",
+                    _ => "expected absent",
                 };
-                if !crs.is_empty() {
-                    wrong(format!("expected absent, CRs {names:?} claim it{back}"));
-                }
-                if let Some(v) = server {
-                    wrong(format!(
-                        "expected absent, the server has it at {}{back}",
-                        show(*v)
-                    ));
-                }
+                wrong(format!("{what}, CRs {names:?} claim it{back}"));
             }
-            Expect::Present(v) => {
+            None => {}
+            Some((v, reason)) => {
                 if crs.len() > 1 {
                     wrong(format!("duplicate CRs {names:?} claim it"));
                 }
                 match crs.first() {
-                    None => wrong(format!("expected v{v}, no CR claims it (missing)")),
+                    None => wrong(format!("expected a CR at v{v}, no CR claims it (missing)")),
                     Some(cr) => {
                         if cr.deleting {
                             wrong(format!("CR {} is being deleted", cr.name));
                         }
-                        if cr.ready.as_deref() != Some("Synced") {
+                        if cr.ready.as_deref() != Some(reason) {
                             wrong(format!(
-                                "CR {}: Ready reason {:?} at its generation, not Synced",
+                                "CR {}: Ready reason {:?} at its generation, not {reason}",
                                 cr.name, cr.ready
                             ));
                         }
-                        if cr.version != Some(*v) {
+                        if cr.version != Some(v) {
                             wrong(format!(
                                 "CR {} holds {}, expected v{v}",
                                 cr.name,
@@ -137,14 +165,25 @@ pub fn check(
                         }
                     }
                 }
-                match server {
-                    None => wrong(format!("expected v{v}, not on the server (missing)")),
-                    Some(have) if *have != Some(*v) => {
-                        wrong(format!("the server holds {}, expected v{v}", show(*have)))
-                    }
-                    Some(_) => {}
-                }
             }
+        }
+        match (server_expected, server) {
+            (None, None) => {}
+            (None, Some(have)) => {
+                let what = match expect {
+                    Expect::ReadOnly { .. } => "expected nothing on the server (not pushed)",
+                    _ => "expected absent",
+                };
+                wrong(format!(
+                    "{what}, the server has it at {}{back}",
+                    show(*have)
+                ));
+            }
+            (Some(v), None) => wrong(format!("expected v{v}, not on the server (missing)")),
+            (Some(v), Some(have)) if *have != Some(v) => {
+                wrong(format!("the server holds {}, expected v{v}", show(*have)))
+            }
+            (Some(_), Some(_)) => {}
         }
     }
     out
@@ -166,6 +205,7 @@ mod tests {
             name: name.to_string(),
             server_name: SLOT.server_name(),
             deleting: false,
+            finalizer: true,
             ready: Some("Synced".to_string()),
             version: v,
         }
@@ -183,9 +223,13 @@ mod tests {
     }
 
     fn run(expect: Expect, world: &World) -> Vec<String> {
+        run_in(Mode::Bidirectional, expect, world)
+    }
+
+    fn run_in(mode: Mode, expect: Expect, world: &World) -> Vec<String> {
         let expected = BTreeMap::from([(SLOT, expect)]);
         let ever = BTreeSet::from([SLOT]);
-        check(3, &expected, &ever, world)
+        check(3, &expected, &ever, world, mode)
             .iter()
             .map(ToString::to_string)
             .collect()
@@ -253,11 +297,96 @@ mod tests {
             name: "x".into(),
             server_name: "x".into(),
             deleting: false,
+            finalizer: false,
             ready: None,
             version: None,
         });
         w.server.insert((Kind::Task, "y".into()), None);
         let got = run(Expect::Absent, &w);
         assert_eq!(got.len(), 2, "{got:?}");
+    }
+
+    #[test]
+    fn unmirrored_objects_have_no_cr() {
+        assert!(
+            run_in(
+                Mode::ToServer,
+                Expect::Unmirrored(3),
+                &world(vec![], Some(Some(3)))
+            )
+            .is_empty()
+        );
+        let got = run_in(
+            Mode::ToServer,
+            Expect::Unmirrored(3),
+            &world(vec![cr("m", Some(3))], Some(Some(3))),
+        );
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].contains("expected no CR (not mirrored)"), "{got:?}");
+        let got = run_in(Mode::ToServer, Expect::Unmirrored(3), &world(vec![], None));
+        assert_eq!(
+            got,
+            vec!["Schema chaos-schema-1.proto: expected v3, not on the server (missing)"]
+        );
+    }
+
+    #[test]
+    fn read_only_crs_keep_their_content_and_say_so() {
+        let mut ro = cr("chaos-schema-1", Some(5));
+        ro.ready = Some("ReadOnlyMode".into());
+        ro.finalizer = false;
+        let expect = Expect::ReadOnly {
+            cr: 5,
+            server: Some(2),
+        };
+        assert!(
+            run_in(
+                Mode::FromServer,
+                expect,
+                &world(vec![ro.clone()], Some(Some(2)))
+            )
+            .is_empty()
+        );
+        // Pushed after all, or reported Synced, or not there.
+        let got = run_in(
+            Mode::FromServer,
+            expect,
+            &world(vec![ro.clone()], Some(Some(5))),
+        );
+        assert_eq!(
+            got,
+            vec!["Schema chaos-schema-1.proto: the server holds v5, expected v2"]
+        );
+        let mut synced = ro.clone();
+        synced.ready = Some("Synced".into());
+        let got = run_in(
+            Mode::FromServer,
+            expect,
+            &world(vec![synced], Some(Some(2))),
+        );
+        assert!(got[0].contains("not ReadOnlyMode"), "{got:?}");
+        let got = run_in(Mode::FromServer, expect, &world(vec![], Some(Some(2))));
+        assert!(got[0].contains("no CR claims it"), "{got:?}");
+        // Nothing expected on the server.
+        let lost = Expect::ReadOnly {
+            cr: 5,
+            server: None,
+        };
+        assert!(run_in(Mode::FromServer, lost, &world(vec![ro.clone()], None)).is_empty());
+        let got = run_in(Mode::FromServer, lost, &world(vec![ro], Some(Some(5))));
+        assert!(
+            got[0].contains("expected nothing on the server (not pushed)"),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn finalizers_are_wrong_only_in_from_server_mode() {
+        let with = world(vec![cr("chaos-schema-1", Some(4))], Some(Some(4)));
+        assert!(run(Expect::Present(4), &with).is_empty());
+        assert!(run_in(Mode::ToServer, Expect::Present(4), &with).is_empty());
+        let got = run_in(Mode::FromServer, Expect::Present(4), &with);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].contains("finalizer"), "{got:?}");
     }
 }

@@ -16,8 +16,10 @@ use serde_json::json;
 use super::apiserver::ControlPlane;
 use super::check::{Mismatch, check};
 use super::model::Slot;
-use super::oracle::{Entry, Expect, Outcome, expected, history};
-use super::plan::{Fault, Profile, Reach, Scheduled, SlotView, Winner, choose_within, schedule};
+use super::oracle::{Entry, Expect, LoggedReset, Outcome, Reset, expected, history};
+use super::plan::{
+    Fault, Mode, Profile, Reach, Scheduled, SlotView, Winner, choose_within, schedule,
+};
 use super::rng::Rng;
 use super::world::Sides;
 use crate::node::{Node, NodeGuard};
@@ -62,6 +64,11 @@ pub struct Report {
     /// no leader after a kube-apiserver restart.
     pub failures: Vec<String>,
     pub mismatches: Vec<String>,
+    /// The oracle's final states, by kind (`present`, `absent`, `unmirrored`, `read-only`):
+    /// which cells of the mode the run ended in.
+    pub expected_states: BTreeMap<&'static str, usize>,
+    /// The same for every applied operation: the state it left its object in, by kind.
+    pub states_reached: BTreeMap<&'static str, usize>,
     pub wall: Duration,
     pub logs: Vec<String>,
 }
@@ -86,9 +93,10 @@ impl std::fmt::Display for Report {
         let p = &self.profile;
         writeln!(
             f,
-            "chaos {} seed={} winner={} replicas={} slots={}x5",
+            "chaos {} seed={} mode={} winner={} replicas={} slots={}x5",
             p.name,
             p.seed,
+            p.mode.as_str(),
             p.winner.as_str(),
             p.replicas,
             p.slots_per_kind
@@ -130,6 +138,22 @@ impl std::fmt::Display for Report {
         for line in &self.replica_exits {
             writeln!(f, "replica exit: {line}")?;
         }
+        let states: Vec<String> = self
+            .expected_states
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        writeln!(f, "expected final states: {}", states.join(", "))?;
+        let states: Vec<String> = self
+            .states_reached
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        writeln!(
+            f,
+            "states applied operations left their object in: {}",
+            states.join(", ")
+        )?;
         match self.convergence {
             Some(t) => writeln!(f, "final convergence: {:.1} s", t.as_secs_f64())?,
             None => writeln!(f, "final convergence: not reached")?,
@@ -149,8 +173,12 @@ impl std::fmt::Display for Report {
             writeln!(f, "operator logs: {}", self.logs.join(", "))?;
             writeln!(
                 f,
-                "reproduce: make chaos CHAOS_SEED={} (CHAOS_PROFILE={})",
-                p.seed, p.name
+                "reproduce: make chaos CHAOS_PROFILE={} CHAOS_SEED={} CHAOS_MODE={} \
+                 CHAOS_WINNER={}",
+                p.name,
+                p.seed,
+                p.mode.as_str(),
+                p.winner.as_str()
             )?;
         }
         Ok(())
@@ -329,7 +357,12 @@ pub async fn run(profile: Profile, offset: u16) -> anyhow::Result<Report> {
     };
     let proxy = FaultProxy::for_url(&node.url()).await?;
     let options = Options {
-        spec: json!({ "resourcesOperator": { "conflictWinner": profile.winner.as_str() } }),
+        spec: json!({
+            "resourcesOperator": {
+                "syncMode": profile.mode.as_str(),
+                "conflictWinner": profile.winner.as_str(),
+            }
+        }),
         args: OPERATOR_ARGS.iter().map(|a| a.to_string()).collect(),
         infinispan_url: Some(proxy.url()),
         test_url: Some(node.url()),
@@ -377,9 +410,11 @@ async fn drive(
     let mut rng = Rng::new(profile.seed);
     let plan = schedule(&mut rng, profile);
     println!(
-        "chaos {}: seed {}, {} ops, {} faults scheduled",
+        "chaos {}: seed {}, mode {}, winner {}, {} ops, {} faults scheduled",
         profile.name,
         profile.seed,
+        profile.mode.as_str(),
+        profile.winner.as_str(),
         profile.ops,
         plan.len()
     );
@@ -391,6 +426,8 @@ async fn drive(
     };
     let slots = Slot::all(profile.slots_per_kind);
     let mut log: Vec<Entry> = Vec::new();
+    // Server restarts and wipes, where they came in the log (what the server lost).
+    let mut resets: Vec<LoggedReset> = Vec::new();
     let mut faults: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut checkpoints = Vec::new();
     let mut notes = Notes::default();
@@ -471,14 +508,21 @@ async fn drive(
                         replicas.start(f, index).await?;
                     }
                     let what = format!("before the {} at #{}", s.fault.name(), seq + 1);
-                    let found =
-                        checkpoint(&sides, profile, &slots, &log, &what, &mut checkpoints).await?;
+                    let found = checkpoint(
+                        &sides,
+                        profile,
+                        &slots,
+                        (&log, &resets),
+                        &what,
+                        &mut checkpoints,
+                    )
+                    .await?;
                     if !found.is_empty() {
                         mismatches.extend(found);
                         return Ok(report(
                             profile,
                             plan,
-                            &log,
+                            (&log, &resets),
                             faults,
                             None,
                             checkpoints,
@@ -487,6 +531,9 @@ async fn drive(
                         ));
                     }
                     let wipe = s.fault == Fault::ServerWipe;
+                    // Whatever the server loses, it loses before the operations issued while
+                    // it is down.
+                    resets.push((log.len(), if wipe { Reset::Wipe } else { Reset::Restart }));
                     let n = node.clone();
                     let mut restart = tokio::task::spawn_blocking(move || {
                         if wipe {
@@ -519,14 +566,21 @@ async fn drive(
                     }
                     let at = seq + 1;
                     let what = format!("before the {} at #{at}", s.fault.name());
-                    let found =
-                        checkpoint(&sides, profile, &slots, &log, &what, &mut checkpoints).await?;
+                    let found = checkpoint(
+                        &sides,
+                        profile,
+                        &slots,
+                        (&log, &resets),
+                        &what,
+                        &mut checkpoints,
+                    )
+                    .await?;
                     if !found.is_empty() {
                         mismatches.extend(found);
                         return Ok(report(
                             profile,
                             plan,
-                            &log,
+                            (&log, &resets),
                             faults,
                             None,
                             checkpoints,
@@ -668,8 +722,8 @@ async fn drive(
         replicas.start(f, index).await?;
     }
     restart_exited(f, replicas, &down, &mut notes, "after the last operation").await?;
-    let expect = expected(&slots, &log, profile.winner);
-    let (took, found) = converge(&sides, profile, &expect, &log, CONVERGE).await?;
+    let expect = expected(&slots, &log, &resets, profile.rules());
+    let (took, found) = converge(&sides, profile, &expect, (&log, &resets), CONVERGE).await?;
     let convergence = found.is_empty().then_some(took);
     mismatches.extend(found.iter().map(ToString::to_string));
     // An exit during the final convergence counts too.
@@ -684,7 +738,7 @@ async fn drive(
     Ok(report(
         profile,
         plan,
-        &log,
+        (&log, &resets),
         faults,
         convergence,
         checkpoints,
@@ -699,11 +753,11 @@ async fn checkpoint(
     sides: &Sides,
     profile: &Profile,
     slots: &[Slot],
-    log: &[Entry],
+    log: (&[Entry], &[LoggedReset]),
     what: &str,
     checkpoints: &mut Vec<(String, Duration)>,
 ) -> anyhow::Result<Vec<String>> {
-    let expect = expected(slots, log, profile.winner);
+    let expect = expected(slots, log.0, log.1, profile.rules());
     let (took, found) = converge(sides, profile, &expect, log, CONVERGE).await?;
     checkpoints.push((what.to_string(), took));
     Ok(found.iter().map(|m| format!("{what}: {m}")).collect())
@@ -791,7 +845,7 @@ async fn step(
     for _ in 0..12 {
         let slot = slots[rng.below(slots.len() as u64) as usize];
         let view = read_view(sides, slot, reach, frozen).await?;
-        let Some(op) = choose_within(rng, seq, slot, &view, profile.winner, reach) else {
+        let Some(op) = choose_within(rng, seq, slot, &view, profile.rules(), reach) else {
             continue;
         };
         let outcome = sides.execute(&op, &view).await?;
@@ -843,7 +897,7 @@ async fn converge(
     sides: &Sides,
     profile: &Profile,
     expect: &BTreeMap<Slot, Expect>,
-    log: &[Entry],
+    (log, resets): (&[Entry], &[LoggedReset]),
     timeout: Duration,
 ) -> anyhow::Result<(Duration, Vec<Mismatch>)> {
     let start = Instant::now();
@@ -856,7 +910,7 @@ async fn converge(
     let mut agreed_at: Option<Instant> = None;
     while start.elapsed() < timeout {
         let found = match sides.world().await {
-            Ok(world) => check(profile.slots_per_kind, expect, &ever, &world),
+            Ok(world) => check(profile.slots_per_kind, expect, &ever, &world, profile.mode),
             // The server may still be starting: not converged.
             Err(error) => vec![Mismatch {
                 slot: None,
@@ -880,7 +934,11 @@ async fn converge(
         .into_iter()
         .map(|m| {
             let what = match m.slot {
-                Some(slot) => format!("{} [ops: {}]", m.what, history(log, slot).join("; ")),
+                Some(slot) => format!(
+                    "{} [ops: {}]",
+                    m.what,
+                    history(log, resets, slot).join("; ")
+                ),
                 None => m.what,
             };
             Mismatch { slot: m.slot, what }
@@ -893,7 +951,7 @@ async fn converge(
 fn report(
     profile: &Profile,
     schedule: Vec<Scheduled>,
-    log: &[Entry],
+    (log, resets): (&[Entry], &[LoggedReset]),
     faults: BTreeMap<&'static str, usize>,
     convergence: Option<Duration>,
     checkpoints: Vec<(String, Duration)>,
@@ -906,6 +964,29 @@ fn report(
         let text = e.op.to_string();
         let words: Vec<&str> = text.split(' ').skip(1).take(2).collect();
         *ops_by_kind.entry(words.join(" ")).or_default() += 1;
+    }
+    let state = |expect: &Expect| match expect {
+        Expect::Absent => "absent",
+        Expect::Present(_) => "present",
+        Expect::Unmirrored(_) => "unmirrored",
+        Expect::ReadOnly { .. } => "read-only",
+    };
+    let mut expected_states = BTreeMap::new();
+    let slots = Slot::all(profile.slots_per_kind);
+    for expect in expected(&slots, log, resets, profile.rules()).values() {
+        *expected_states.entry(state(expect)).or_default() += 1;
+    }
+    let mut states_reached = BTreeMap::new();
+    for end in 1..=log.len() {
+        let entry = &log[end - 1];
+        if entry.outcome != Outcome::Applied {
+            continue;
+        }
+        let before: Vec<LoggedReset> = resets.iter().filter(|r| r.0 < end).copied().collect();
+        let now = expected(&[entry.op.slot], &log[..end], &before, profile.rules());
+        *states_reached
+            .entry(state(&now[&entry.op.slot]))
+            .or_default() += 1;
     }
     let Notes {
         apiserver_restarts,
@@ -926,6 +1007,8 @@ fn report(
         replica_exits,
         failures,
         mismatches,
+        expected_states,
+        states_reached,
         wall: Duration::ZERO,
         logs: Vec::new(),
     }
@@ -948,5 +1031,15 @@ pub fn winner_from_env() -> anyhow::Result<Winner> {
         Err(_) | Ok("") | Ok("Kubernetes") => Ok(Winner::Kubernetes),
         Ok("Server") => Ok(Winner::Server),
         Ok(other) => anyhow::bail!("CHAOS_WINNER={other:?}: Kubernetes or Server"),
+    }
+}
+
+/// The sync mode of `CHAOS_MODE` (`Bidirectional`, the default, `ToServer` or `FromServer`).
+pub fn mode_from_env() -> anyhow::Result<Mode> {
+    match std::env::var("CHAOS_MODE").as_deref() {
+        Err(_) | Ok("") | Ok("Bidirectional") => Ok(Mode::Bidirectional),
+        Ok("ToServer") => Ok(Mode::ToServer),
+        Ok("FromServer") => Ok(Mode::FromServer),
+        Ok(other) => anyhow::bail!("CHAOS_MODE={other:?}: Bidirectional, ToServer or FromServer"),
     }
 }

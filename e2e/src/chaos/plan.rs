@@ -36,6 +36,50 @@ impl Winner {
     }
 }
 
+/// The direction of sync (`spec.resourcesOperator.syncMode`, design.md E3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    #[default]
+    Bidirectional,
+    /// CRs are the truth (GitOps): server objects without CR are ignored, server changes of
+    /// objects with a CR are reverted.
+    ToServer,
+    /// The server is the truth (mirror): CR changes are never pushed.
+    FromServer,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Bidirectional => "Bidirectional",
+            Mode::ToServer => "ToServer",
+            Mode::FromServer => "FromServer",
+        }
+    }
+}
+
+/// The sync settings the gates and the oracle follow: the mode, and the conflict winner (which
+/// only matters in Bidirectional mode: ToServer always keeps the CR's content, FromServer the
+/// server's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rules {
+    pub mode: Mode,
+    pub winner: Winner,
+}
+
+impl Rules {
+    pub fn new(mode: Mode, winner: Winner) -> Self {
+        Self { mode, winner }
+    }
+}
+
+/// Bidirectional mode with this winner.
+impl From<Winner> for Rules {
+    fn from(winner: Winner) -> Self {
+        Self::new(Mode::Bidirectional, winner)
+    }
+}
+
 /// The size of a run.
 #[derive(Clone, Debug)]
 pub struct Profile {
@@ -43,6 +87,7 @@ pub struct Profile {
     pub seed: u64,
     pub ops: usize,
     pub slots_per_kind: usize,
+    pub mode: Mode,
     pub winner: Winner,
     /// Operator processes (2: leader election, kills hit the leader).
     pub replicas: usize,
@@ -59,6 +104,11 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// The mode and conflict winner of the run.
+    pub fn rules(&self) -> Rules {
+        Rules::new(self.mode, self.winner)
+    }
+
     /// The short profile of `make test`.
     pub fn short(seed: u64) -> Self {
         Self {
@@ -66,6 +116,7 @@ impl Profile {
             seed,
             ops: 60,
             slots_per_kind: 3,
+            mode: Mode::Bidirectional,
             winner: Winner::Kubernetes,
             replicas: 2,
             kills: 2,
@@ -86,6 +137,7 @@ impl Profile {
             seed,
             ops: 500,
             slots_per_kind: 6,
+            mode: Mode::Bidirectional,
             winner: Winner::Kubernetes,
             replicas: 2,
             kills: 10,
@@ -189,6 +241,20 @@ impl SlotView {
         }
     }
 
+    /// How many CRs claim the object (a user CR and a mirror at once: N2 is resolving).
+    pub fn claimants(&self) -> usize {
+        usize::from(self.user.is_some()) + usize::from(self.mirror.is_some())
+    }
+
+    /// One CR claims the object, not being deleted, with the operator's finalizer and a
+    /// `lastSynced`: its deletion goes through the operator (K3).
+    pub fn deletable_with_finalizer(&self) -> bool {
+        self.claimants() == 1
+            && self
+                .claimant()
+                .is_some_and(|cr| !cr.deleting && cr.finalizer && cr.ever_synced)
+    }
+
     /// The server's content has reached the CR: settled on the CR side, and both agree.
     pub fn server_settled(&self) -> bool {
         let Some(cr) = self.claimant() else {
@@ -204,8 +270,19 @@ pub fn server_editable(kind: Kind) -> bool {
     matches!(kind, Kind::Cache | Kind::Schema | Kind::Task)
 }
 
-/// The operations whose outcome does not depend on the operator's timing, given `view`
-/// (Bidirectional mode, `winner`):
+/// The operations whose outcome does not depend on the operator's timing, given `view`, in
+/// the mode and with the winner of `rules` (per mode: [`allowed_bidirectional`],
+/// [`allowed_to_server`], [`allowed_from_server`]).
+pub fn allowed(kind: Kind, view: &SlotView, rules: impl Into<Rules>) -> Vec<(Side, Action)> {
+    let rules = rules.into();
+    match rules.mode {
+        Mode::Bidirectional => allowed_bidirectional(kind, view, rules.winner),
+        Mode::ToServer => allowed_to_server(kind, view),
+        Mode::FromServer => allowed_from_server(kind, view),
+    }
+}
+
+/// Bidirectional mode, `winner`:
 ///
 /// - CR create: no user CR (else AlreadyExists). Over a server object or a mirror CR it is an
 ///   adoption (N2: the user CR beats the mirror; equal or `conflictWinner` decides). With
@@ -223,9 +300,9 @@ pub fn server_editable(kind: Kind) -> bool {
 ///   waiting ([`SlotView::kube_settled`]); with winner Server always.
 /// - Server delete: only when no CR change is waiting (an unsynced CR edit wins over a
 ///   removal and recreates the object; a synced one lets the CR go).
-pub fn allowed(kind: Kind, view: &SlotView, winner: Winner) -> Vec<(Side, Action)> {
+pub fn allowed_bidirectional(kind: Kind, view: &SlotView, winner: Winner) -> Vec<(Side, Action)> {
     let mut out = Vec::new();
-    let claimants = usize::from(view.user.is_some()) + usize::from(view.mirror.is_some());
+    let claimants = view.claimants();
     let on_server = view.server.is_some();
     if view.user.is_none() && (winner == Winner::Kubernetes || claimants == 0) {
         out.push((Side::Kube, Action::Create));
@@ -236,12 +313,7 @@ pub fn allowed(kind: Kind, view: &SlotView, winner: Winner) -> Vec<(Side, Action
     {
         out.push((Side::Kube, Action::Edit));
     }
-    if claimants == 1
-        && let Some(cr) = view.claimant()
-        && !cr.deleting
-        && cr.finalizer
-        && cr.ever_synced
-    {
+    if view.deletable_with_finalizer() {
         out.push((Side::Kube, Action::Delete));
     }
     if !on_server && claimants == 0 {
@@ -251,6 +323,102 @@ pub fn allowed(kind: Kind, view: &SlotView, winner: Winner) -> Vec<(Side, Action
         out.push((Side::Server, Action::Edit));
     }
     if on_server && view.kube_settled() {
+        out.push((Side::Server, Action::Delete));
+    }
+    out
+}
+
+/// ToServer mode (the CR always prevails; `conflictWinner` plays no part):
+///
+/// - CR create: no user CR. Over a server object without CR (never mirrored) it is an adoption
+///   the CR wins, whenever the operator syncs.
+/// - CR edit: some CR claims the object, not being deleted: it is pushed, and a server change
+///   before or after it is reverted, whichever the operator sees first.
+/// - CR delete: as in Bidirectional mode (the finalizer and a `lastSynced`: a CR the operator
+///   never saw goes without touching the server, whose object would stay unmirrored or not).
+/// - Server create, edit, delete: no CR being deleted (a deletion waiting for its finalizer
+///   deletes the object on the server, or not when its finalizer went first: the server write
+///   would be undone or stay). With a CR they are reverted (the object recreated, its content
+///   restored) whether or not the CR's own change was pushed yet; without one they stay.
+pub fn allowed_to_server(kind: Kind, view: &SlotView) -> Vec<(Side, Action)> {
+    let mut out = Vec::new();
+    let on_server = view.server.is_some();
+    let none_deleting = !view.user.iter().chain(&view.mirror).any(|cr| cr.deleting);
+    if view.user.is_none() {
+        out.push((Side::Kube, Action::Create));
+    }
+    if let Some(cr) = view.claimant()
+        && !cr.deleting
+    {
+        out.push((Side::Kube, Action::Edit));
+    }
+    if view.deletable_with_finalizer() {
+        out.push((Side::Kube, Action::Delete));
+    }
+    if !on_server && none_deleting {
+        out.push((Side::Server, Action::Create));
+    }
+    if on_server && server_editable(kind) && none_deleting {
+        out.push((Side::Server, Action::Edit));
+    }
+    if on_server && none_deleting {
+        out.push((Side::Server, Action::Delete));
+    }
+    out
+}
+
+/// FromServer mode (the server always prevails; CRs get no finalizer, `conflictWinner` plays no
+/// part). Versions grow with the run, which the gates use: a CR whose version is above the
+/// server's was edited after the server's last change, so no server change waits to be pulled
+/// into it (CR edits are only issued when none waits).
+///
+/// - CR create: no user CR, and either no CR at all or the server has the object (a mirror
+///   whose server object is gone waits for S3; a new user CR beside it could be synced from the
+///   stale object and then deleted with it, or not).
+/// - CR edit: one CR claims the object, and no server change waits to be pulled into it: the
+///   server has nothing (the CR's content stays, or the CR goes when the server object was
+///   removed, whenever it is edited), or has its content ([`SlotView::server_settled`]), or an
+///   older version and the CR was synced before (a user CR created over a server object and
+///   not yet synced would have its edit overwritten by the adoption, or not).
+/// - CR delete: one CR claims the object, not being deleted (it goes at once, without the
+///   server; a server object gets its mirror again).
+/// - Server create: no server object. Over a CR (nothing else writes the server) the CR takes
+///   the server's content, whether or not the operator saw the CR's last change.
+/// - Server edit (caches, schemas, tasks): always: the CR takes it.
+/// - Server delete: no CR, or one, synced before, with no server change waiting to be pulled
+///   into it (a CR never synced whose server object went stays `ReadOnlyMode`, one synced is
+///   deleted).
+pub fn allowed_from_server(kind: Kind, view: &SlotView) -> Vec<(Side, Action)> {
+    let mut out = Vec::new();
+    let claimants = view.claimants();
+    let server = view.server;
+    // No server change waits to be pulled into the single claiming CR.
+    let nothing_to_pull = claimants == 1
+        && view.claimant().is_some_and(|cr| {
+            !cr.deleting
+                && (view.server_settled()
+                    || (cr.ever_synced
+                        && matches!((server, cr.version), (Some(Some(s)), Some(c)) if s < c)))
+        });
+    if view.user.is_none() && (claimants == 0 || server.is_some()) {
+        out.push((Side::Kube, Action::Create));
+    }
+    if claimants == 1
+        && view.claimant().is_some_and(|cr| !cr.deleting)
+        && (server.is_none() || nothing_to_pull)
+    {
+        out.push((Side::Kube, Action::Edit));
+    }
+    if claimants == 1 && view.claimant().is_some_and(|cr| !cr.deleting) {
+        out.push((Side::Kube, Action::Delete));
+    }
+    if server.is_none() {
+        out.push((Side::Server, Action::Create));
+    }
+    if server.is_some() && server_editable(kind) {
+        out.push((Side::Server, Action::Edit));
+    }
+    if server.is_some() && (claimants == 0 || nothing_to_pull) {
         out.push((Side::Server, Action::Delete));
     }
     out
@@ -271,8 +439,14 @@ fn weight(side: Side, action: Action) -> u64 {
 }
 
 /// Draws the operation `seq` on `slot` among those [`allowed`]; `None` when none is.
-pub fn choose(rng: &mut Rng, seq: u64, slot: Slot, view: &SlotView, winner: Winner) -> Option<Op> {
-    let options = allowed(slot.kind, view, winner);
+pub fn choose(
+    rng: &mut Rng,
+    seq: u64,
+    slot: Slot,
+    view: &SlotView,
+    rules: impl Into<Rules>,
+) -> Option<Op> {
+    let options = allowed(slot.kind, view, rules);
     // Always exactly one draw, so that a seed's later draws do not depend on what was allowed.
     let draw = rng.next_u64();
     let total: u64 = options.iter().map(|(s, a)| weight(*s, *a)).sum();
@@ -321,7 +495,10 @@ impl Reach {
 /// (then dropped when it is on the other side), so that with [`Reach::Both`] and
 /// [`Reach::KubeOnly`] a seed draws as it did before API-server restarts existed.
 ///
-/// - [`Reach::KubeOnly`]: the server is unknown, so only the CR side's gates apply.
+/// - [`Reach::KubeOnly`]: the server is unknown, so only the CR side's gates apply, as if the
+///   server had nothing (the driver lets the run settle before it restarts the server, and
+///   nothing writes the server meanwhile: in FromServer mode no server change waits to be
+///   pulled into any CR).
 /// - [`Reach::ServerOnly`]: `view`'s CRs must be the ones observed last before the
 ///   kube-apiserver stopped: nobody can change a CR while it is down, the operator neither, so
 ///   they are still exact (the driver lets the run settle before it stops it, so that the
@@ -331,17 +508,18 @@ pub fn choose_within(
     seq: u64,
     slot: Slot,
     view: &SlotView,
-    winner: Winner,
+    rules: impl Into<Rules>,
     reach: Reach,
 ) -> Option<Op> {
+    let rules = rules.into();
     let op = if reach == Reach::KubeOnly {
         let kube_view = SlotView {
             server: None,
             ..view.clone()
         };
-        choose(rng, seq, slot, &kube_view, winner)
+        choose(rng, seq, slot, &kube_view, rules)
     } else {
-        choose(rng, seq, slot, view, winner)
+        choose(rng, seq, slot, view, rules)
     };
     op.filter(|op| reach.allows(op.side))
 }
@@ -596,6 +774,218 @@ mod tests {
                 !allowed(kind, &view, Winner::Kubernetes).contains(&(Side::Server, Action::Edit))
             );
         }
+    }
+
+    fn in_mode(mode: Mode, view: &SlotView) -> Vec<(Side, Action)> {
+        // The winner plays no part outside Bidirectional mode.
+        let got = allowed(Kind::Cache, view, Rules::new(mode, Winner::Kubernetes));
+        assert_eq!(
+            got,
+            allowed(Kind::Cache, view, Rules::new(mode, Winner::Server)),
+            "{mode:?}"
+        );
+        got
+    }
+
+    const EVERY: [(Side, Action); 6] = [
+        (Side::Kube, Action::Create),
+        (Side::Kube, Action::Edit),
+        (Side::Kube, Action::Delete),
+        (Side::Server, Action::Create),
+        (Side::Server, Action::Edit),
+        (Side::Server, Action::Delete),
+    ];
+
+    #[test]
+    fn to_server_server_writes_wait_only_for_cr_deletions() {
+        // An unpushed CR edit: the CR prevails over a server write, pushed first or not.
+        let pending = SlotView {
+            user: Some(CrView {
+                synced_current: false,
+                ..synced(3)
+            }),
+            mirror: None,
+            server: Some(Some(2)),
+        };
+        let got = in_mode(Mode::ToServer, &pending);
+        assert!(got.contains(&(Side::Server, Action::Edit)), "{got:?}");
+        assert!(got.contains(&(Side::Server, Action::Delete)), "{got:?}");
+        // A CR being deleted: the server object goes with it, or stays unmirrored.
+        let deleting = SlotView {
+            user: Some(CrView {
+                deleting: true,
+                ..synced(3)
+            }),
+            mirror: None,
+            server: Some(Some(3)),
+        };
+        assert_eq!(in_mode(Mode::ToServer, &deleting), vec![]);
+        let gone = SlotView {
+            server: None,
+            ..deleting
+        };
+        assert_eq!(in_mode(Mode::ToServer, &gone), vec![]);
+        // A CR whose object was removed (recreation pending): a server create is reverted.
+        let removed = SlotView {
+            user: Some(synced(3)),
+            mirror: None,
+            server: None,
+        };
+        assert!(in_mode(Mode::ToServer, &removed).contains(&(Side::Server, Action::Create)));
+    }
+
+    #[test]
+    fn to_server_reaches_every_operation() {
+        // A synced object: every operation; a server object without CR: a CR adopts it, the
+        // server edits and deletes it.
+        let view = SlotView {
+            user: Some(synced(3)),
+            mirror: None,
+            server: Some(Some(3)),
+        };
+        assert_eq!(
+            in_mode(Mode::ToServer, &view),
+            EVERY
+                .into_iter()
+                .filter(
+                    |o| *o != (Side::Kube, Action::Create) && *o != (Side::Server, Action::Create)
+                )
+                .collect::<Vec<_>>()
+        );
+        let unmirrored = SlotView {
+            user: None,
+            mirror: None,
+            server: Some(Some(3)),
+        };
+        assert_eq!(
+            in_mode(Mode::ToServer, &unmirrored),
+            vec![
+                (Side::Kube, Action::Create),
+                (Side::Server, Action::Edit),
+                (Side::Server, Action::Delete)
+            ]
+        );
+        assert_eq!(
+            in_mode(Mode::ToServer, &SlotView::default()),
+            vec![(Side::Kube, Action::Create), (Side::Server, Action::Create)]
+        );
+    }
+
+    #[test]
+    fn to_server_cr_deletes_need_the_finalizer_and_a_sync() {
+        let fresh = SlotView {
+            user: Some(CrView {
+                finalizer: false,
+                ever_synced: false,
+                synced_current: false,
+                ..synced(1)
+            }),
+            mirror: None,
+            server: Some(Some(0)),
+        };
+        assert!(!in_mode(Mode::ToServer, &fresh).contains(&(Side::Kube, Action::Delete)));
+    }
+
+    fn mirror_from_server(v: Version) -> CrView {
+        CrView {
+            finalizer: false,
+            ..synced(v)
+        }
+    }
+
+    #[test]
+    fn from_server_a_synced_mirror_allows_every_write_and_cr_deletes_need_no_finalizer() {
+        let view = SlotView {
+            user: None,
+            mirror: Some(mirror_from_server(3)),
+            server: Some(Some(3)),
+        };
+        assert_eq!(
+            in_mode(Mode::FromServer, &view),
+            EVERY
+                .into_iter()
+                .filter(|o| *o != (Side::Server, Action::Create))
+                .collect::<Vec<_>>()
+        );
+        // Bidirectional mode would not delete a CR without the finalizer.
+        assert!(!kinds_of(&view, Winner::Kubernetes).contains(&(Side::Kube, Action::Delete)));
+    }
+
+    #[test]
+    fn from_server_waits_for_server_changes_to_reach_the_cr() {
+        // The server changed after the CR's last sync (4 > 3): an edit of the CR, or the
+        // object's removal, could land before or after the pull.
+        let view = SlotView {
+            user: Some(mirror_from_server(3)),
+            mirror: None,
+            server: Some(Some(4)),
+        };
+        let got = in_mode(Mode::FromServer, &view);
+        assert!(!got.contains(&(Side::Kube, Action::Edit)), "{got:?}");
+        assert!(!got.contains(&(Side::Server, Action::Delete)), "{got:?}");
+        assert!(got.contains(&(Side::Server, Action::Edit)), "{got:?}");
+        assert!(got.contains(&(Side::Kube, Action::Delete)), "{got:?}");
+        // The CR was edited after the server's last change (5 > 4): read-only, nothing to
+        // pull: edited again, and removed on the server.
+        let read_only = SlotView {
+            user: Some(CrView {
+                synced_current: false,
+                ..mirror_from_server(5)
+            }),
+            mirror: None,
+            server: Some(Some(4)),
+        };
+        let got = in_mode(Mode::FromServer, &read_only);
+        assert!(got.contains(&(Side::Kube, Action::Edit)), "{got:?}");
+        assert!(got.contains(&(Side::Server, Action::Delete)), "{got:?}");
+        // A user CR created over a server object, not yet synced: its adoption is pending.
+        let adopting = SlotView {
+            user: Some(CrView {
+                ever_synced: false,
+                synced_current: false,
+                ..mirror_from_server(5)
+            }),
+            mirror: None,
+            server: Some(Some(4)),
+        };
+        let got = in_mode(Mode::FromServer, &adopting);
+        assert!(!got.contains(&(Side::Kube, Action::Edit)), "{got:?}");
+        assert!(!got.contains(&(Side::Server, Action::Delete)), "{got:?}");
+    }
+
+    #[test]
+    fn from_server_a_cr_without_server_object_allows_a_server_create() {
+        // A read-only CR (or a mirror whose object was lost): edited, deleted, or given a
+        // server object whose content it takes. No second user CR beside a mirror whose object
+        // is gone (S3 pending).
+        for (user, mirror) in [
+            (Some(mirror_from_server(3)), None),
+            (None, Some(mirror_from_server(3))),
+        ] {
+            let view = SlotView {
+                user,
+                mirror,
+                server: None,
+            };
+            assert_eq!(
+                in_mode(Mode::FromServer, &view),
+                vec![
+                    (Side::Kube, Action::Edit),
+                    (Side::Kube, Action::Delete),
+                    (Side::Server, Action::Create)
+                ]
+            );
+        }
+        assert_eq!(
+            in_mode(Mode::FromServer, &SlotView::default()),
+            vec![(Side::Kube, Action::Create), (Side::Server, Action::Create)]
+        );
+    }
+
+    #[test]
+    fn the_short_profile_runs_bidirectional_by_default() {
+        assert_eq!(Profile::short(6).rules(), Rules::from(Winner::Kubernetes));
+        assert_eq!(Profile::full(1).mode, Mode::Bidirectional);
     }
 
     #[test]

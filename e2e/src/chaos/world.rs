@@ -300,18 +300,21 @@ fn status_field<'a>(cr: &'a DynamicObject, path: &str) -> Option<&'a Value> {
     cr.data.pointer(path)
 }
 
+fn has_finalizer(cr: &DynamicObject) -> bool {
+    cr.metadata
+        .finalizers
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|f| f == RESOURCES_FINALIZER)
+}
+
 fn cr_view(kind: Kind, cr: &DynamicObject) -> CrView {
     let generation = cr.metadata.generation;
     let last_synced = status_field(cr, "/status/lastSynced/generation").and_then(Value::as_i64);
     CrView {
         deleting: cr.metadata.deletion_timestamp.is_some(),
-        finalizer: cr
-            .metadata
-            .finalizers
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .any(|f| f == RESOURCES_FINALIZER),
+        finalizer: has_finalizer(cr),
         ever_synced: status_field(cr, "/status/lastSynced").is_some(),
         synced_current: last_synced.is_some() && last_synced == generation,
         version: cr
@@ -341,6 +344,7 @@ fn observed(kind: Kind, cr: &DynamicObject) -> ObservedCr {
         server_name: common_crds::naming::server_name(kind, spec_name, &name),
         name,
         deleting: cr.metadata.deletion_timestamp.is_some(),
+        finalizer: has_finalizer(cr),
         ready,
         version: cr
             .data
