@@ -260,3 +260,45 @@ async fn counters_from_the_names_list() {
     );
     client.delete_counter(&before).await.expect("delete");
 }
+
+/// A counter removed and created again between two polls (its name in both lists) is still
+/// reported, as a removal and a creation with the new definition (chaos finding 9).
+#[tokio::test]
+async fn a_counter_recreated_between_two_polls_is_reported() {
+    let tb = testbed();
+    let name = unique("feed-counter-again");
+    let create = |body: &str| {
+        let (code, text) = tb.curl(
+            "POST",
+            &format!("/rest/v2/counters/{}", encode(&name)),
+            Some("application/json"),
+            Some(body),
+        );
+        assert_eq!(code, 200, "{text}");
+    };
+    create(r#"{"weak-counter":{"initial-value":3,"storage":"VOLATILE"}}"#);
+    let mut stream = tb
+        .client()
+        .counter_feed(Duration::from_secs(3), StreamOptions::default());
+    let seen = snapshot(&mut stream).await;
+    assert!(seen.contains_key(&name), "{seen:?}");
+    // Well within one poll interval.
+    let client = tb.client();
+    client.delete_counter(&name).await.expect("delete");
+    create(r#"{"weak-counter":{"initial-value":7,"storage":"VOLATILE"}}"#);
+    assert_eq!(
+        next_about(&mut stream, EventKind::Counter, &name).await,
+        ConfigEvent::CounterRemoved { name: name.clone() }
+    );
+    match next_about(&mut stream, EventKind::Counter, &name).await {
+        ConfigEvent::CounterCreated {
+            config:
+                infinispan_rest::CounterConfig::Weak {
+                    initial_value: 7, ..
+                },
+            ..
+        } => {}
+        other => panic!("{other:?}"),
+    }
+    client.delete_counter(&name).await.expect("delete");
+}
