@@ -9,10 +9,9 @@
 
 mod common;
 
-use common::testbed;
+use common::{raw_head, testbed};
 use infinispan_rest::auth::{digest_authorization, parse_challenges};
 use infinispan_rest::{AuthMethod, Client, ConfigDocument, Error};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ROUNDS: usize = 60;
 const CONCURRENCY: usize = 24;
@@ -120,33 +119,4 @@ async fn the_server_accepts_gaps_in_nonce_counts_and_refuses_repeats() {
             (0x8000_0000, 400, false),
         ]
     );
-}
-
-/// A `HEAD` on a new connection; the status and the `WWW-Authenticate` values.
-async fn raw_head(base: &str, path: &str, authorization: Option<&str>) -> (u16, Vec<String>) {
-    let host = base
-        .strip_prefix("http://")
-        .expect("node0 speaks plain HTTP");
-    let host = host.trim_end_matches('/');
-    let mut conn = tokio::net::TcpStream::connect(host).await.expect("connect");
-    let auth = authorization
-        .map(|a| format!("Authorization: {a}\r\n"))
-        .unwrap_or_default();
-    let request =
-        format!("HEAD {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n");
-    conn.write_all(request.as_bytes()).await.expect("write");
-    let mut response = String::new();
-    conn.read_to_string(&mut response).await.expect("read");
-    let mut lines = response.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let challenges = lines
-        .filter_map(|l| l.split_once(':'))
-        .filter(|(name, _)| name.eq_ignore_ascii_case("www-authenticate"))
-        .map(|(_, value)| value.trim().to_owned())
-        .collect();
-    (status, challenges)
 }

@@ -9,13 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Node, NodeOptions, testbed, unique, wait_for};
+use common::{Node, NodeOptions, raw_head, testbed, unique, wait_for};
 use infinispan_rest::auth::{digest_authorization, parse_challenges};
 use infinispan_rest::{
     AuthMethod, Backoff, BackupResources, Client, ClientConfig, ConfigDocument, ConfigEvent,
     CounterConfig, CounterStorage, Error, EventKind, JobStatus, StreamItem, StreamOptions,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const A: (&str, u16, u16) = ("it-rest-mn-a", 1960, 18980);
 const B: (&str, u16, u16) = ("it-rest-mn-b", 1961, 18981);
@@ -58,21 +57,7 @@ async fn a_stream_on_the_second_node_receives_events_of_changes_made_through_the
     assert_eq!(b.config().base_url, node_b.url);
 
     // one cluster of two, and b really is another node
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let (info_a, info_b) = loop {
-        let ia = a.container_info().await.expect("info a");
-        let ib = b.container_info().await.expect("info b");
-        if ia.cluster_members.len() == 2 && ib.cluster_members.len() == 2 {
-            break (ia, ib);
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no two-node cluster: a sees {:?}, b sees {:?}",
-            ia.cluster_members,
-            ib.cluster_members
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let (info_a, info_b) = wait_for_two_members(&a, &b).await;
     assert_ne!(info_a.node_address, info_b.node_address);
 
     // the stream on node b
@@ -249,12 +234,24 @@ async fn two_node_cluster(a: (&str, u16, u16), b: (&str, u16, u16)) -> (Node, No
     let node_a = Node::start_with(a.0, a.1, a.2, &options);
     let node_b = Node::start_with(b.0, b.1, b.2, &options);
     let (ca, cb) = (node_a.client(), node_b.client());
+    wait_for_two_members(&ca, &cb).await;
+    (node_a, node_b)
+}
+
+/// Waits (up to 60 s) until each of two nodes sees a cluster of two; their container info.
+async fn wait_for_two_members(
+    a: &Client,
+    b: &Client,
+) -> (
+    infinispan_rest::server::ContainerInfo,
+    infinispan_rest::server::ContainerInfo,
+) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let ia = ca.container_info().await.expect("info a");
-        let ib = cb.container_info().await.expect("info b");
+        let ia = a.container_info().await.expect("info a");
+        let ib = b.container_info().await.expect("info b");
         if ia.cluster_members.len() == 2 && ib.cluster_members.len() == 2 {
-            break;
+            break (ia, ib);
         }
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -264,7 +261,6 @@ async fn two_node_cluster(a: (&str, u16, u16), b: (&str, u16, u16)) -> (Node, No
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    (node_a, node_b)
 }
 
 /// Each node issues its own DIGEST nonces (Elytron keeps a per-node key): a nonce node A gave,
@@ -500,31 +496,4 @@ async fn a_digest_client_behind_connections_alternating_between_nodes() {
     );
     drop(node_b);
     drop(node_a);
-}
-
-/// A `HEAD` on a new connection; the status and the `WWW-Authenticate` values.
-async fn raw_head(base: &str, path: &str, authorization: Option<&str>) -> (u16, Vec<String>) {
-    let host = base.strip_prefix("http://").expect("plain HTTP node");
-    let host = host.trim_end_matches('/');
-    let mut conn = tokio::net::TcpStream::connect(host).await.expect("connect");
-    let auth = authorization
-        .map(|a| format!("Authorization: {a}\r\n"))
-        .unwrap_or_default();
-    let request =
-        format!("HEAD {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n");
-    conn.write_all(request.as_bytes()).await.expect("write");
-    let mut response = String::new();
-    conn.read_to_string(&mut response).await.expect("read");
-    let mut lines = response.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let challenges = lines
-        .filter_map(|l| l.split_once(':'))
-        .filter(|(name, _)| name.eq_ignore_ascii_case("www-authenticate"))
-        .map(|(_, value)| value.trim().to_owned())
-        .collect();
-    (status, challenges)
 }

@@ -299,3 +299,31 @@ pub async fn wait_for<F: FnMut(&StreamItem) -> bool>(
         }
     }
 }
+
+/// A `HEAD` on a new connection; the status and the `WWW-Authenticate` values.
+pub async fn raw_head(base: &str, path: &str, authorization: Option<&str>) -> (u16, Vec<String>) {
+    let host = base.strip_prefix("http://").expect("a plain-HTTP node");
+    let host = host.trim_end_matches('/');
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(host).await.expect("connect");
+    let auth = authorization
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    let request =
+        format!("HEAD {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n");
+    conn.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    conn.read_to_string(&mut response).await.expect("read");
+    let mut lines = response.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let challenges = lines
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(name, _)| name.eq_ignore_ascii_case("www-authenticate"))
+        .map(|(_, value)| value.trim().to_owned())
+        .collect();
+    (status, challenges)
+}
