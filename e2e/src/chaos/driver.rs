@@ -113,18 +113,8 @@ impl std::fmt::Display for Report {
             self.ops_refused,
             self.ops_on_terminating
         )?;
-        let kinds: Vec<String> = self
-            .ops_by_kind
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
-        writeln!(f, "ops by type: {}", kinds.join(", "))?;
-        let faults: Vec<String> = self
-            .faults
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
-        writeln!(f, "faults injected: {}", faults.join(", "))?;
+        writeln!(f, "ops by type: {}", counts(&self.ops_by_kind))?;
+        writeln!(f, "faults injected: {}", counts(&self.faults))?;
         for (what, took) in &self.checkpoints {
             writeln!(
                 f,
@@ -138,21 +128,15 @@ impl std::fmt::Display for Report {
         for line in &self.replica_exits {
             writeln!(f, "replica exit: {line}")?;
         }
-        let states: Vec<String> = self
-            .expected_states
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
-        writeln!(f, "expected final states: {}", states.join(", "))?;
-        let states: Vec<String> = self
-            .states_reached
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
+        writeln!(
+            f,
+            "expected final states: {}",
+            counts(&self.expected_states)
+        )?;
         writeln!(
             f,
             "states applied operations left their object in: {}",
-            states.join(", ")
+            counts(&self.states_reached)
         )?;
         match self.convergence {
             Some(t) => writeln!(f, "final convergence: {:.1} s", t.as_secs_f64())?,
@@ -183,6 +167,15 @@ impl std::fmt::Display for Report {
         }
         Ok(())
     }
+}
+
+/// `key count` pairs of a tally, comma-separated (the report's lines).
+fn counts<K: std::fmt::Display>(tally: &BTreeMap<K, usize>) -> String {
+    tally
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The operator replicas of a run. Replica 0 is the fixture's own process; each restart gets
