@@ -55,12 +55,12 @@ impl Metrics {
         [&self.reconciles, &self.stream_events, &self.writes]
             .into_iter()
             .flat_map(|counters| counters.collect())
-            .flat_map(|family| {
+            .map(|family| {
                 family
                     .get_metric()
                     .iter()
                     .map(|metric| metric.get_counter().get_value())
-                    .collect::<Vec<_>>()
+                    .sum::<f64>()
             })
             .sum::<f64>() as u64
     }

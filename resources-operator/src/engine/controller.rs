@@ -437,10 +437,10 @@ impl<A: KindAdapter> Engine<A> {
         }
     }
 
-    /// The comparison of the CR with the server object, memoised per (generation, digest)
-    /// when the server was asked,
-    /// and whether a difference is classified (in place or not): without `classify`, the
-    /// kind's cheaper unclassified comparison when it has one (see [`super::comparing`]).
+    /// The comparison of the CR with the server object (memoised per generation and digest
+    /// when the server was asked), and whether a difference is classified (in place or not):
+    /// without `classify`, the kind's cheaper unclassified comparison when it has one (see
+    /// [`super::comparing`]).
     pub(super) async fn compare(
         &self,
         cr: &A::Cr,
