@@ -411,11 +411,12 @@ async fn drive(
         profile.ops,
         plan.len()
     );
-    let sides = Sides {
+    let mut sides = Sides {
         client: f.client.clone(),
         namespace: f.ns.name.clone(),
         cluster: CLUSTER.to_string(),
         rest: f.rest.clone(),
+        past_runs: Default::default(),
     };
     let slots = Slot::all(profile.slots_per_kind);
     let mut log: Vec<Entry> = Vec::new();
@@ -524,6 +525,15 @@ async fn drive(
                         ));
                     }
                     let wipe = s.fault == Fault::ServerWipe;
+                    // The records made so far name a server run that ends here: a server
+                    // delete of a possibly volatile object waits until its CR is recorded in
+                    // the next run (see `CrView::recorded_in_run`; finding 10).
+                    let ended = sides.server_run_ends().await?;
+                    println!(
+                        "before #{}: {ended} epoch(s) recorded before the {} are past",
+                        seq + 1,
+                        s.fault.name()
+                    );
                     // Whatever the server loses, it loses before the operations issued while
                     // it is down.
                     resets.push((log.len(), if wipe { Reset::Wipe } else { Reset::Restart }));

@@ -213,6 +213,11 @@ pub struct CrView {
     pub ever_synced: bool,
     /// `status.lastSynced.generation` is the CR's generation: no change of the CR is waiting.
     pub synced_current: bool,
+    /// `status.lastSynced.epoch` names the server's current run: not an epoch the CRs held
+    /// when the driver restarted the server. Only such a record lets the operator take an
+    /// absence for a removal whatever the object's storage (design R2: a mirrored object may
+    /// be volatile, so its absence after a restart nobody saw it survive proves nothing).
+    pub recorded_in_run: bool,
     pub version: Option<Version>,
 }
 
@@ -299,7 +304,10 @@ pub fn allowed(kind: Kind, view: &SlotView, rules: impl Into<Rules>) -> Vec<(Sid
 /// - Server edit (caches, schemas, tasks): with winner Kubernetes only when no CR change is
 ///   waiting ([`SlotView::kube_settled`]); with winner Server always.
 /// - Server delete: only when no CR change is waiting (an unsynced CR edit wins over a
-///   removal and recreates the object; a synced one lets the CR go).
+///   removal and recreates the object; a synced one lets the CR go), and the CR's record names
+///   the server's current run ([`CrView::recorded_in_run`]): after a server restart, until the
+///   operator has seen the object survive it, its absence proves no removal when it may be
+///   volatile (R2: recreated, never taken as deleted), so a delete could end either way.
 pub fn allowed_bidirectional(kind: Kind, view: &SlotView, winner: Winner) -> Vec<(Side, Action)> {
     let mut out = Vec::new();
     let claimants = view.claimants();
@@ -322,7 +330,7 @@ pub fn allowed_bidirectional(kind: Kind, view: &SlotView, winner: Winner) -> Vec
     if on_server && server_editable(kind) && (winner == Winner::Server || view.kube_settled()) {
         out.push((Side::Server, Action::Edit));
     }
-    if on_server && view.kube_settled() {
+    if on_server && view.kube_settled() && view.claimant().is_none_or(|cr| cr.recorded_in_run) {
         out.push((Side::Server, Action::Delete));
     }
     out
@@ -387,7 +395,8 @@ pub fn allowed_to_server(kind: Kind, view: &SlotView) -> Vec<(Side, Action)> {
 /// - Server edit (caches, schemas, tasks): always: the CR takes it.
 /// - Server delete: no CR, or one, synced before, with no server change waiting to be pulled
 ///   into it (a CR never synced whose server object went stays `ReadOnlyMode`, one synced is
-///   deleted).
+///   deleted), recorded in the server's current run (as in Bidirectional mode: else R2 may
+///   keep the CR).
 pub fn allowed_from_server(kind: Kind, view: &SlotView) -> Vec<(Side, Action)> {
     let mut out = Vec::new();
     let claimants = view.claimants();
@@ -418,7 +427,10 @@ pub fn allowed_from_server(kind: Kind, view: &SlotView) -> Vec<(Side, Action)> {
     if server.is_some() && server_editable(kind) {
         out.push((Side::Server, Action::Edit));
     }
-    if server.is_some() && (claimants == 0 || nothing_to_pull) {
+    if server.is_some()
+        && (claimants == 0
+            || (nothing_to_pull && view.claimant().is_some_and(|cr| cr.recorded_in_run)))
+    {
         out.push((Side::Server, Action::Delete));
     }
     out
@@ -652,6 +664,7 @@ mod tests {
             finalizer: true,
             ever_synced: true,
             synced_current: true,
+            recorded_in_run: true,
             version: Some(v),
         }
     }
@@ -689,6 +702,43 @@ mod tests {
             ]
         );
         assert_eq!(kinds_of(&view, Winner::Server), all);
+    }
+
+    #[test]
+    fn a_server_delete_waits_until_the_cr_is_recorded_in_the_servers_current_run() {
+        // Finding 10: a mirror last recorded before a server restart; deleted on the server
+        // before any operator saw it survive the restart, it may come back (R2).
+        let before_restart = CrView {
+            recorded_in_run: false,
+            ..synced(3)
+        };
+        let view = SlotView {
+            user: None,
+            mirror: Some(before_restart.clone()),
+            server: Some(Some(3)),
+        };
+        for winner in [Winner::Kubernetes, Winner::Server] {
+            let got = kinds_of(&view, winner);
+            assert!(!got.contains(&(Side::Server, Action::Delete)), "{winner:?}");
+            // Edits are no removals: they go on.
+            assert!(got.contains(&(Side::Server, Action::Edit)), "{winner:?}");
+        }
+        let from_server = SlotView {
+            mirror: Some(CrView {
+                finalizer: false,
+                ..before_restart
+            }),
+            ..view.clone()
+        };
+        assert!(!in_mode(Mode::FromServer, &from_server).contains(&(Side::Server, Action::Delete)));
+        // ToServer recreates a claimed object whatever the record: nothing to wait for.
+        assert!(in_mode(Mode::ToServer, &view).contains(&(Side::Server, Action::Delete)));
+        // Recorded again in the new run: allowed.
+        let recorded = SlotView {
+            mirror: Some(synced(3)),
+            ..view
+        };
+        assert!(kinds_of(&recorded, Winner::Kubernetes).contains(&(Side::Server, Action::Delete)));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! as `kubectl` would, the server's REST API as any other client would), and observes one slot
 //! (for the gates) or the whole world (for the check).
 
+use std::collections::BTreeSet;
+
 use common_crds::ResourceKind as Kind;
 use common_crds::labels::{CLUSTER_LABEL, RESOURCES_FINALIZER};
 use infinispan_rest::tasks::SCRIPT_CACHE;
@@ -23,6 +25,9 @@ pub struct Sides {
     pub cluster: String,
     /// Straight to the server (not through the operator's fault proxy).
     pub rest: infinispan_rest::Client,
+    /// The `status.lastSynced.epoch` values the CRs held when the driver restarted the server
+    /// ([`Sides::server_run_ends`]): records of server runs that are over.
+    pub past_runs: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Sides {
@@ -75,8 +80,8 @@ impl Sides {
             None
         };
         Ok(SlotView {
-            user: user.map(|cr| cr_view(slot.kind, &cr)),
-            mirror: mirror.map(|cr| cr_view(slot.kind, &cr)),
+            user: user.map(|cr| cr_view(slot.kind, &cr, &self.past_runs)),
+            mirror: mirror.map(|cr| cr_view(slot.kind, &cr, &self.past_runs)),
             server,
         })
     }
@@ -240,6 +245,23 @@ impl Sides {
         }
     }
 
+    /// The server is about to restart: the epochs the CRs' records name now become records of
+    /// a past server run (the run after the restart has another session). Returns how many
+    /// epochs were new to the set.
+    pub async fn server_run_ends(&mut self) -> anyhow::Result<usize> {
+        let before = self.past_runs.len();
+        for kind in model::KINDS {
+            for cr in self.api(kind).list(&ListParams::default()).await? {
+                if let Some(epoch) =
+                    status_field(&cr, "/status/lastSynced/epoch").and_then(Value::as_str)
+                {
+                    self.past_runs.insert(epoch.to_string());
+                }
+            }
+        }
+        Ok(self.past_runs.len() - before)
+    }
+
     /// Every CR of the five kinds in the namespace and every non-internal server object.
     pub async fn world(&self) -> anyhow::Result<World> {
         let mut world = World::default();
@@ -309,14 +331,16 @@ fn has_finalizer(cr: &DynamicObject) -> bool {
         .any(|f| f == RESOURCES_FINALIZER)
 }
 
-fn cr_view(kind: Kind, cr: &DynamicObject) -> CrView {
+fn cr_view(kind: Kind, cr: &DynamicObject, past_runs: &BTreeSet<String>) -> CrView {
     let generation = cr.metadata.generation;
     let last_synced = status_field(cr, "/status/lastSynced/generation").and_then(Value::as_i64);
+    let epoch = status_field(cr, "/status/lastSynced/epoch").and_then(Value::as_str);
     CrView {
         deleting: cr.metadata.deletion_timestamp.is_some(),
         finalizer: has_finalizer(cr),
         ever_synced: status_field(cr, "/status/lastSynced").is_some(),
         synced_current: last_synced.is_some() && last_synced == generation,
+        recorded_in_run: epoch.is_some_and(|epoch| !past_runs.contains(epoch)),
         version: cr
             .data
             .get("spec")
