@@ -372,20 +372,6 @@ pub fn infinispan_url(cluster: &Infinispan, cluster_domain: &str) -> Result<Stri
     operator_service_url(cluster, cluster_domain)
 }
 
-/// The URL of the cluster's client Service:
-/// `http(s)://<cluster>.<namespace>.svc.<cluster_domain>:11222` ([`endpoint_scheme`]). A
-/// trailing dot of the domain is dropped.
-pub fn client_service_url(
-    cluster: &Infinispan,
-    cluster_domain: &str,
-) -> Result<String, BuildError> {
-    let host = client_service_host(cluster, cluster_domain)?;
-    Ok(format!(
-        "{}://{host}:{SERVER_PORT}",
-        endpoint_scheme(cluster)
-    ))
-}
-
 /// The URL of the cluster's operators' Service (client-IP session affinity):
 /// `http(s)://<cluster>-operator.<namespace>.svc.<cluster_domain>:11222`.
 pub fn operator_service_url(
@@ -1053,10 +1039,6 @@ mod tests {
             url(&cr, "cluster.local").as_deref(),
             Some("http://demo-operator.ns.svc.cluster.local:11222")
         );
-        assert_eq!(
-            client_service_url(&cr, "cluster.local").ok().as_deref(),
-            Some("http://demo.ns.svc.cluster.local:11222")
-        );
         // TLS: the same Service; the certificate is verified against the client Service's
         // name (--tls-server-name, see the Deployment's test).
         cr.spec.security.endpoint_encryption.type_ = EncryptionType::Secret;
@@ -1077,7 +1059,6 @@ mod tests {
             for bad in ["", ".", "Cluster.Local", "a..b", "-x"] {
                 for result in [
                     infinispan_url(&cr, bad),
-                    client_service_url(&cr, bad),
                     operator_service_url(&cr, bad),
                     client_service_host(&cr, bad),
                 ] {
