@@ -1,12 +1,13 @@
 //! The config event stream against the real server: replay, live events made by another
-//! client (curl), capability-driven fallbacks, restart of a private node, and a silently dead
-//! connection behind a loopback proxy.
+//! client (curl), capability-driven fallbacks, restart of a private node, a silently dead
+//! connection behind a loopback proxy, and a frozen stream while new connections flow.
 
 mod common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Node, next_item, testbed, unique, wait_for};
@@ -424,17 +425,45 @@ async fn start_proxy(upstream: String, blackhole: Arc<AtomicBool>) -> u16 {
             };
             let (dr, dw) = down.into_split();
             let (ur, uw) = up.into_split();
-            tokio::spawn(pump(dr, uw, blackhole.clone()));
-            tokio::spawn(pump(ur, dw, blackhole.clone()));
+            tokio::spawn(pump(dr, uw, blackhole.clone(), None));
+            tokio::spawn(pump(ur, dw, blackhole.clone(), None));
         }
     });
     port
+}
+
+/// One connection of a [`start_freezing_proxy`]: its freeze flag and the bytes it carried
+/// from the server.
+type Link = (Arc<AtomicBool>, Arc<AtomicU64>);
+
+/// A loopback TCP proxy whose connections can be frozen one by one (sockets stay open, bytes
+/// vanish) while the others, and new ones, flow.
+async fn start_freezing_proxy(upstream: String) -> (u16, Arc<Mutex<Vec<Link>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let links: Arc<Mutex<Vec<Link>>> = Arc::default();
+    let all = links.clone();
+    tokio::spawn(async move {
+        while let Ok((down, _)) = listener.accept().await {
+            let Ok(up) = TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let link: Link = Default::default();
+            all.lock().expect("links").push(link.clone());
+            let (dr, dw) = down.into_split();
+            let (ur, uw) = up.into_split();
+            tokio::spawn(pump(dr, uw, link.0.clone(), None));
+            tokio::spawn(pump(ur, dw, link.0, Some(link.1)));
+        }
+    });
+    (port, links)
 }
 
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     blackhole: Arc<AtomicBool>,
+    carried: Option<Arc<AtomicU64>>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -448,8 +477,14 @@ async fn pump(
                 std::future::pending::<()>().await;
             }
             Ok(n) => {
-                if !blackhole.load(Ordering::SeqCst) && to.write_all(&buf[..n]).await.is_err() {
+                if blackhole.load(Ordering::SeqCst) {
+                    continue;
+                }
+                if to.write_all(&buf[..n]).await.is_err() {
                     return;
+                }
+                if let Some(carried) = &carried {
+                    carried.fetch_add(n as u64, Ordering::SeqCst);
                 }
             }
         }
@@ -506,5 +541,65 @@ async fn detects_a_silently_dead_connection_in_bounded_time_and_recovers() {
         "event after recovery",
     )
     .await;
+    tb.client().delete_cache(&c).await.expect("cleanup");
+}
+
+/// Chaos finding 1: the stream's own connection freezes while new connections (the probes')
+/// flow, so every health check passes. A cache created meanwhile must not stay unknown: the
+/// names probe shows the stream missed it, the connection ends, and the replay brings it.
+#[tokio::test]
+async fn a_frozen_stream_behind_a_working_path_is_detected_by_its_names() {
+    let tb = testbed();
+    let upstream = tb.url.trim_start_matches("http://").to_owned();
+    let (port, links) = start_freezing_proxy(upstream).await;
+    let client = Client::new(
+        ClientConfig::new(format!("http://127.0.0.1:{port}")).with_credentials(tb.credentials()),
+    )
+    .expect("client");
+    let opts = fast_options();
+    // Two probes after silence, each within its timeout, and room for a loaded machine.
+    let bound = 2 * (opts.probe_interval + opts.probe_timeout) + Duration::from_secs(5);
+    let mut stream = client.config_events(opts);
+    read_replay(&mut stream).await;
+
+    // Freeze the listen connection only: the one that carried the replay.
+    let listen = links
+        .lock()
+        .expect("links")
+        .iter()
+        .max_by_key(|(_, carried)| carried.load(Ordering::SeqCst))
+        .cloned()
+        .expect("the stream's connection");
+    listen.0.store(true, Ordering::SeqCst);
+    let c = unique("it-frozen");
+    assert_eq!(
+        tb.curl(
+            "POST",
+            &format!("/rest/v2/caches/{c}"),
+            Some("application/json"),
+            Some(r#"{"local-cache":{}}"#)
+        )
+        .0,
+        200
+    );
+    let t0 = Instant::now();
+    let d = wait_for(
+        &mut stream,
+        bound,
+        |i| matches!(i, StreamItem::Disconnected { .. }),
+        "Disconnected: the frozen stream missed a cache",
+    )
+    .await;
+    let took = t0.elapsed();
+    if let StreamItem::Disconnected { error, .. } = d {
+        assert!(error.is_retryable(), "{error:?}");
+        assert!(error.to_string().contains("missed changes"), "{error}");
+    }
+    assert!(took <= bound, "{took:?}");
+    let (_, replayed) = read_replay(&mut stream).await;
+    assert!(
+        replayed.contains(&(EventKind::Cache, c.clone())),
+        "{c} not in the replay after the reconnect"
+    );
     tb.client().delete_cache(&c).await.expect("cleanup");
 }

@@ -7,6 +7,7 @@
 //!   (schemas, tasks: an internal cache's entry events; counters: a names list).
 
 pub mod feeds;
+mod freshness;
 pub mod sse;
 pub mod stream;
 

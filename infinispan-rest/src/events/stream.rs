@@ -8,7 +8,9 @@
 //!
 //! Dead connections: the server sends no keep-alives, so silence is normal. Every socket has
 //! TCP keepalive (detects a vanished peer host); after `probe_interval` of silence a read-only
-//! health probe goes to the same base URL, and a failing probe ends the connection. Never a
+//! probe goes to the same base URL, and a failing probe ends the connection: the names-only
+//! list once the replay is complete (compared with what the stream told, it also shows a
+//! connection frozen on the way, see [`super::freshness`]), a health check before. Never a
 //! write. After any end the stream yields [`StreamItem::Disconnected`] with the jittered,
 //! capped backoff it will wait, then reconnects; the caller resyncs on the next `Connected`.
 
@@ -24,6 +26,7 @@ use tokio::task::JoinHandle;
 
 use super::ConfigEvent;
 use super::EventKind;
+use super::freshness::{Freshness, Verdict};
 use super::sse::{SseEvent, SseParser};
 use crate::client::{Client, Req, error_chain};
 use crate::error::{Error, from_response};
@@ -72,9 +75,9 @@ pub struct StreamOptions {
     pub backoff: Backoff,
     /// Bound on waiting for the response headers.
     pub header_timeout: Duration,
-    /// Silence after which the health probe runs.
+    /// Silence after which the probe runs (see the module documentation).
     pub probe_interval: Duration,
-    /// Bound on the health probe.
+    /// Bound on the probe.
     pub probe_timeout: Duration,
     /// Bound on the replay; a replay that does not complete in time ends the connection.
     pub replay_timeout: Duration,
@@ -170,8 +173,16 @@ pub(crate) struct Closed;
 async fn run(client: Client, opts: StreamOptions, tx: mpsc::Sender<StreamItem>) {
     let mut failures: u32 = 0;
     let mut connection: u64 = 0;
+    let mut freshness = Freshness::default();
     loop {
-        let end = connect_once(&client, &opts, &tx, &mut connection, &mut failures).await;
+        let end = connect_once(
+            &client,
+            &opts,
+            &tx,
+            (&mut connection, &mut failures),
+            &mut freshness,
+        )
+        .await;
         let error = match end {
             Ok(e) => e,
             Err(Closed) => return,
@@ -199,8 +210,8 @@ async fn connect_once(
     client: &Client,
     opts: &StreamOptions,
     tx: &mpsc::Sender<StreamItem>,
-    connection: &mut u64,
-    failures: &mut u32,
+    (connection, failures): (&mut u64, &mut u32),
+    freshness: &mut Freshness,
 ) -> Result<Error, Closed> {
     let what = "listen to config events";
     let path = format!(
@@ -224,6 +235,7 @@ async fn connect_once(
     };
     *connection += 1;
     *failures = 0;
+    freshness.connected();
     let conn = *connection;
     let mut pending: HashSet<(EventKind, String)> = names
         .caches
@@ -262,6 +274,7 @@ async fn connect_once(
                 for sse in events {
                     let event = ConfigEvent::decode(&sse.event, &sse.data);
                     let seen = event.object().map(|(k, n)| (k, n.to_owned()));
+                    freshness.event(&event);
                     send(tx, StreamItem::Event(event)).await?;
                     if !replay_done && let Some(key) = seen {
                         pending.remove(&key);
@@ -283,8 +296,34 @@ async fn connect_once(
                         after: opts.replay_timeout,
                     });
                 }
-                if let Err(e) = probe(client, opts).await {
-                    return Ok(e);
+                if !replay_done {
+                    if let Err(e) = probe(client, opts).await {
+                        return Ok(e);
+                    }
+                    continue;
+                }
+                let listed = match names_probe(client, opts).await {
+                    Ok(listed) => listed,
+                    Err(e) => return Ok(e),
+                };
+                match freshness.probe(&listed) {
+                    Verdict::Fresh => {}
+                    Verdict::Tolerated(names) => tracing::warn!(
+                        names,
+                        "the server lists cache or template names its event stream does not \
+                         report, after a fresh replay too: no longer compared"
+                    ),
+                    Verdict::Stale(names) => {
+                        return Ok(Error::Transport {
+                            what: what.to_owned(),
+                            message: format!(
+                                "the stream missed changes: {names} cache or template name(s) \
+                                 differ from the server's list at two probes {} s apart with no \
+                                 event between (a connection frozen on the way?)",
+                                opts.probe_interval.as_secs_f64()
+                            ),
+                        });
+                    }
                 }
             }
         }
@@ -358,6 +397,18 @@ pub(crate) async fn probe(client: &Client, opts: &StreamOptions) -> Result<(), E
         Ok(Err(e)) => Err(e),
         Err(_) => Err(Error::Timeout {
             what: "health probe of the event stream's server".to_owned(),
+            after: opts.probe_timeout,
+        }),
+    }
+}
+
+/// After silence, once the replay is complete: the names-only list, which also proves the
+/// server is there.
+async fn names_probe(client: &Client, opts: &StreamOptions) -> Result<ConfigNames, Error> {
+    match tokio::time::timeout(opts.probe_timeout, client.config_names()).await {
+        Ok(result) => result,
+        Err(_) => Err(Error::Timeout {
+            what: "names probe of the event stream's server".to_owned(),
             after: opts.probe_timeout,
         }),
     }
