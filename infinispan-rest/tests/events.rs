@@ -6,8 +6,7 @@ mod common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Node, next_item, testbed, unique, wait_for};
@@ -15,7 +14,6 @@ use infinispan_rest::names::encode;
 use infinispan_rest::{
     Backoff, Client, ClientConfig, ConfigEvent, EventKind, StreamItem, StreamOptions,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 fn fast_options() -> StreamOptions {
@@ -425,70 +423,11 @@ async fn start_proxy(upstream: String, blackhole: Arc<AtomicBool>) -> u16 {
             };
             let (dr, dw) = down.into_split();
             let (ur, uw) = up.into_split();
-            tokio::spawn(pump(dr, uw, blackhole.clone(), None));
-            tokio::spawn(pump(ur, dw, blackhole.clone(), None));
+            tokio::spawn(common::pump(dr, uw, blackhole.clone(), None));
+            tokio::spawn(common::pump(ur, dw, blackhole.clone(), None));
         }
     });
     port
-}
-
-/// One connection of a [`start_freezing_proxy`]: its freeze flag and the bytes it carried
-/// from the server.
-type Link = (Arc<AtomicBool>, Arc<AtomicU64>);
-
-/// A loopback TCP proxy whose connections can be frozen one by one (sockets stay open, bytes
-/// vanish) while the others, and new ones, flow.
-async fn start_freezing_proxy(upstream: String) -> (u16, Arc<Mutex<Vec<Link>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let links: Arc<Mutex<Vec<Link>>> = Arc::default();
-    let all = links.clone();
-    tokio::spawn(async move {
-        while let Ok((down, _)) = listener.accept().await {
-            let Ok(up) = TcpStream::connect(&upstream).await else {
-                continue;
-            };
-            let link: Link = Default::default();
-            all.lock().expect("links").push(link.clone());
-            let (dr, dw) = down.into_split();
-            let (ur, uw) = up.into_split();
-            tokio::spawn(pump(dr, uw, link.0.clone(), None));
-            tokio::spawn(pump(ur, dw, link.0, Some(link.1)));
-        }
-    });
-    (port, links)
-}
-
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    blackhole: Arc<AtomicBool>,
-    carried: Option<Arc<AtomicU64>>,
-) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        match from.read(&mut buf).await {
-            Ok(0) | Err(_) => {
-                if !blackhole.load(Ordering::SeqCst) {
-                    let _ = to.shutdown().await;
-                    return;
-                }
-                // silently dead: never tell the other side
-                std::future::pending::<()>().await;
-            }
-            Ok(n) => {
-                if blackhole.load(Ordering::SeqCst) {
-                    continue;
-                }
-                if to.write_all(&buf[..n]).await.is_err() {
-                    return;
-                }
-                if let Some(carried) = &carried {
-                    carried.fetch_add(n as u64, Ordering::SeqCst);
-                }
-            }
-        }
-    }
 }
 
 #[tokio::test]
@@ -551,7 +490,7 @@ async fn detects_a_silently_dead_connection_in_bounded_time_and_recovers() {
 async fn a_frozen_stream_behind_a_working_path_is_detected_by_its_names() {
     let tb = testbed();
     let upstream = tb.url.trim_start_matches("http://").to_owned();
-    let (port, links) = start_freezing_proxy(upstream).await;
+    let (port, links) = common::start_freezing_proxy(upstream).await;
     let client = Client::new(
         ClientConfig::new(format!("http://127.0.0.1:{port}")).with_credentials(tb.credentials()),
     )

@@ -302,3 +302,67 @@ async fn a_counter_recreated_between_two_polls_is_reported() {
     }
     client.delete_counter(&name).await.expect("delete");
 }
+
+/// Chaos finding 1 for the schema feed: its listener's connection freezes while new
+/// connections flow. A schema added meanwhile shows in the cache's keys, not in the feed: the
+/// feed ends the connection and the next snapshot has it.
+#[tokio::test]
+async fn a_frozen_schema_listener_is_detected_by_the_keys() {
+    let tb = testbed();
+    let upstream = tb.url.trim_start_matches("http://").to_owned();
+    let (port, links) = common::start_freezing_proxy(upstream).await;
+    let client = infinispan_rest::Client::new(
+        infinispan_rest::ClientConfig::new(format!("http://127.0.0.1:{port}"))
+            .with_credentials(tb.credentials()),
+    )
+    .expect("client");
+    let opts = StreamOptions {
+        probe_interval: Duration::from_secs(1),
+        probe_timeout: Duration::from_secs(2),
+        ..StreamOptions::default()
+    };
+    let bound = 2 * (opts.probe_interval + opts.probe_timeout) + Duration::from_secs(5);
+    let mut stream = client.schema_feed(opts);
+    snapshot(&mut stream).await;
+    // The listen request is the feed's first connection (the snapshot's list takes a second
+    // one while the listener holds it).
+    let listen = links.lock().expect("links")[0].clone();
+    listen.0.store(true, std::sync::atomic::Ordering::SeqCst);
+
+    let name = format!("{}.proto", unique("feed-frozen"));
+    let proto = format!("message {} {{ optional string a = 1; }}", message(&name));
+    let (code, body) = tb.curl(
+        "PUT",
+        &format!("/rest/v2/schemas/{}", encode(&name)),
+        Some("text/plain"),
+        Some(&proto),
+    );
+    assert_eq!(code, 200, "{body}");
+    let t0 = std::time::Instant::now();
+    match wait_for(
+        &mut stream,
+        bound,
+        |i| matches!(i, StreamItem::Disconnected { .. } | StreamItem::Event(_)),
+        "Disconnected: the frozen listener missed a schema",
+    )
+    .await
+    {
+        StreamItem::Disconnected { error, .. } => {
+            assert!(error.to_string().contains("missed changes"), "{error}");
+        }
+        other => panic!("the frozen listener delivered {other:?}"),
+    }
+    assert!(t0.elapsed() <= bound, "{:?}", t0.elapsed());
+    let seen = snapshot(&mut stream).await;
+    assert!(
+        seen.contains_key(&name),
+        "{name} not in the snapshot after the reconnect"
+    );
+    let (code, body) = tb.curl(
+        "DELETE",
+        &format!("/rest/v2/schemas/{}", encode(&name)),
+        None,
+        None,
+    );
+    assert!(code == 204 || code == 200, "{code} {body}");
+}

@@ -24,9 +24,11 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::ConfigEvent;
+use super::EventKind;
+use super::freshness::Freshness;
 use super::sse::SseParser;
 use super::stream::{
-    Closed, ConfigEventStream, Next, StreamItem, StreamOptions, next, open, probe, send,
+    Closed, ConfigEventStream, Next, StreamItem, StreamOptions, bounded, next, open, send, stale,
 };
 use crate::client::{Client, Req};
 use crate::counters::CounterConfig;
@@ -48,7 +50,7 @@ impl Client {
     pub fn schema_feed(&self, options: StreamOptions) -> ConfigEventStream {
         let client = self.clone();
         ConfigEventStream::spawn(options.buffer, move |tx| {
-            reconnecting(client, options, tx, EntryFeed::Schemas)
+            reconnecting(client, options, tx, Listener::new(EntryFeed::Schemas))
         })
     }
 
@@ -56,7 +58,7 @@ impl Client {
     pub fn task_feed(&self, options: StreamOptions) -> ConfigEventStream {
         let client = self.clone();
         ConfigEventStream::spawn(options.buffer, move |tx| {
-            reconnecting(client, options, tx, EntryFeed::Tasks)
+            reconnecting(client, options, tx, Listener::new(EntryFeed::Tasks))
         })
     }
 
@@ -90,6 +92,23 @@ impl Client {
             .await?
             .json(&what)?;
         Ok(entries.into_iter().map(|e| (e.key, e.value)).collect())
+    }
+
+    /// The keys of an internal cache (no values: the names probe of the schema and task
+    /// feeds).
+    pub async fn cache_keys(&self, cache: &str) -> Result<Vec<String>, Error> {
+        let what = format!("list the keys of cache '{cache}'");
+        self.expect(
+            Req::get(format!(
+                "/rest/v2/caches/{}?action=keys&limit=-1",
+                encode(cache)
+            ))
+            .accept("application/json"),
+            &what,
+            &[200],
+        )
+        .await?
+        .json(&what)
     }
 
     /// A schema's text and validation error, as the server stores them (two reads of the
@@ -195,7 +214,47 @@ enum EntryFeed {
     Tasks,
 }
 
+/// An entry feed with what tells whether its listener still delivers (see
+/// [`super::freshness`]), across its connections.
+#[derive(Debug)]
+struct Listener {
+    feed: EntryFeed,
+    freshness: Freshness,
+}
+
+impl Listener {
+    fn new(feed: EntryFeed) -> Self {
+        Self {
+            feed,
+            freshness: Freshness::new(feed.kinds()),
+        }
+    }
+}
+
 impl EntryFeed {
+    fn kind(self) -> EventKind {
+        match self {
+            EntryFeed::Schemas => EventKind::Schema,
+            EntryFeed::Tasks => EventKind::Task,
+        }
+    }
+
+    fn kinds(self) -> &'static [EventKind] {
+        match self {
+            EntryFeed::Schemas => &[EventKind::Schema],
+            EntryFeed::Tasks => &[EventKind::Task],
+        }
+    }
+
+    /// The objects a key of the cache stands for: every key for tasks, the schemas' own keys
+    /// (not their errors, nor the `.errors` index) for schemas.
+    fn is_object_key(self, key: &str) -> bool {
+        match self {
+            EntryFeed::Tasks => true,
+            EntryFeed::Schemas => !key.ends_with(ERRORS_SUFFIX),
+        }
+    }
+
     fn cache(self) -> &'static str {
         match self {
             EntryFeed::Schemas => SCHEMA_CACHE,
@@ -267,9 +326,9 @@ impl EntryFeed {
     }
 }
 
-impl Connection for EntryFeed {
+impl Connection for Listener {
     fn what(&self) -> &'static str {
-        match self {
+        match self.feed {
             EntryFeed::Schemas => "listen to schema changes",
             EntryFeed::Tasks => "listen to task changes",
         }
@@ -283,7 +342,7 @@ impl Connection for EntryFeed {
         session: &mut Session,
     ) -> Result<Error, Closed> {
         let what = self.what();
-        let feed = *self;
+        let feed = self.feed;
         // Never JSON here (see the module docs).
         let listen = Req::get(format!(
             "/rest/v2/caches/{}?action=listen&includeCurrentState=true",
@@ -299,11 +358,13 @@ impl Connection for EntryFeed {
             Err(e) => return Ok(e),
         };
         let connection = session.connected(tx).await?;
+        self.freshness.connected();
         let mut known = HashSet::new();
         for event in feed.snapshot(entries) {
             if let Some((_, name)) = event.object() {
                 known.insert(name.to_owned());
             }
+            self.freshness.event(&event);
             send(tx, StreamItem::Event(event)).await?;
         }
         send(tx, StreamItem::ReplayComplete { connection }).await?;
@@ -312,11 +373,25 @@ impl Connection for EntryFeed {
             match next(&mut body, &mut parser, opts.probe_interval, what).await {
                 Err(e) => return Ok(e),
                 Ok(Next::Silence) => {
-                    if let Err(e) = probe(client, opts).await {
-                        return Ok(e);
+                    let keys = bounded(
+                        opts,
+                        "names probe of the feed's server",
+                        client.cache_keys(feed.cache()),
+                    );
+                    let keys = match keys.await {
+                        Ok(keys) => keys,
+                        Err(e) => return Ok(e),
+                    };
+                    let listed = keys
+                        .iter()
+                        .filter(|key| feed.is_object_key(key))
+                        .map(|key| (feed.kind(), key.as_str()));
+                    if let Some(error) = stale(self.freshness.probe(listed), what, opts) {
+                        return Ok(error);
                     }
                 }
                 Ok(Next::Events(events)) => {
+                    self.freshness.delivered();
                     // One read per object, however many of its entries changed in this chunk.
                     let mut names: Vec<String> = Vec::new();
                     for sse in events {
@@ -336,6 +411,7 @@ impl Connection for EntryFeed {
                         } else {
                             known.insert(name);
                         }
+                        self.freshness.event(&event);
                         send(tx, StreamItem::Event(event)).await?;
                     }
                 }

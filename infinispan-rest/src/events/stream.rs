@@ -173,7 +173,7 @@ pub(crate) struct Closed;
 async fn run(client: Client, opts: StreamOptions, tx: mpsc::Sender<StreamItem>) {
     let mut failures: u32 = 0;
     let mut connection: u64 = 0;
-    let mut freshness = Freshness::default();
+    let mut freshness = Freshness::new(&[EventKind::Cache, EventKind::Template]);
     loop {
         let end = connect_once(
             &client,
@@ -302,28 +302,23 @@ async fn connect_once(
                     }
                     continue;
                 }
-                let listed = match names_probe(client, opts).await {
+                let names = bounded(
+                    opts,
+                    "names probe of the event stream's server",
+                    client.config_names(),
+                );
+                let listed = match names.await {
                     Ok(listed) => listed,
                     Err(e) => return Ok(e),
                 };
-                match freshness.probe(&listed) {
-                    Verdict::Fresh => {}
-                    Verdict::Tolerated(names) => tracing::warn!(
-                        names,
-                        "the server lists cache or template names its event stream does not \
-                         report, after a fresh replay too: no longer compared"
-                    ),
-                    Verdict::Stale(names) => {
-                        return Ok(Error::Transport {
-                            what: what.to_owned(),
-                            message: format!(
-                                "the stream missed changes: {names} cache or template name(s) \
-                                 differ from the server's list at two probes {} s apart with no \
-                                 event between (a connection frozen on the way?)",
-                                opts.probe_interval.as_secs_f64()
-                            ),
-                        });
-                    }
+                let listed = (listed.caches.iter().map(|n| (EventKind::Cache, n.as_str()))).chain(
+                    listed
+                        .templates
+                        .iter()
+                        .map(|n| (EventKind::Template, n.as_str())),
+                );
+                if let Some(error) = stale(freshness.probe(listed), what, opts) {
+                    return Ok(error);
                 }
             }
         }
@@ -391,24 +386,51 @@ pub(crate) async fn next(
 
 /// After silence: asks the server (read-only) whether it is still there; an error ends the
 /// connection.
-pub(crate) async fn probe(client: &Client, opts: &StreamOptions) -> Result<(), Error> {
-    match tokio::time::timeout(opts.probe_timeout, client.health()).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(Error::Timeout {
-            what: "health probe of the event stream's server".to_owned(),
-            after: opts.probe_timeout,
+async fn probe(client: &Client, opts: &StreamOptions) -> Result<(), Error> {
+    bounded(
+        opts,
+        "health probe of the event stream's server",
+        client.health(),
+    )
+    .await
+    .map(drop)
+}
+
+/// What a names probe's verdict means for the connection: the error that ends it (the stream
+/// missed changes), or nothing (a tolerated difference is logged).
+pub(crate) fn stale(verdict: Verdict, what: &str, opts: &StreamOptions) -> Option<Error> {
+    match verdict {
+        Verdict::Fresh => None,
+        Verdict::Tolerated(names) => {
+            tracing::warn!(
+                stream = what,
+                names,
+                "the server lists names its event stream does not report, after a fresh \
+                 replay too: no longer compared"
+            );
+            None
+        }
+        Verdict::Stale(names) => Some(Error::Transport {
+            what: what.to_owned(),
+            message: format!(
+                "the stream missed changes: {names} name(s) differ from the server's list at \
+                 two probes {} s apart with no event between (a connection frozen on the way?)",
+                opts.probe_interval.as_secs_f64()
+            ),
         }),
     }
 }
 
-/// After silence, once the replay is complete: the names-only list, which also proves the
-/// server is there.
-async fn names_probe(client: &Client, opts: &StreamOptions) -> Result<ConfigNames, Error> {
-    match tokio::time::timeout(opts.probe_timeout, client.config_names()).await {
+/// A probe's request, bounded by `probe_timeout`.
+pub(crate) async fn bounded<T>(
+    opts: &StreamOptions,
+    what: &str,
+    request: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(opts.probe_timeout, request).await {
         Ok(result) => result,
         Err(_) => Err(Error::Timeout {
-            what: "names probe of the event stream's server".to_owned(),
+            what: what.to_owned(),
             after: opts.probe_timeout,
         }),
     }

@@ -5,12 +5,16 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use infinispan_rest::{
     AuthMethod, Client, ClientConfig, ConfigEventStream, Credentials, StreamItem,
 };
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -326,4 +330,65 @@ pub async fn raw_head(base: &str, path: &str, authorization: Option<&str>) -> (u
         .map(|(_, value)| value.trim().to_owned())
         .collect();
     (status, challenges)
+}
+
+/// One connection of a [`start_freezing_proxy`]: its freeze flag and the bytes it carried
+/// from the server.
+pub type Link = (Arc<AtomicBool>, Arc<AtomicU64>);
+
+/// A loopback TCP proxy whose connections can be frozen one by one (sockets stay open, bytes
+/// vanish) while the others, and new ones, flow.
+pub async fn start_freezing_proxy(upstream: String) -> (u16, Arc<Mutex<Vec<Link>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let links: Arc<Mutex<Vec<Link>>> = Arc::default();
+    let all = links.clone();
+    tokio::spawn(async move {
+        while let Ok((down, _)) = listener.accept().await {
+            let Ok(up) = TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let link: Link = Default::default();
+            all.lock().expect("links").push(link.clone());
+            let (dr, dw) = down.into_split();
+            let (ur, uw) = up.into_split();
+            tokio::spawn(pump(dr, uw, link.0.clone(), None));
+            tokio::spawn(pump(ur, dw, link.0, Some(link.1)));
+        }
+    });
+    (port, links)
+}
+
+/// Forwards `from` to `to` until either ends; while `blackhole` is set, bytes vanish and an
+/// end is never told (a silently dead peer). `carried` counts the bytes forwarded.
+pub async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    blackhole: Arc<AtomicBool>,
+    carried: Option<Arc<AtomicU64>>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                if !blackhole.load(Ordering::SeqCst) {
+                    let _ = to.shutdown().await;
+                    return;
+                }
+                // silently dead: never tell the other side
+                std::future::pending::<()>().await;
+            }
+            Ok(n) => {
+                if blackhole.load(Ordering::SeqCst) {
+                    continue;
+                }
+                if to.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+                if let Some(carried) = &carried {
+                    carried.fetch_add(n as u64, Ordering::SeqCst);
+                }
+            }
+        }
+    }
 }
