@@ -274,7 +274,7 @@ async fn l1_an_idle_minute_writes_nothing_on_either_side() -> anyhow::Result<()>
         let tasks = live_feed("task feed", f.rest.task_feed(StreamOptions::default())).await?;
         let counters = live_feed(
             "counter feed",
-            f.rest.counter_feed(COUNTER_LIST, StreamOptions::default()),
+            f.rest.counter_feed(COUNTER_LIST, StreamOptions::default(), Default::default()),
         )
         .await?;
         let mut listener = futures::stream::select_all([

@@ -215,9 +215,11 @@ async fn counters_from_the_names_list() {
         r#"{"weak-counter":{"initial-value":3,"storage":"VOLATILE"}}"#,
     );
 
-    let mut stream = tb
-        .client()
-        .counter_feed(Duration::from_millis(300), StreamOptions::default());
+    let mut stream = tb.client().counter_feed(
+        Duration::from_millis(300),
+        StreamOptions::default(),
+        Default::default(),
+    );
     let seen = snapshot(&mut stream).await;
     assert!(
         matches!(
@@ -277,9 +279,11 @@ async fn a_counter_recreated_between_two_polls_is_reported() {
         assert_eq!(code, 200, "{text}");
     };
     create(r#"{"weak-counter":{"initial-value":3,"storage":"VOLATILE"}}"#);
-    let mut stream = tb
-        .client()
-        .counter_feed(Duration::from_secs(3), StreamOptions::default());
+    let mut stream = tb.client().counter_feed(
+        Duration::from_secs(3),
+        StreamOptions::default(),
+        Default::default(),
+    );
     let seen = snapshot(&mut stream).await;
     assert!(seen.contains_key(&name), "{seen:?}");
     // Well within one poll interval.
@@ -301,6 +305,45 @@ async fn a_counter_recreated_between_two_polls_is_reported() {
         other => panic!("{other:?}"),
     }
     client.delete_counter(&name).await.expect("delete");
+}
+
+/// Chaos finding 11: a counter the caller created (and told the feed about) and another
+/// client removed before the feed's next list was never listed, so never reported gone. Told,
+/// the feed reports its removal at the next list.
+#[tokio::test]
+async fn a_counter_created_and_removed_between_two_polls_is_reported_gone() {
+    let tb = testbed();
+    let name = unique("feed-counter-told");
+    let created = infinispan_rest::CreatedCounters::default();
+    let client = tb.client();
+    let mut stream = client.counter_feed(
+        Duration::from_secs(5),
+        StreamOptions::default(),
+        created.clone(),
+    );
+    snapshot(&mut stream).await;
+    // Both well within one poll interval (a list in between would show it created and then
+    // removed, which the test accepts too).
+    client
+        .create_counter(
+            &name,
+            &infinispan_rest::CounterConfig::Weak {
+                initial_value: 1,
+                storage: infinispan_rest::CounterStorage::Volatile,
+                concurrency_level: None,
+            },
+        )
+        .await
+        .expect("create");
+    created.created(&name);
+    client.delete_counter(&name).await.expect("delete");
+    loop {
+        match next_about(&mut stream, EventKind::Counter, &name).await {
+            ConfigEvent::CounterRemoved { .. } => break,
+            ConfigEvent::CounterCreated { .. } => continue,
+            other => panic!("{other:?}"),
+        }
+    }
 }
 
 /// Chaos finding 1 for the schema feed: its listener's connection freezes while new

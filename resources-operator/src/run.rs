@@ -300,7 +300,12 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
         TemplateAdapter::new(rest.clone(), internal()).with_caches(caches.engine.store.clone()),
     );
     let schemas = parts.wire(SchemaAdapter::new(rest.clone(), internal()));
-    let counters = parts.wire(CounterAdapter::new(rest.clone(), internal()));
+    let created_counters = infinispan_rest::CreatedCounters::default();
+    let counters = parts.wire(CounterAdapter::new(
+        rest.clone(),
+        internal(),
+        created_counters.clone(),
+    ));
     let tasks = parts.wire(TaskAdapter::new(rest.clone(), internal()));
     let sink = |engine: Arc<dyn stream::KindSink>| engine;
     // The config event stream feeds caches and templates and owns the server's epoch; the
@@ -322,7 +327,11 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
         (
             "counters",
             vec![sink(counters.engine.clone())],
-            rest.counter_feed(args.counter_list_interval, StreamOptions::default()),
+            rest.counter_feed(
+                args.counter_list_interval,
+                StreamOptions::default(),
+                created_counters,
+            ),
             false,
         ),
         (

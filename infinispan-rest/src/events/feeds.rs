@@ -18,6 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -63,11 +64,17 @@ impl Client {
     }
 
     /// Counters as [`ConfigEvent::CounterCreated`]/[`ConfigEvent::CounterRemoved`], from a
-    /// names list every `interval`.
-    pub fn counter_feed(&self, interval: Duration, options: StreamOptions) -> ConfigEventStream {
+    /// names list every `interval`. `created`: the counters the caller creates, told to the
+    /// feed so that their removal is reported even when no list ever had them.
+    pub fn counter_feed(
+        &self,
+        interval: Duration,
+        options: StreamOptions,
+        created: CreatedCounters,
+    ) -> ConfigEventStream {
         let client = self.clone();
         ConfigEventStream::spawn(options.buffer, move |tx| {
-            reconnecting(client, options, tx, CounterPoll::new(interval))
+            reconnecting(client, options, tx, CounterPoll::new(interval, created))
         })
     }
 
@@ -420,6 +427,34 @@ impl Connection for Listener {
     }
 }
 
+/// Counters the caller created, for its counter feed (chaos finding 11). The feed reports a
+/// removal only for a name it listed before; the caller, after creating a counter, takes it as
+/// present (the sync reads it back at once, so that the echo changes nothing). Created and
+/// removed by another client between two lists, such a counter was never reported gone: its CR
+/// stayed, claiming an object the server no longer had. Told here, the feed takes the name as
+/// known from its next list on (a list started after the creation completed) and reports it
+/// created or removed like any other.
+#[derive(Debug, Clone, Default)]
+pub struct CreatedCounters(Arc<Mutex<Vec<String>>>);
+
+impl CreatedCounters {
+    /// `name` was created (the server answered).
+    pub fn created(&self, name: &str) {
+        self.with(|names| names.push(name.to_owned()));
+    }
+
+    fn take(&self) -> Vec<String> {
+        self.with(std::mem::take)
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Vec<String>) -> T) -> T {
+        match self.0.lock() {
+            Ok(mut names) => f(&mut names),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+}
+
 /// Counters: the names list every `interval`, and the definitions of new names and of up to
 /// [`RECHECKED_PER_POLL`] known ones in turn. A counter's definition never changes in place:
 /// a known name with another definition was removed and created again between two polls (a
@@ -430,6 +465,7 @@ struct CounterPoll {
     interval: Duration,
     /// Where the next re-check of known definitions starts (an index into the sorted names).
     cursor: usize,
+    created: CreatedCounters,
 }
 
 /// Known counters whose definition is read again per poll: all of them up to that many (so a
@@ -438,10 +474,11 @@ struct CounterPoll {
 const RECHECKED_PER_POLL: usize = 32;
 
 impl CounterPoll {
-    fn new(interval: Duration) -> Self {
+    fn new(interval: Duration, created: CreatedCounters) -> Self {
         Self {
             interval,
             cursor: 0,
+            created,
         }
     }
 }
@@ -472,8 +509,18 @@ impl Connection for CounterPoll {
         session: &mut Session,
     ) -> Result<Error, Closed> {
         let mut known: HashMap<String, CounterConfig> = HashMap::new();
+        // Created by the caller and not listed yet: present as far as the caller knows.
+        let mut told: HashSet<String> = HashSet::new();
         let mut connection = None;
         loop {
+            // Before the list: a list started after a creation completed shows it, or its
+            // removal.
+            told.extend(
+                self.created
+                    .take()
+                    .into_iter()
+                    .filter(|name| !known.contains_key(name)),
+            );
             let names = match client.list_counters().await {
                 Ok(names) => names,
                 Err(e) => return Ok(e),
@@ -524,6 +571,13 @@ impl Connection for CounterPoll {
             for name in gone {
                 known.remove(&name);
                 changes.push(ConfigEvent::CounterRemoved { name });
+            }
+            // Listed: read above like any new name, and known from now on. Not listed:
+            // removed since it was created.
+            for name in std::mem::take(&mut told) {
+                if !listed.contains(&name) {
+                    changes.push(ConfigEvent::CounterRemoved { name });
+                }
             }
             let first = connection.is_none();
             if first {

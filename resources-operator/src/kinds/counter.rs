@@ -16,7 +16,7 @@ use common_crds::Counter;
 use common_crds::common::UpdateStrategy;
 use common_crds::counter::{CounterStorage as CrStorage, CounterType};
 use infinispan_rest::{
-    Client, ConfigEvent, CounterConfig, CounterStorage, EventKind, InternalObjects,
+    Client, ConfigEvent, CounterConfig, CounterStorage, CreatedCounters, EventKind, InternalObjects,
 };
 use serde_json::{Value, json};
 
@@ -31,11 +31,17 @@ use crate::engine::kind::{
 pub struct CounterAdapter {
     client: Client,
     internal: InternalObjects,
+    /// Told each counter this adapter creates (the counter feed's, see [`CreatedCounters`]).
+    created: CreatedCounters,
 }
 
 impl CounterAdapter {
-    pub fn new(client: Client, internal: InternalObjects) -> Self {
-        Self { client, internal }
+    pub fn new(client: Client, internal: InternalObjects, created: CreatedCounters) -> Self {
+        Self {
+            client,
+            internal,
+            created,
+        }
     }
 }
 
@@ -180,10 +186,11 @@ impl KindAdapter for CounterAdapter {
     }
 
     async fn create(&self, server_name: &str, cr: &Counter) -> Result<(), KindError> {
-        Ok(self
-            .client
+        self.client
             .create_counter(server_name, &desired(cr))
-            .await?)
+            .await?;
+        self.created.created(server_name);
+        Ok(())
     }
 
     /// Never called: counters cannot change in place (the capabilities say so).
