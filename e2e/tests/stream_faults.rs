@@ -188,7 +188,7 @@ async fn a_cut_stream_reconnects_and_catches_up() -> anyhow::Result<()> {
 
 /// R4, a silently dead connection: the proxy stops forwarding without closing anything (the
 /// operator's TCP peer, the proxy, stays alive, so TCP keepalive cannot see it). The operator
-/// must notice through its read-only health probe, without writing anything, within
+/// must notice through its read-only probe (the names list), without writing anything, within
 /// `probe_interval + probe_timeout` of the last byte; then, once new connections flow again
 /// (the stalled ones stay dead), reconnect and catch up: a cache created on the server during
 /// the stall, whose event was lost in the dead connection, appears as a mirror CR.
@@ -219,9 +219,9 @@ async fn a_silently_stalled_stream_is_detected_without_writes() -> anyhow::Resul
             f.operator.log_lines(&[
                 "server stream disconnected",
                 "stream=\"config\"",
-                "health probe"
+                "probe of the event stream's server"
             ]) >= 1,
-            "the disconnect was not the health probe's doing"
+            "the disconnect was not the probe's doing"
         );
         ensure!(
             f.operator.server_writes().await? == writes,
