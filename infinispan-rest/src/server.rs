@@ -111,6 +111,21 @@ pub struct ConfigNames {
     pub templates: Vec<String>,
 }
 
+impl ConfigNames {
+    /// Every name with the kind of object it is.
+    pub fn objects(&self) -> impl Iterator<Item = (crate::EventKind, &str)> {
+        let caches = self
+            .caches
+            .iter()
+            .map(|n| (crate::EventKind::Cache, n.as_str()));
+        let templates = self
+            .templates
+            .iter()
+            .map(|n| (crate::EventKind::Template, n.as_str()));
+        caches.chain(templates)
+    }
+}
+
 /// Parts of `GET /rest/v2/container` this client uses.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ContainerInfo {

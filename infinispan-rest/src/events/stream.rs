@@ -179,7 +179,8 @@ async fn run(client: Client, opts: StreamOptions, tx: mpsc::Sender<StreamItem>) 
             &client,
             &opts,
             &tx,
-            (&mut connection, &mut failures),
+            &mut connection,
+            &mut failures,
             &mut freshness,
         )
         .await;
@@ -210,7 +211,8 @@ async fn connect_once(
     client: &Client,
     opts: &StreamOptions,
     tx: &mpsc::Sender<StreamItem>,
-    (connection, failures): (&mut u64, &mut u32),
+    connection: &mut u64,
+    failures: &mut u32,
     freshness: &mut Freshness,
 ) -> Result<Error, Closed> {
     let what = "listen to config events";
@@ -238,15 +240,8 @@ async fn connect_once(
     freshness.connected();
     let conn = *connection;
     let mut pending: HashSet<(EventKind, String)> = names
-        .caches
-        .iter()
-        .map(|n| (EventKind::Cache, n.clone()))
-        .chain(
-            names
-                .templates
-                .iter()
-                .map(|n| (EventKind::Template, n.clone())),
-        )
+        .objects()
+        .map(|(kind, name)| (kind, name.to_owned()))
         .collect();
     send(
         tx,
@@ -311,13 +306,7 @@ async fn connect_once(
                     Ok(listed) => listed,
                     Err(e) => return Ok(e),
                 };
-                let listed = (listed.caches.iter().map(|n| (EventKind::Cache, n.as_str()))).chain(
-                    listed
-                        .templates
-                        .iter()
-                        .map(|n| (EventKind::Template, n.as_str())),
-                );
-                if let Some(error) = stale(freshness.probe(listed), what, opts) {
+                if let Some(error) = stale(freshness.probe(listed.objects()), what, opts) {
                     return Ok(error);
                 }
             }
