@@ -58,7 +58,9 @@ impl OperatorProcess {
                 "--metrics-address",
                 &metrics.to_string(),
                 "--log-level",
-                "info",
+                // `BENCH_OPERATOR_LOG` (filter directives) for a diagnosis, e.g.
+                // `info,kube_client=debug,hyper_util=debug` traces every API request.
+                &std::env::var("BENCH_OPERATOR_LOG").unwrap_or_else(|_| "info".into()),
             ])
             .env("KUBECONFIG", &launch.kubeconfig)
             .env("POD_NAME", format!("resources-operator-bench-{label}"))
