@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{Node, next_item, testbed, unique, wait_for};
 use infinispan_rest::names::encode;
-use infinispan_rest::{
-    Backoff, Client, ClientConfig, ConfigEvent, EventKind, StreamItem, StreamOptions,
-};
+use infinispan_rest::{Backoff, ConfigEvent, EventKind, StreamItem, StreamOptions};
 use tokio::net::{TcpListener, TcpStream};
 
 fn fast_options() -> StreamOptions {
@@ -430,35 +428,44 @@ async fn start_proxy(upstream: String, blackhole: Arc<AtomicBool>) -> u16 {
     port
 }
 
+/// Waits for the stream to end its connection, within `bound` from now; the error must be one
+/// the stream retries. Returns it.
+async fn disconnected_within(
+    stream: &mut infinispan_rest::ConfigEventStream,
+    bound: Duration,
+    what: &str,
+) -> infinispan_rest::Error {
+    let t0 = Instant::now();
+    let item = wait_for(
+        stream,
+        bound,
+        |i| matches!(i, StreamItem::Disconnected { .. }),
+        what,
+    )
+    .await;
+    let took = t0.elapsed();
+    assert!(took <= bound, "{took:?}");
+    let StreamItem::Disconnected { error, .. } = item else {
+        unreachable!("wait_for returns the item it waited for");
+    };
+    assert!(error.is_retryable(), "{error:?}");
+    error
+}
+
 #[tokio::test]
 async fn detects_a_silently_dead_connection_in_bounded_time_and_recovers() {
     let tb = testbed();
     let upstream = tb.url.trim_start_matches("http://").to_owned();
     let blackhole = Arc::new(AtomicBool::new(false));
     let port = start_proxy(upstream, blackhole.clone()).await;
-    let client = Client::new(
-        ClientConfig::new(format!("http://127.0.0.1:{port}")).with_credentials(tb.credentials()),
-    )
-    .expect("client");
+    let client = tb.client_via(port);
     let opts = fast_options();
     let bound = opts.probe_interval + opts.probe_timeout + Duration::from_secs(3);
     let mut stream = client.config_events(opts);
     read_replay(&mut stream).await;
 
     blackhole.store(true, Ordering::SeqCst);
-    let t0 = Instant::now();
-    let d = wait_for(
-        &mut stream,
-        bound,
-        |i| matches!(i, StreamItem::Disconnected { .. }),
-        "Disconnected through the dead proxy",
-    )
-    .await;
-    let took = t0.elapsed();
-    if let StreamItem::Disconnected { error, .. } = d {
-        assert!(error.is_retryable(), "{error:?}");
-    }
-    assert!(took <= bound, "{took:?}");
+    disconnected_within(&mut stream, bound, "Disconnected through the dead proxy").await;
 
     blackhole.store(false, Ordering::SeqCst);
     read_replay(&mut stream).await;
@@ -491,10 +498,7 @@ async fn a_frozen_stream_behind_a_working_path_is_detected_by_its_names() {
     let tb = testbed();
     let upstream = tb.url.trim_start_matches("http://").to_owned();
     let (port, links) = common::start_freezing_proxy(upstream).await;
-    let client = Client::new(
-        ClientConfig::new(format!("http://127.0.0.1:{port}")).with_credentials(tb.credentials()),
-    )
-    .expect("client");
+    let client = tb.client_via(port);
     let opts = fast_options();
     // Two probes after silence, each within its timeout, and room for a loaded machine.
     let bound = 2 * (opts.probe_interval + opts.probe_timeout) + Duration::from_secs(5);
@@ -521,20 +525,13 @@ async fn a_frozen_stream_behind_a_working_path_is_detected_by_its_names() {
         .0,
         200
     );
-    let t0 = Instant::now();
-    let d = wait_for(
+    let error = disconnected_within(
         &mut stream,
         bound,
-        |i| matches!(i, StreamItem::Disconnected { .. }),
         "Disconnected: the frozen stream missed a cache",
     )
     .await;
-    let took = t0.elapsed();
-    if let StreamItem::Disconnected { error, .. } = d {
-        assert!(error.is_retryable(), "{error:?}");
-        assert!(error.to_string().contains("missed changes"), "{error}");
-    }
-    assert!(took <= bound, "{took:?}");
+    assert!(error.to_string().contains("missed changes"), "{error}");
     let (_, replayed) = read_replay(&mut stream).await;
     assert!(
         replayed.contains(&(EventKind::Cache, c.clone())),

@@ -354,11 +354,7 @@ async fn a_frozen_schema_listener_is_detected_by_the_keys() {
     let tb = testbed();
     let upstream = tb.url.trim_start_matches("http://").to_owned();
     let (port, links) = common::start_freezing_proxy(upstream).await;
-    let client = infinispan_rest::Client::new(
-        infinispan_rest::ClientConfig::new(format!("http://127.0.0.1:{port}"))
-            .with_credentials(tb.credentials()),
-    )
-    .expect("client");
+    let client = tb.client_via(port);
     let opts = StreamOptions {
         probe_interval: Duration::from_secs(1),
         probe_timeout: Duration::from_secs(2),

@@ -78,6 +78,14 @@ impl Testbed {
     pub fn client_with(&self, auth: AuthMethod) -> Client {
         Client::new(self.config().with_auth(auth)).expect("client")
     }
+    /// A client of the testbed's server through a loopback proxy listening on `port`.
+    pub fn client_via(&self, port: u16) -> Client {
+        Client::new(
+            ClientConfig::new(format!("http://127.0.0.1:{port}"))
+                .with_credentials(self.credentials()),
+        )
+        .expect("client")
+    }
 
     /// A plain HTTP call by another client (curl, BASIC), for changes the stream must see.
     /// Returns (status, body).
