@@ -192,6 +192,16 @@ impl Operator {
             .sum())
     }
 
+    /// The operator's `queue_depth` gauge for `kind`: reconcile requests it sent and has not
+    /// started.
+    pub async fn queue_depth(&self, kind: &str) -> anyhow::Result<f64> {
+        let (_, body) = self.get("/metrics").await?;
+        let series = format!("infinispan_resources_operator_queue_depth{{kind=\"{kind}\"}} ");
+        body.lines()
+            .find_map(|l| l.strip_prefix(&series)?.parse::<f64>().ok())
+            .with_context(|| format!("no {series}in the metrics"))
+    }
+
     pub fn with_log(&self, error: anyhow::Error) -> anyhow::Error {
         crate::process::with_log_tail(error, "operator", &self.log, 60)
     }

@@ -137,6 +137,41 @@ async fn k3_deleting_the_cr_deletes_the_server_cache() -> anyhow::Result<()> {
     .await
 }
 
+/// K3 in bulk: CRs deleted at once delete their caches, and leave no work behind: the reconcile
+/// requests the operator sent for CRs that went before they ran (the server's remove events of
+/// the caches it deleted itself) leave its queue, whose depth returns to zero.
+#[tokio::test]
+async fn k3_deleting_many_crs_at_once_leaves_nothing_queued() -> anyhow::Result<()> {
+    with_fixture("k3-many", async |f| {
+        let names: Vec<String> = (0..20).map(|i| f.server_name(&format!("k3m{i}"))).collect();
+        let f = &*f;
+        for name in &names {
+            f.apply_cache(name, r#"{"local-cache":{}}"#).await?;
+        }
+        for name in &names {
+            f.wait_ready(name, "Synced").await?;
+        }
+        let delete = DeleteParams::default();
+        futures::future::try_join_all(names.iter().map(|name| f.caches.delete(name, &delete)))
+            .await?;
+        for name in &names {
+            f.wait_gone(name).await?;
+            ensure!(
+                !f.rest.cache_exists(name).await?,
+                "{name} still on the server"
+            );
+        }
+        eventually(
+            "an empty reconcile queue",
+            Duration::from_secs(15),
+            || async { Ok((f.operator.queue_depth("Cache").await? == 0.0).then_some(())) },
+        )
+        .await
+        .map_err(|e| f.operator.with_log(e))
+    })
+    .await
+}
+
 /// S3: removing a cache on the server deletes its CR, for a mirror CR and for a user CR.
 #[tokio::test]
 async fn s3_removing_the_server_cache_deletes_the_cr() -> anyhow::Result<()> {

@@ -213,6 +213,17 @@ impl<A: KindAdapter> Engine<A> {
         dependencies
     }
 
+    /// Forgets the CRs `keep` refuses as waiting for a server object (they are gone).
+    fn stop_waiting(&self, keep: impl Fn(&ObjectRef<A::Cr>) -> bool) {
+        Self::lock(&self.waiting, |waiting| {
+            waiting.retain(|_, crs| {
+                crs.retain(|key| keep(key));
+                !crs.is_empty()
+            });
+            compact::after_removal(waiting);
+        });
+    }
+
     /// A server object appeared: the CRs waiting for it are reconciled (design D1).
     pub fn dependency_appeared(&self, needed: &Needed) {
         let waiting = Self::lock(&self.waiting, |waiting| {
@@ -257,8 +268,15 @@ impl<A: KindAdapter> Engine<A> {
 
     /// A reconcile of `cr` starts: it leaves the engine's queue.
     fn started(&self, cr: &A::Cr) {
+        let key = ObjectRef::from_obj(cr);
+        self.unqueue(|queued| *queued != key);
+    }
+
+    /// Drops the queued requests `keep` refuses. A request for a CR deleted before it ran is
+    /// never run (the controller finds no object), so the CR's deletion has to drop it.
+    fn unqueue(&self, keep: impl Fn(&ObjectRef<A::Cr>) -> bool) {
         let depth = Self::lock(&self.queued, |queued| {
-            queued.remove(&ObjectRef::from_obj(cr));
+            queued.retain(|key| keep(key));
             compact::after_removal(queued);
             queued.len()
         });
@@ -272,7 +290,12 @@ impl<A: KindAdapter> Engine<A> {
     /// lost a claimant.
     pub(super) fn index(&self, event: &watcher::Event<A::Cr>) -> Vec<String> {
         match event {
-            watcher::Event::Delete(cr) => self.forget(|uid| Some(uid) != cr.uid().as_deref()),
+            watcher::Event::Delete(cr) => {
+                self.forget(|uid| Some(uid) != cr.uid().as_deref());
+                let key = ObjectRef::from_obj(cr);
+                self.unqueue(|queued| *queued != key);
+                self.stop_waiting(|waiting| *waiting != key);
+            }
             watcher::Event::InitDone => {
                 let present: HashSet<String> = self
                     .store
@@ -281,6 +304,8 @@ impl<A: KindAdapter> Engine<A> {
                     .filter_map(|cr| cr.uid())
                     .collect();
                 self.forget(|uid| present.contains(uid));
+                self.unqueue(|queued| self.store.get(queued).is_some());
+                self.stop_waiting(|waiting| self.store.get(waiting).is_some());
             }
             _ => {}
         }
