@@ -38,6 +38,10 @@ struct Cli {
     /// Cache CRs created concurrently when N CRs are applied at once.
     #[arg(long, default_value_t = 16)]
     apply_concurrency: usize,
+    /// Times each timed phase and its floor are measured, compared by their medians
+    /// (default: 5 up to N = 100, 3 up to 1,000, once above).
+    #[arg(long)]
+    repeats: Option<usize>,
     /// The release binary of the operator (default: <target dir>/release/resources-operator).
     #[arg(long)]
     operator_binary: Option<PathBuf>,
@@ -76,6 +80,7 @@ async fn main() -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| run::operator::default_binary(&repo)),
         apply_concurrency: cli.apply_concurrency,
+        repeats: cli.repeats,
     };
     let results = run::measure(&options).await?;
     let checks = checks(&results, large);

@@ -30,6 +30,16 @@ fn s(seconds: f64) -> String {
     format!("{seconds:.2} s")
 }
 
+/// A median time with the range of the runs it is the median of, e.g. `1.02 s (0.95-1.30 s, 5 runs)`.
+fn timed(median: f64, runs: &[f64]) -> String {
+    if runs.len() < 2 {
+        return s(median);
+    }
+    let low = runs.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = runs.iter().copied().fold(0.0, f64::max);
+    format!("{} ({low:.2}-{high:.2} s, {} runs)", s(median), runs.len())
+}
+
 fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
@@ -47,17 +57,17 @@ pub fn figures_table(sizes: &[SizeResult]) -> String {
         let n = r.n;
         let _ = writeln!(
             t,
-            "| {n} | startup sync: N caches on the server -> N CRs Ready | {} | {} (create + status patch per CR, one connection) | {:.2} |",
-            s(r.startup.operator_s),
-            s(r.startup.floor_s),
+            "| {n} | startup sync: N caches on the server -> N CRs Ready, median | {} | {} (create + status patch per CR, one connection) | {:.2} |",
+            timed(r.startup.operator_s, &r.startup.operator_runs_s),
+            timed(r.startup.floor_s, &r.startup.floor_runs_s),
             r.startup.ratio()
         );
         let _ = writeln!(
             t,
-            "| {n} | CR to server: N CRs applied -> N caches on the server, CRs Ready | {} (CRs created in {}) | {} (N REST creates, one process) | {:.2} |",
-            s(r.cr_to_server.operator_s),
+            "| {n} | CR to server: N CRs applied -> N caches on the server, CRs Ready, median | {} (CRs created in {}) | {} (N REST creates, one process) | {:.2} |",
+            timed(r.cr_to_server.operator_s, &r.cr_to_server.operator_runs_s),
             s(r.cr_apply_s),
-            s(r.cr_to_server.floor_s),
+            timed(r.cr_to_server.floor_s, &r.cr_to_server.floor_runs_s),
             r.cr_to_server.ratio()
         );
         if let Some(st) = &r.steady {
@@ -253,10 +263,7 @@ mod tests {
     fn run() -> Run {
         let size = SizeResult {
             n: 100,
-            startup: Timed {
-                operator_s: 1.5,
-                floor_s: 1.0,
-            },
+            startup: Timed::of(vec![1.5, 2.0, 1.25], vec![1.0, 1.0, 1.0]),
             steady: Some(Steady {
                 rate_per_s: 50.0,
                 seconds: 60.0,
@@ -281,7 +288,7 @@ mod tests {
         let text = section(&run());
         assert!(text.starts_with(BEGIN) && text.ends_with(END));
         assert!(text.contains(
-            "| 100 | startup sync: N caches on the server -> N CRs Ready | 1.50 s | 1.00 s"
+            "| 100 | startup sync: N caches on the server -> N CRs Ready, median | 1.50 s (1.25-2.00 s, 3 runs) | 1.00 s (1.00-1.00 s, 3 runs)"
         ));
         assert!(text.contains("| 1.50 |"));
         assert!(text.contains("| 100 | startup sync time / floor | 1.50 | <= 1.2 | **no** |"));

@@ -40,6 +40,19 @@ impl Percentiles {
     }
 }
 
+/// The median of `samples` (the mean of the two middle ones when their count is even), zero
+/// when there is none; non-finite samples are left out.
+pub fn median(samples: &[f64]) -> f64 {
+    let mut sorted: Vec<f64> = samples.iter().copied().filter(|s| s.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    match sorted.len() {
+        0 => 0.0,
+        len if len % 2 == 1 => sorted[mid],
+        _ => (sorted[mid - 1] + sorted[mid]) / 2.0,
+    }
+}
+
 /// `measured / floor`, or infinity when the floor is zero (nothing to compare against).
 pub fn ratio(measured: f64, floor: f64) -> f64 {
     if floor > 0.0 {
@@ -84,6 +97,14 @@ mod tests {
         assert_eq!(p.p99_ms, 10.0);
         assert_eq!(p.max_ms, 10.0);
         assert_eq!(Percentiles::of(&[]), Percentiles::default());
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[5.0, f64::NAN]), 5.0);
+        assert_eq!(median(&[]), 0.0);
     }
 
     #[test]

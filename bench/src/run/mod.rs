@@ -5,12 +5,19 @@
 //! 2. N caches created on the server (setup);
 //! 3. startup sync: the operator started, until N mirror CRs are Ready; then its floor, the
 //!    same creates and status patches by one process as the same kind of ServiceAccount;
+//!    repeated (the operator stopped and the CRs forgotten between two runs);
 //! 4. operator stopped; the CR-to-server floor: N REST creates of other caches through the
-//!    same proxy, then removed;
+//!    same proxy, then removed; repeated;
 //! 5. restart with N caches in sync (what it costs to find nothing to do);
 //! 6. CR to server: N Cache CRs applied at once, until all are Ready (verified on the server);
+//!    repeated (the CRs deleted between two runs, the operator deleting their caches);
 //! 7. steady flow: server-side changes at a steady rate beside ConfigMap patches at the same
 //!    rate (the API server's own write latency).
+//!
+//! The timed phases run several times at small N (`Sizes::repeats`) and are compared by their
+//! medians: at N = 100 a phase takes well under a second and one sample of it strayed from
+//! 0.65 to 1.7 times its floor between runs minutes apart. Costs and memory are those of the
+//! last run.
 
 pub mod observe;
 pub mod operator;
@@ -29,12 +36,12 @@ use common_crds::labels::CLUSTER_LABEL;
 use e2e::Testbed;
 use futures::{StreamExt, TryStreamExt};
 use infinispan_rest::{ClientConfig, ConfigDocument, CreateCacheOptions, Credentials};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::audit;
-use crate::figures::{Memory, PhaseCost, SizeResult};
+use crate::figures::{Memory, PhaseCost, SizeResult, Timed};
 use crate::httpcount::{self, CountingProxy, RequestCounts};
 use observe::CacheWatch;
 use operator::{Launch, OperatorProcess};
@@ -54,6 +61,8 @@ pub struct Options {
     pub binary: PathBuf,
     /// Concurrent CR creations when applying N CRs "at once".
     pub apply_concurrency: usize,
+    /// Times each timed phase (and its floor) is measured; `None`: by N (see `Sizes::repeats`).
+    pub repeats: Option<usize>,
 }
 
 /// Measures every size in turn.
@@ -272,42 +281,69 @@ impl Sizes<'_> {
             started.elapsed().as_secs_f64()
         );
 
-        // 3. Startup sync, then its floor.
+        // 3. Startup sync, then its floor, `repeats` times: between two runs the operator
+        // is stopped and its mirror CRs deleted with their finalizers released (the caches
+        // stay on the server), as are the floor's CRs. The last run's operator goes on.
+        let repeats = self.repeats();
         let mirrors: HashSet<String> = pre
             .iter()
             .map(|s| common_crds::naming::mirror_name(CLUSTER, s))
             .collect();
-        let marks = self.counting.mark(None).await?;
-        let op = OperatorProcess::spawn(self.launch, "startup")?;
-        let all_ready = watch
-            .all_ready(&mirrors, ready_timeout(n))
-            .await
-            .map_err(|e| op.with_log(e))?;
-        result.startup.operator_s = all_ready.duration_since(op.started).as_secs_f64();
-        op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
-        result.startup_cost = self.counting.cost(&marks, n as u64, &op).await?;
-        tokio::time::sleep(MEMORY_QUIET).await;
-        memory.at_n_kib = op.sample()?.rss_kib;
-        eprintln!(
-            "bench: N={n} startup sync {:.2} s, RSS {} KiB",
-            result.startup.operator_s, memory.at_n_kib
-        );
-        result.startup.floor_s = self.startup_floor(&caches, &mirrors).await?;
-        eprintln!("bench: N={n} startup floor {:.2} s", result.startup.floor_s);
-
-        // 4. The CR-to-server floor, the operator stopped.
-        op.stop().await?;
-        let floor_names = server_names("floor", n);
-        let started = Instant::now();
-        create_on_server(self.rest_via_proxy, &floor_names).await?;
-        result.cr_to_server.floor_s = started.elapsed().as_secs_f64();
-        for name in &floor_names {
-            self.rest.delete_cache(name).await?;
+        let floor_caches = Api::<Cache>::namespaced(self.admin.clone(), &self.floor_cluster.ns);
+        let (mut operator_runs, mut floor_runs) = (Vec::new(), Vec::new());
+        let mut op = None;
+        for run in 1..=repeats {
+            let last = run == repeats;
+            let marks = self.counting.mark(None).await?;
+            let started = OperatorProcess::spawn(self.launch, &format!("startup-{run}"))?;
+            let all_ready = watch
+                .all_ready(&mirrors, ready_timeout(n))
+                .await
+                .map_err(|e| started.with_log(e))?;
+            let operator_s = all_ready.duration_since(started.started).as_secs_f64();
+            started.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
+            if last {
+                result.startup_cost = self.counting.cost(&marks, n as u64, &started).await?;
+                tokio::time::sleep(MEMORY_QUIET).await;
+                memory.at_n_kib = started.sample()?.rss_kib;
+            }
+            let floor_s = self.startup_floor(&caches, &mirrors).await?;
+            setup::forget_crs(&floor_caches).await?;
+            eprintln!(
+                "bench: N={n} startup sync {operator_s:.2} s, floor {floor_s:.2} s (run {run} of {repeats})"
+            );
+            operator_runs.push(operator_s);
+            floor_runs.push(floor_s);
+            if last {
+                op = Some(started);
+            } else {
+                started.stop().await?;
+                setup::forget_crs(&caches).await?;
+                watch.all_gone(&mirrors, ready_timeout(n)).await?;
+            }
         }
+        result.startup = Timed::of(operator_runs, floor_runs);
         eprintln!(
-            "bench: N={n} CR-to-server floor {:.2} s",
-            result.cr_to_server.floor_s
+            "bench: N={n} startup sync median {:.2} s, floor {:.2} s, RSS {} KiB",
+            result.startup.operator_s, result.startup.floor_s, memory.at_n_kib
         );
+
+        // 4. The CR-to-server floor, `repeats` times, the operator stopped (it would mirror
+        // the caches).
+        if let Some(op) = op.take() {
+            op.stop().await?;
+        }
+        let mut floor_runs = Vec::new();
+        for run in 1..=repeats {
+            let floor_names = server_names(&format!("floor{run}"), n);
+            let started = Instant::now();
+            create_on_server(self.rest_via_proxy, &floor_names).await?;
+            floor_runs.push(started.elapsed().as_secs_f64());
+            for name in &floor_names {
+                self.rest.delete_cache(name).await?;
+            }
+        }
+        eprintln!("bench: N={n} CR-to-server floor runs {floor_runs:.2?} s");
 
         // 5. Restart with N in sync.
         let marks = self.counting.mark(None).await?;
@@ -316,31 +352,59 @@ impl Sizes<'_> {
         op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
         result.restart = self.counting.cost(&marks, n as u64, &op).await?;
 
-        // 6. CR to server.
-        let names = server_names("cr", n);
-        let marks = self.counting.mark(Some(&op)).await?;
-        let started = Instant::now();
-        self.apply_crs(&caches, &names).await?;
-        result.cr_apply_s = started.elapsed().as_secs_f64();
-        let wanted: HashSet<String> = names.iter().cloned().collect();
-        let all_ready = watch
-            .all_ready(&wanted, ready_timeout(n))
-            .await
-            .map_err(|e| op.with_log(e))?;
-        result.cr_to_server.operator_s = all_ready.duration_since(started).as_secs_f64();
-        let on_server: HashSet<String> = self.rest.list_caches().await?.into_iter().collect();
-        let missing = names.iter().filter(|n| !on_server.contains(*n)).count();
-        ensure!(
-            missing == 0,
-            "{missing} caches of Ready CRs are not on the server"
-        );
-        op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
-        result.cr_to_server_cost = self.counting.cost(&marks, n as u64, &op).await?;
-        tokio::time::sleep(MEMORY_QUIET).await;
-        memory.at_2n_kib = op.sample()?.rss_kib;
+        // 6. CR to server, `repeats` times: between two runs the CRs are deleted (the
+        // operator deletes their caches) and the operator settles. The last run's stay.
+        let (mut operator_runs, mut apply_runs) = (Vec::new(), Vec::new());
+        for run in 1..=repeats {
+            let last = run == repeats;
+            let names = server_names(&format!("cr{run}"), n);
+            let wanted: HashSet<String> = names.iter().cloned().collect();
+            let marks = self.counting.mark(Some(&op)).await?;
+            let started = Instant::now();
+            self.apply_crs(&caches, &names).await?;
+            let apply_s = started.elapsed().as_secs_f64();
+            let all_ready = watch
+                .all_ready(&wanted, ready_timeout(n))
+                .await
+                .map_err(|e| op.with_log(e))?;
+            let operator_s = all_ready.duration_since(started).as_secs_f64();
+            let on_server: HashSet<String> = self.rest.list_caches().await?.into_iter().collect();
+            let missing = names.iter().filter(|n| !on_server.contains(*n)).count();
+            ensure!(
+                missing == 0,
+                "{missing} caches of Ready CRs are not on the server"
+            );
+            op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
+            eprintln!(
+                "bench: N={n} CR to server {operator_s:.2} s (CRs applied in {apply_s:.2} s; run {run} of {repeats})"
+            );
+            operator_runs.push(operator_s);
+            apply_runs.push(apply_s);
+            if last {
+                result.cr_to_server_cost = self.counting.cost(&marks, n as u64, &op).await?;
+                tokio::time::sleep(MEMORY_QUIET).await;
+                memory.at_2n_kib = op.sample()?.rss_kib;
+            } else {
+                self.delete_crs(&caches, &names).await?;
+                watch
+                    .all_gone(&wanted, ready_timeout(n))
+                    .await
+                    .map_err(|e| op.with_log(e))?;
+                let on_server: HashSet<String> =
+                    self.rest.list_caches().await?.into_iter().collect();
+                let left = names.iter().filter(|n| on_server.contains(*n)).count();
+                ensure!(
+                    left == 0,
+                    "{left} caches of deleted CRs are still on the server"
+                );
+                op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
+            }
+        }
+        result.cr_to_server = Timed::of(operator_runs, floor_runs);
+        result.cr_apply_s = crate::stats::median(&apply_runs);
         eprintln!(
-            "bench: N={n} CR to server {:.2} s (CRs applied in {:.2} s)",
-            result.cr_to_server.operator_s, result.cr_apply_s
+            "bench: N={n} CR to server median {:.2} s, floor {:.2} s",
+            result.cr_to_server.operator_s, result.cr_to_server.floor_s
         );
 
         // 7. Steady flow.
@@ -439,6 +503,33 @@ impl Sizes<'_> {
                 .with_context(|| format!("floor: status of {name}"))?;
         }
         Ok(started.elapsed().as_secs_f64())
+    }
+
+    /// Times each phase is measured at this N: `--repeats`, else 5 up to 100 caches, 3 up to
+    /// 1,000 and once above (a phase's length grows with N, its noise does not).
+    fn repeats(&self) -> usize {
+        self.options
+            .repeats
+            .unwrap_or(match self.n {
+                0..=100 => 5,
+                101..=1000 => 3,
+                _ => 1,
+            })
+            .max(1)
+    }
+
+    /// Deletes the Cache CRs `names` as a user would, `apply_concurrency` at a time.
+    async fn delete_crs(&self, caches: &Api<Cache>, names: &[String]) -> anyhow::Result<()> {
+        futures::stream::iter(names.iter().map(|name| async move {
+            caches
+                .delete(name, &DeleteParams::default())
+                .await
+                .with_context(|| format!("deleting Cache CR {name}"))
+        }))
+        .buffer_unordered(self.options.apply_concurrency.max(1))
+        .try_collect::<Vec<_>>()
+        .await?;
+        Ok(())
     }
 
     /// Creates the Cache CRs `names` as a user would, `apply_concurrency` at a time.

@@ -19,7 +19,12 @@ use crate::matching::{Sighting, lifespan_in};
 
 #[derive(Debug, Default)]
 struct CacheState {
-    /// CR name -> when the watch first saw it `Ready=True` at its generation.
+    /// The CRs that exist, as the watch last saw.
+    present: HashSet<String>,
+    /// What a re-list (after a watch expired) has shown so far; replaces `present` at its end.
+    relist: Option<HashSet<String>>,
+    /// CR name -> when the watch first saw it `Ready=True` at its generation, since it was
+    /// last created (a deleted CR's entry goes with it).
     ready_at: HashMap<String, Instant>,
     /// CR updates seen while recording.
     sightings: Option<Vec<Sighting>>,
@@ -64,13 +69,45 @@ impl CacheWatch {
             let mut stream = watcher(api, watcher::Config::default()).boxed();
             while let Some(event) = stream.next().await {
                 let cr = match event {
-                    Ok(watcher::Event::Apply(cr) | watcher::Event::InitApply(cr)) => cr,
-                    _ => continue,
+                    Ok(watcher::Event::Apply(cr)) => cr,
+                    Ok(watcher::Event::InitApply(cr)) => {
+                        if let (Some(relist), Some(name)) =
+                            (lock(&shared).relist.as_mut(), cr.metadata.name.clone())
+                        {
+                            relist.insert(name);
+                        }
+                        cr
+                    }
+                    Ok(watcher::Event::Init) => {
+                        lock(&shared).relist = Some(HashSet::new());
+                        continue;
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        let mut state = lock(&shared);
+                        if let Some(present) = state.relist.take() {
+                            state.ready_at.retain(|name, _| present.contains(name));
+                            state.present = present;
+                        }
+                        drop(state);
+                        tx.send_modify(|n| *n += 1);
+                        continue;
+                    }
+                    Ok(watcher::Event::Delete(cr)) => {
+                        let name = cr.metadata.name.unwrap_or_default();
+                        let mut state = lock(&shared);
+                        state.present.remove(&name);
+                        state.ready_at.remove(&name);
+                        drop(state);
+                        tx.send_modify(|n| *n += 1);
+                        continue;
+                    }
+                    Err(_) => continue,
                 };
                 let seen = Instant::now();
                 let name = cr.metadata.name.clone().unwrap_or_default();
                 {
                     let mut state = lock(&shared);
+                    state.present.insert(name.clone());
                     if is_ready(&cr) && !state.ready_at.contains_key(&name) {
                         state.ready_at.insert(name.clone(), seen);
                     }
@@ -116,6 +153,31 @@ impl CacheWatch {
                 if tokio::time::Instant::now() >= deadline {
                     bail!(
                         "{missing} of {} CRs not Ready after {timeout:?}",
+                        names.len()
+                    );
+                }
+            }
+            let _ = tokio::time::timeout_at(deadline, self.bumps.changed()).await;
+        }
+    }
+
+    /// Waits until the watch has seen every CR of `names` deleted.
+    pub async fn all_gone(
+        &mut self,
+        names: &HashSet<String>,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            {
+                let state = lock(&self.state);
+                let left = names.iter().filter(|n| state.present.contains(*n)).count();
+                if left == 0 {
+                    return Ok(());
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    bail!(
+                        "{left} of {} CRs not deleted after {timeout:?}",
                         names.len()
                     );
                 }

@@ -119,30 +119,47 @@ impl Cluster {
     /// Releases every Cache CR's finalizers (the operator is stopped: nothing may touch the
     /// server) and deletes the namespace.
     pub async fn delete(mut self, admin: &Client) -> anyhow::Result<()> {
-        let caches = Api::<Cache>::namespaced(admin.clone(), &self.ns);
-        let patch = json!({ "metadata": { "finalizers": null } });
-        for cr in caches.list(&ListParams::default()).await? {
-            if cr.finalizers().is_empty() {
-                continue;
-            }
-            match caches
-                .patch(
-                    &cr.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.is_not_found() => {}
-                Err(error) => return Err(error.into()),
-            }
-        }
+        release_finalizers(&Api::<Cache>::namespaced(admin.clone(), &self.ns)).await?;
         if let Some(namespace) = self.namespace.take() {
             namespace.delete().await?;
         }
         Ok(())
     }
+}
+
+/// Releases the finalizers of every Cache CR `api` lists. Only while the operator is stopped:
+/// a CR deleted this way leaves its cache on the server.
+pub async fn release_finalizers(api: &Api<Cache>) -> anyhow::Result<()> {
+    let patch = json!({ "metadata": { "finalizers": null } });
+    for cr in api.list(&ListParams::default()).await? {
+        if cr.finalizers().is_empty() {
+            continue;
+        }
+        match api
+            .patch(
+                &cr.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.is_not_found() => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes every Cache CR `api` lists, its finalizers released first: the operator is stopped
+/// and the caches stay on the server. Returns once the API server has removed them.
+pub async fn forget_crs(api: &Api<Cache>) -> anyhow::Result<()> {
+    release_finalizers(api).await?;
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
+    let left = api.list(&ListParams::default()).await?.items.len();
+    ensure!(left == 0, "{left} Cache CRs left after deleting them all");
+    Ok(())
 }
 
 /// The FlowSchemas counting the requests of one ServiceAccount; removed by [`Self::delete`].
