@@ -376,7 +376,8 @@ impl Sizes<'_> {
             );
             op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
             eprintln!(
-                "bench: N={n} CR to server {operator_s:.2} s (CRs applied in {apply_s:.2} s; run {run} of {repeats})"
+                "bench: N={n} CR to server {operator_s:.2} s (CRs applied in {apply_s:.2} s; run {run} of {repeats}), RSS {} KiB",
+                op.sample()?.rss_kib
             );
             operator_runs.push(operator_s);
             apply_runs.push(apply_s);

@@ -91,7 +91,7 @@ impl<A: KindAdapter> KindSink for Engine<A> {
     }
 
     fn wait_for_store(&self) -> BoxFuture<'_, bool> {
-        Box::pin(async move { wait_for_store(&self.store).await.is_ok() })
+        Box::pin(Engine::wait_for_store(self))
     }
 
     fn set_ready(&self) {
@@ -266,34 +266,6 @@ pub async fn run<S, M>(
                     tracing::warn!(%error, ?retry_in, failures, stream = name, "server stream disconnected");
                 }
             }
-        }
-    }
-}
-
-/// Waits until the CR store has its initial list.
-///
-/// Not a plain `store.wait_until_ready().await`: kube-runtime 5's readiness signal keeps only the
-/// waker of the last task that polled it, and the controller waits on the same store. When both
-/// wait at once (a slow first list, e.g. right after the CRD was installed), only the
-/// controller is woken and this task would wait forever (seen in CI: the operator never became
-/// ready). Polling again every 200 ms re-registers this task; once the store is ready the next
-/// poll returns at once.
-async fn wait_for_store<K>(
-    store: &kube::runtime::reflector::Store<K>,
-) -> Result<(), kube::runtime::reflector::store::WriterDropped>
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    loop {
-        match tokio::time::timeout(
-            std::time::Duration::from_millis(200),
-            store.wait_until_ready(),
-        )
-        .await
-        {
-            Ok(result) => return result,
-            Err(_) => continue,
         }
     }
 }

@@ -51,6 +51,7 @@ impl<A: KindAdapter> Wiring<A> {
             recorder,
             trigger,
             ready,
+            store_listed: watch::channel(false).0,
             stopping: watch::channel(false).0,
             comparisons: Mutex::new(HashMap::new()),
             refusals: Mutex::new(HashMap::new()),
