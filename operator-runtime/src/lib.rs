@@ -13,6 +13,8 @@
 //!   filter directives).
 //! - [`duration`]: durations on the command line (`15`, `500ms`, `1m30s`).
 //! - [`memory`]: malloc kept to few arenas, and free heap memory given back after bursts.
+//! - [`events`]: Kubernetes Events with series, in bounded memory (kube-runtime's `Recorder`
+//!   keeps every Event of the last six minutes).
 //!
 //! Decisions:
 //! - **Parameters, not globals.** Nothing here knows an operator: the Lease's namespace, name
@@ -76,6 +78,7 @@
 
 pub mod duration;
 pub mod endpoint;
+pub mod events;
 pub mod leadership;
 pub mod logging;
 pub mod memory;

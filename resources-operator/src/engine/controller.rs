@@ -30,11 +30,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::events::{Event as KubeEvent, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
 use operator_runtime::endpoint::Readiness;
+use operator_runtime::events::{Event as KubeEvent, Recorder};
 use serde_json::json;
 use tokio::sync::watch;
 
