@@ -8,7 +8,7 @@ use common_crds::Infinispan;
 use common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::Api;
-use kube::runtime::events::Reporter;
+use operator_runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 
 use crate::backup;
@@ -241,10 +241,13 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
     let context = Arc::new(Context {
         client: client.clone(),
         settings,
-        reporter: Reporter {
-            controller: CLUSTER_OPERATOR_FIELD_MANAGER.to_string(),
-            instance: std::env::var("POD_NAME").ok(),
-        },
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: CLUSTER_OPERATOR_FIELD_MANAGER.to_string(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
     });
     tracing::info!(?scope, "cluster operator starting");
     match args.label_policy {

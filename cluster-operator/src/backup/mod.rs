@@ -83,10 +83,10 @@ use common_crds::{Backup, Infinispan, Restore};
 use futures::{FutureExt, StreamExt};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
+use operator_runtime::events::{Event, EventType, Recorder, Reporter};
 
 pub use common_crds::labels::BACKUP_FINALIZER;
 

@@ -47,9 +47,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
+use operator_runtime::events::{Event, EventType, Recorder};
 use serde::de::DeserializeOwned;
 
 use crate::build::{expose, resources_operator, server};
@@ -82,14 +82,15 @@ pub struct Settings {
 pub struct Context {
     pub client: kube::Client,
     pub settings: Settings,
-    pub reporter: Reporter,
+    /// One for the process: a repeated Event counts into the first one's series.
+    pub recorder: Recorder,
 }
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
             .field("settings", &self.settings)
-            .field("reporter", &self.reporter)
+            .field("recorder", &self.recorder)
             .finish_non_exhaustive()
     }
 }
@@ -543,7 +544,6 @@ async fn publish(
     reason: &str,
     note: String,
 ) {
-    let recorder = Recorder::new(context.client.clone(), context.reporter.clone());
     let event = Event {
         type_,
         reason: reason.to_string(),
@@ -551,7 +551,11 @@ async fn publish(
         action: "Reconcile".to_string(),
         secondary: None,
     };
-    if let Err(error) = recorder.publish(&event, &cluster.object_ref(&())).await {
+    if let Err(error) = context
+        .recorder
+        .publish(&event, &cluster.object_ref(&()))
+        .await
+    {
         tracing::warn!(%error, "publishing an Event failed");
     }
 }
