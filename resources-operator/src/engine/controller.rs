@@ -270,15 +270,16 @@ impl<A: KindAdapter> Engine<A> {
 
     /// A reconcile of `cr` starts: it leaves the engine's queue.
     fn started(&self, cr: &A::Cr) {
-        let key = ObjectRef::from_obj(cr);
-        self.unqueue(|queued| *queued != key);
+        self.unqueue(|queued| {
+            queued.remove(&ObjectRef::from_obj(cr));
+        });
     }
 
-    /// Drops the queued requests `keep` refuses. A request for a CR deleted before it ran is
-    /// never run (the controller finds no object), so the CR's deletion has to drop it.
-    fn unqueue(&self, keep: impl Fn(&ObjectRef<A::Cr>) -> bool) {
+    /// Takes requests out of the queue. A request for a CR deleted before it ran is never run
+    /// (the controller finds no object), so the CR's deletion has to take it out.
+    fn unqueue(&self, remove: impl FnOnce(&mut HashSet<ObjectRef<A::Cr>>)) {
         let depth = Self::lock(&self.queued, |queued| {
-            queued.retain(|key| keep(key));
+            remove(queued);
             compact::after_removal(queued);
             queued.len()
         });
@@ -295,7 +296,9 @@ impl<A: KindAdapter> Engine<A> {
             watcher::Event::Delete(cr) => {
                 self.forget(|uid| Some(uid) != cr.uid().as_deref());
                 let key = ObjectRef::from_obj(cr);
-                self.unqueue(|queued| *queued != key);
+                self.unqueue(|queued| {
+                    queued.remove(&key);
+                });
                 self.stop_waiting(|waiting| *waiting != key);
             }
             watcher::Event::InitDone => {
@@ -307,7 +310,7 @@ impl<A: KindAdapter> Engine<A> {
                     .filter_map(|cr| cr.uid())
                     .collect();
                 self.forget(|uid| present.contains(uid));
-                self.unqueue(|queued| self.store.get(queued).is_some());
+                self.unqueue(|queued| queued.retain(|key| self.store.get(key).is_some()));
                 self.stop_waiting(|waiting| self.store.get(waiting).is_some());
             }
             _ => {}
