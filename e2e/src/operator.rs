@@ -653,7 +653,7 @@ pub async fn live_events(
 
 /// Removes the finalizers of every CR of `api` (teardown: the namespace's deletion must never
 /// wait for an operator that is gone, nor delete a server object).
-async fn release_finalizers<K>(api: &Api<K>) -> anyhow::Result<()>
+pub async fn release_finalizers<K>(api: &Api<K>) -> anyhow::Result<()>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {

@@ -14,7 +14,7 @@ use e2e::node::Node;
 use e2e::{TestNamespace, Testbed, repo_root, run_dir};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::flowcontrol::v1::FlowSchema;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -119,7 +119,9 @@ impl Cluster {
     /// Releases every Cache CR's finalizers (the operator is stopped: nothing may touch the
     /// server) and deletes the namespace.
     pub async fn delete(mut self, admin: &Client) -> anyhow::Result<()> {
-        release_finalizers(&Api::<Cache>::namespaced(admin.clone(), &self.ns)).await?;
+        // The operator is stopped: a CR deleted this way leaves its cache on the server.
+        e2e::operator::release_finalizers(&Api::<Cache>::namespaced(admin.clone(), &self.ns))
+            .await?;
         if let Some(namespace) = self.namespace.take() {
             namespace.delete().await?;
         }
@@ -127,34 +129,10 @@ impl Cluster {
     }
 }
 
-/// Releases the finalizers of every Cache CR `api` lists. Only while the operator is stopped:
-/// a CR deleted this way leaves its cache on the server.
-pub async fn release_finalizers(api: &Api<Cache>) -> anyhow::Result<()> {
-    let patch = json!({ "metadata": { "finalizers": null } });
-    for cr in api.list(&ListParams::default()).await? {
-        if cr.finalizers().is_empty() {
-            continue;
-        }
-        match api
-            .patch(
-                &cr.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.is_not_found() => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
-    Ok(())
-}
-
 /// Deletes every Cache CR `api` lists, its finalizers released first: the operator is stopped
 /// and the caches stay on the server. Returns once the API server has removed them.
 pub async fn forget_crs(api: &Api<Cache>) -> anyhow::Result<()> {
-    release_finalizers(api).await?;
+    e2e::operator::release_finalizers(api).await?;
     api.delete_collection(&DeleteParams::default(), &ListParams::default())
         .await?;
     let left = api.list(&ListParams::default()).await?.items.len();
