@@ -21,6 +21,7 @@ pub mod cluster_operator;
 pub mod identity;
 pub mod node;
 pub mod operator;
+pub mod pods;
 pub mod process;
 pub mod proxy;
 

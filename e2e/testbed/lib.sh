@@ -22,6 +22,28 @@ INFINISPAN_JGROUPS_PORT="${INFINISPAN_JGROUPS_PORT:-17800}"
 INFINISPAN_USER="${INFINISPAN_USER:-admin}"
 SERVICE_CIDR="${SERVICE_CIDR:-10.96.0.0/16}"
 
+# The node (node.sh): kubelet, kube-proxy, kube-scheduler, containerd, CoreDNS and a registry.
+# TESTBED_NODE=0 leaves it out (a control plane and Infinispan processes only, as before).
+TESTBED_NODE="${TESTBED_NODE:-1}"
+NODE_NAME="${NODE_NAME:-testbed-node}"
+# The pod network: one bridge on this machine; pods reach the host and each other, nothing else
+# (node.sh drops forwarded traffic to any other interface). The bridge's address is the node's
+# InternalIP, where CoreDNS answers (the pods' nameserver) and the kube-apiserver is reachable.
+POD_CIDR="${POD_CIDR:-10.244.0.0/24}"
+NODE_BRIDGE="${NODE_BRIDGE:-ispn-testbed0}"
+NODE_IP="${NODE_IP:-${POD_CIDR%.*/*}.1}"
+CLUSTER_DOMAIN="${CLUSTER_DOMAIN:-cluster.local}"
+# The OCI registry the node pulls from (images are built here and pushed to it).
+REGISTRY_PORT="${REGISTRY_PORT:-25000}"
+REGISTRY="127.0.0.1:$REGISTRY_PORT"
+KUBELET_PORT="${KUBELET_PORT:-10250}"
+KUBELET_HEALTHZ_PORT="${KUBELET_HEALTHZ_PORT:-10248}"
+SCHEDULER_PORT="${SCHEDULER_PORT:-26259}"
+KUBE_PROXY_HEALTHZ_PORT="${KUBE_PROXY_HEALTHZ_PORT:-10256}"
+KUBE_PROXY_METRICS_PORT="${KUBE_PROXY_METRICS_PORT:-10249}"
+# Sockets need short paths (108 bytes): the node's runtime state lives here, not in RUN_DIR.
+NODE_STATE="${NODE_STATE:-/run/infinispan-testbed}"
+
 log() { printf '[testbed %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf '[testbed] ERROR: %s\n' "$*" >&2; exit 1; }
 
@@ -52,6 +74,12 @@ helm_bin() { local v; v=$(installed_version helm "$HELM_VERSIONS") || return 1; 
 operator_sdk_bin() { local v; v=$(installed_version operator-sdk "$OPERATOR_SDK_VERSIONS") || return 1; echo "$PROJECT_CACHE/operator-sdk-$v/bin/operator-sdk"; }
 opm_bin() { local v; v=$(installed_version opm "$OPM_VERSIONS") || return 1; echo "$PROJECT_CACHE/opm-$v/bin/opm"; }
 hadolint_bin() { local v; v=$(installed_version hadolint "$HADOLINT_VERSIONS") || return 1; echo "$PROJECT_CACHE/hadolint-$v/bin/hadolint"; }
+containerd_bin_dir() { local v; v=$(installed_version containerd "$CONTAINERD_VERSIONS") || return 1; echo "$PROJECT_CACHE/containerd-$v/bin"; }
+cni_bin_dir() { local v; v=$(installed_version cni "$CNI_PLUGINS_VERSIONS") || return 1; echo "$PROJECT_CACHE/cni-$v/bin"; }
+coredns_bin() { local v; v=$(installed_version coredns "$COREDNS_VERSIONS") || return 1; echo "$PROJECT_CACHE/coredns-$v/bin/coredns"; }
+registry_bin() { local v; v=$(installed_version registry "$REGISTRY_VERSIONS") || return 1; echo "$PROJECT_CACHE/registry-$v/bin/registry"; }
+local_path_provisioner_bin() { local v; v=$(installed_version local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSIONS") || return 1; echo "$PROJECT_CACHE/local-path-provisioner-$v/bin/local-path-provisioner"; }
+crane_bin() { local v; v=$(installed_version crane "$CRANE_VERSIONS") || return 1; echo "$PROJECT_CACHE/crane-$v/bin/crane"; }
 infinispan_home() { local v; v=$(installed_version infinispan "$INFINISPAN_VERSIONS") || return 1; echo "$PROJECT_CACHE/infinispan-$v"; }
 
 # Java home for an Infinispan version: 16.1+ needs Java 25.

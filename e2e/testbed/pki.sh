@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # PKI for the testbed control plane, made with openssl:
 #   ca.{crt,key}                 the cluster CA (signs serving and client certs)
-#   apiserver.{crt,key}          kube-apiserver serving cert (localhost, 127.0.0.1, kubernetes.default.svc...)
+#   apiserver.{crt,key}          kube-apiserver serving cert (localhost, 127.0.0.1, the node's address,
+#                                the `kubernetes` Service's IP, kubernetes.default.svc...)
 #   sa.{key,pub}                 service-account token signing key pair
 #   <user>.{crt,key}             client certs, see issue_client_cert
 # Sourced by up.sh; issue_client_cert is also used by tests to give an operator its own identity.
@@ -10,23 +11,31 @@ set -euo pipefail
 pki_init() {
   local dir=$1
   mkdir -p "$dir"
+  if [[ -f $dir/apiserver.crt ]] && ! openssl x509 -in "$dir/apiserver.crt" -noout -ext subjectAltName 2>/dev/null | grep -q "IP Address:$NODE_IP\b"; then
+    # Made before the node existed: the pods reach the API server at the node's address.
+    rm -f "$dir/apiserver.crt"
+  fi
   [[ -f $dir/ca.crt && -f $dir/apiserver.crt && -f $dir/sa.key ]] && return 0
   (
     cd "$dir"
-    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -keyout ca.key -out ca.crt \
-      -subj "/CN=infinispan-operators-testbed-ca" \
-      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    if [[ ! -f ca.crt ]]; then
+      openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -keyout ca.key -out ca.crt \
+        -subj "/CN=infinispan-operators-testbed-ca" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    fi
     openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
     cat >apiserver.ext <<EXT
 basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
-subjectAltName=DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:${SERVICE_CIDR%.*/*}.1
+subjectAltName=DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:${SERVICE_CIDR%.*/*}.1,IP:$NODE_IP
 EXT
     openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
       -extfile apiserver.ext -out apiserver.crt 2>/dev/null
-    openssl genrsa -out sa.key 2048 2>/dev/null
-    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    if [[ ! -f sa.key ]]; then
+      openssl genrsa -out sa.key 2048 2>/dev/null
+      openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    fi
     rm -f ./*.csr ./*.ext
   )
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Starts the testbed on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager and one Infinispan
-# node (node0), waits until each is ready, and writes $RUN_DIR/env (`source` it). Builds what is
-# missing first (see build.sh). Idempotent: what is already running and healthy is left alone.
+# Starts the testbed on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager, the node (kubelet,
+# containerd, kube-proxy, kube-scheduler, CoreDNS, a registry: node.sh; TESTBED_NODE=0 leaves it
+# out) and one Infinispan server process (node0), waits until each is ready, and writes
+# $RUN_DIR/env (`source` it). Builds what is missing first (see build.sh). Idempotent: what is
+# already running and healthy is left alone.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$TESTBED_DIR/pki.sh"
@@ -22,8 +24,18 @@ ln -sf "$(operator_sdk_bin)" "$RUN_DIR/bin/operator-sdk"
 ln -sf "$(opm_bin)" "$RUN_DIR/bin/opm"
 ln -sf "$(hadolint_bin)" "$RUN_DIR/bin/hadolint"
 
+if ((TESTBED_NODE)); then
+  # The bridge and the firewall first: with the node, the API server listens on every address
+  # (pods reach it at the node's), and the firewall lets only loopback and the bridge in.
+  "$TESTBED_DIR/node.sh" network
+  APISERVER_BIND=0.0.0.0
+else
+  APISERVER_BIND=127.0.0.1
+fi
+
 pki_init "$PKI"
 issue_client_cert "$PKI" admin admin system:masters
+issue_client_cert "$PKI" apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
 issue_client_cert "$PKI" controller-manager system:kube-controller-manager
 write_kubeconfig "$RUN_DIR/kubeconfig" "$API_URL" "$PKI" admin
 write_kubeconfig "$RUN_DIR/controller-manager.kubeconfig" "$API_URL" "$PKI" controller-manager
@@ -70,15 +82,19 @@ else
   log "starting kube-apiserver $("$K8S_BIN/kubectl" version --client -o json | sed -n 's/.*"gitVersion": "\(.*\)".*/\1/p' | head -1) on $API_URL"
   start kube-apiserver "$K8S_BIN/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
+    --bind-address "$APISERVER_BIND" --advertise-address "$( ((TESTBED_NODE)) && echo "$NODE_IP" || echo 127.0.0.1)" \
+    --secure-port "$APISERVER_PORT" \
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
     --client-ca-file "$PKI/ca.crt" \
     --service-cluster-ip-range "$SERVICE_CIDR" \
     --service-account-issuer "https://kubernetes.default.svc.cluster.local" \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-    --authorization-mode RBAC --allow-privileged=true \
+    --authorization-mode Node,RBAC --allow-privileged=true \
     --endpoint-reconciler-type none \
-    --enable-admission-plugins OwnerReferencesPermissionEnforcement \
+    --enable-admission-plugins OwnerReferencesPermissionEnforcement,NodeRestriction \
+    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP \
     --audit-log-path "$RUN_DIR/logs/audit.log" --audit-policy-file "$TESTBED_DIR/audit-policy.yaml" \
     --audit-log-maxsize 200 --audit-log-maxbackup 2
 fi
@@ -102,6 +118,11 @@ else
 fi
 wait_for kube-controller-manager 60 "$RUN_DIR/logs/kube-controller-manager.log" "$RUN_DIR/pids/kube-controller-manager.pid" kcm_ready
 
+# --- the node
+if ((TESTBED_NODE)); then
+  "$TESTBED_DIR/node.sh" up
+fi
+
 # --- Infinispan node0
 "$TESTBED_DIR/infinispan.sh" start node0
 
@@ -121,6 +142,15 @@ export INFINISPAN_USER="$INFINISPAN_USER"
 export INFINISPAN_PASSWORD="$INFINISPAN_PASSWORD"
 export INFINISPAN_VERSION="$ISPN_VERSION"
 export PATH="$RUN_DIR/bin:\$PATH"
+export TESTBED_NODE="$TESTBED_NODE"
 ENV
+if ((TESTBED_NODE)); then
+  cat >>"$RUN_DIR/env" <<ENV
+export TESTBED_NODE_NAME="$NODE_NAME"
+export TESTBED_REGISTRY="$REGISTRY"
+export TESTBED_CLUSTER_DOMAIN="$CLUSTER_DOMAIN"
+export TESTBED_POD_CIDR="$POD_CIDR"
+ENV
+fi
 log "testbed is up: Kubernetes $K8S_VERSION at $API_URL, Infinispan $ISPN_VERSION at http://127.0.0.1:$((11222 + INFINISPAN_PORT_OFFSET))"
 log "use it with: source $RUN_DIR/env"

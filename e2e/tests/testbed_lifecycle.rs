@@ -11,7 +11,9 @@ use anyhow::{Context, bail, ensure};
 use e2e::{Testbed, repo_root};
 
 /// Ports of the private testbed: clear of the defaults of up.sh.
-const PORTS: [(&str, &str); 7] = [
+const PORTS: [(&str, &str); 8] = [
+    // One node per machine: the shared testbed's.
+    ("TESTBED_NODE", "0"),
     ("ETCD_CLIENT_PORT", "23890"),
     ("ETCD_PEER_PORT", "23900"),
     ("APISERVER_PORT", "26543"),

@@ -170,6 +170,16 @@ impl ControlPlane {
                 get(jgroups, "node0's JGroups port")?,
             ),
             ("INFINISPAN_USER", testbed.infinispan_user.clone()),
+            // With its node, the testbed's API server listens on every address (up.sh).
+            (
+                "TESTBED_NODE",
+                if flag(&api_args, "--bind-address") == Some("0.0.0.0") {
+                    "1"
+                } else {
+                    "0"
+                }
+                .to_string(),
+            ),
         ];
         for (name, value) in &vars {
             if let Ok(set) = std::env::var(name)

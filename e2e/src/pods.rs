@@ -1,0 +1,213 @@
+//! The testbed's node (`e2e/testbed/node.sh`: kubelet, containerd, kube-proxy, CoreDNS, a
+//! registry on 127.0.0.1) and the images built here (`e2e/testbed/push-images.sh`, `make
+//! images`): what the suites whose subject runs in pods need to find them, and to wait for pods
+//! the way a user watches them (`kubectl get pods`, `kubectl describe`, `kubectl logs`).
+//!
+//! A suite that needs the node or the images fails, saying how to get them, when they are
+//! missing: it never passes silently.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use kube::api::{Api, LogParams};
+use kube::{Client, ResourceExt};
+
+use crate::{Testbed, eventually, parse_env_file};
+
+/// The images pushed to the testbed's registry, by content tag.
+#[derive(Clone, Debug)]
+pub struct Images {
+    pub cluster_operator: String,
+    pub resources_operator: String,
+    pub server: String,
+    /// Debian's busybox-static alone on scratch (`/bin/sh`, `httpd`, `wget`, `nslookup`...),
+    /// for the node's own checks and the volume provisioner's helper pods.
+    pub helper: String,
+}
+
+impl Images {
+    /// Reads `<run dir>/images.env` and `<run dir>/images/helper.ref`, or fails saying how to
+    /// build them.
+    pub fn get(testbed: &Testbed) -> anyhow::Result<Self> {
+        require_node(testbed)?;
+        let path = testbed.run_dir.join("images.env");
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "no images were built for this testbed ({} is missing): run `make images` \
+                 (or everything with `make test`)",
+                path.display()
+            )
+        })?;
+        let vars = parse_env_file(&text);
+        let var = |name: &str| -> anyhow::Result<String> {
+            vars.get(name)
+                .cloned()
+                .with_context(|| format!("{} has no {name}: run `make images`", path.display()))
+        };
+        Ok(Self {
+            cluster_operator: var("TESTBED_CLUSTER_OPERATOR_IMAGE")?,
+            resources_operator: var("TESTBED_RESOURCES_OPERATOR_IMAGE")?,
+            server: var("TESTBED_SERVER_IMAGE")?,
+            helper: helper_image(testbed)?,
+        })
+    }
+}
+
+/// The helper image the node's `up` pushes (`<run dir>/images/helper.ref`).
+pub fn helper_image(testbed: &Testbed) -> anyhow::Result<String> {
+    require_node(testbed)?;
+    let path = testbed.run_dir.join("images/helper.ref");
+    Ok(std::fs::read_to_string(&path)
+        .with_context(|| format!("reading {}: re-run `make testbed-up`", path.display()))?
+        .trim()
+        .to_string())
+}
+
+/// `(repository, tag)` of an image reference `host:port/path:tag`.
+pub fn split_reference(reference: &str) -> anyhow::Result<(&str, &str)> {
+    let slash = reference.rfind('/').unwrap_or(0);
+    match reference[slash..].rfind(':') {
+        Some(colon) => Ok((&reference[..slash + colon], &reference[slash + colon + 1..])),
+        None => bail!("image reference {reference} has no tag"),
+    }
+}
+
+/// The node's settings from the testbed's env file, or an error saying how to get a node.
+pub fn require_node(testbed: &Testbed) -> anyhow::Result<BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(testbed.run_dir.join("env"))?;
+    let vars = parse_env_file(&text);
+    if vars.get("TESTBED_NODE").map(String::as_str) != Some("1") {
+        bail!(
+            "this suite runs pods and the testbed in {} has no node: start it with \
+             `make testbed-up` (TESTBED_NODE=1, the default)",
+            testbed.run_dir.display()
+        );
+    }
+    Ok(vars)
+}
+
+/// Why a container is not running, in `kubectl get pods` words: the waiting or terminated
+/// reason and its message.
+pub fn container_problem(status: &ContainerStatus) -> Option<String> {
+    let state = status.state.as_ref()?;
+    if let Some(waiting) = &state.waiting {
+        let reason = waiting.reason.clone().unwrap_or_default();
+        if reason == "ContainerCreating" || reason == "PodInitializing" {
+            return None;
+        }
+        return Some(format!(
+            "{}: {reason}: {}",
+            status.name,
+            waiting.message.clone().unwrap_or_default()
+        ));
+    }
+    if let Some(terminated) = &state.terminated {
+        return Some(format!(
+            "{}: terminated ({}, exit {}): {}",
+            status.name,
+            terminated.reason.clone().unwrap_or_default(),
+            terminated.exit_code,
+            terminated.message.clone().unwrap_or_default()
+        ));
+    }
+    None
+}
+
+/// Waiting reasons that do not go away by waiting.
+const STUCK: [&str; 6] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "CrashLoopBackOff",
+];
+
+/// Waits until the pod is Ready; fails early, with its containers' problems and the last log
+/// lines, when a container is stuck (image pull, config, crash loop).
+pub async fn wait_ready(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+) -> anyhow::Result<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let what = format!("pod {namespace}/{name} Ready");
+    let result = eventually(&what, timeout, || {
+        let pods = pods.clone();
+        async move {
+            let Some(pod) = pods.get_opt(name).await? else {
+                return Ok(None);
+            };
+            if is_ready(&pod) {
+                return Ok(Some(Ok(pod)));
+            }
+            let statuses = pod
+                .status
+                .iter()
+                .flat_map(|s| {
+                    s.init_container_statuses
+                        .iter()
+                        .chain(s.container_statuses.iter())
+                })
+                .flatten();
+            for status in statuses {
+                if let Some(problem) = container_problem(status)
+                    && STUCK.iter().any(|reason| problem.contains(reason))
+                {
+                    return Ok(Some(Err(problem)));
+                }
+            }
+            Ok(None)
+        }
+    })
+    .await;
+    match result {
+        Ok(Ok(pod)) => Ok(pod),
+        Ok(Err(problem)) => bail!(
+            "{what}: stuck: {problem}\n{}",
+            logs_tail(client, namespace, name).await
+        ),
+        Err(error) => bail!("{error:#}\n{}", logs_tail(client, namespace, name).await),
+    }
+}
+
+/// Is the pod's `Ready` condition true?
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The last 40 lines of each container's log (for failure messages).
+pub async fn logs_tail(client: &Client, namespace: &str, name: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let Ok(pod) = pods.get(name).await else {
+        return format!("(pod {namespace}/{name} not found)");
+    };
+    let mut out = String::new();
+    let containers = pod.spec.iter().flat_map(|s| {
+        s.init_containers
+            .iter()
+            .flatten()
+            .chain(s.containers.iter())
+    });
+    for container in containers {
+        let params = LogParams {
+            container: Some(container.name.clone()),
+            tail_lines: Some(40),
+            ..LogParams::default()
+        };
+        match pods.logs(&pod.name_any(), &params).await {
+            Ok(text) => out.push_str(&format!("--- log of {name}/{}:\n{text}", container.name)),
+            Err(error) => out.push_str(&format!(
+                "--- no log of {name}/{}: {error}\n",
+                container.name
+            )),
+        }
+    }
+    out
+}

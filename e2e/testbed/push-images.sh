@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Builds the images users run and pushes them to the testbed's registry, without Docker and
+# without pulling anything. Usage: push-images.sh [operators|server|all] (default all).
+#
+#   operators  both operators as static binaries (`make release-static`), each alone on a scratch
+#              image whose config (USER, ENTRYPOINT, LABEL, ENV, WORKDIR) is read from the final
+#              stage of its Containerfile: the stage a user's `podman build` runs too, on the same
+#              root filesystem (e2e/images/operator-rootfs.sh is the builder stage's last step)
+#   server     the Infinispan server image (e2e/images/server: Debian's Java 17 runtime and the
+#              server assembled from Maven Central, the official image's entry-point contract)
+#
+# Writes $RUN_DIR/images.env (`source` it; up.sh adds it to the testbed's env file):
+#   TESTBED_CLUSTER_OPERATOR_IMAGE, TESTBED_RESOURCES_OPERATOR_IMAGE, TESTBED_SERVER_IMAGE
+# each REGISTRY/REPOSITORY:TAG with a content tag (see images.sh).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$TESTBED_DIR/images.sh"
+
+curl -sf "http://$REGISTRY/v2/" >/dev/null \
+  || die "the testbed's registry does not answer on $REGISTRY: start the testbed with its node (make testbed-up)"
+
+IMAGES_ENV=$RUN_DIR/images.env
+touch "$IMAGES_ENV"
+
+# set_image VAR REF: records VAR=REF in images.env (replacing an older value).
+set_image() {
+  local var=$1 ref=$2
+  grep -v "^export $var=" "$IMAGES_ENV" >"$IMAGES_ENV.new" || true
+  echo "export $var=\"$ref\"" >>"$IMAGES_ENV.new"
+  mv "$IMAGES_ENV.new" "$IMAGES_ENV"
+}
+
+# containerfile_config CONTAINERFILE: the crane mutate flags of the final stage's config
+# instructions. The final stage may hold only FROM scratch, LABEL, COPY --from=builder
+# /out/rootfs/ /, USER, ENV, WORKDIR, ENTRYPOINT and CMD: anything else is an error, so the
+# image built here cannot drift from the one `podman build` makes.
+containerfile_config() {
+  python3 - "$1" <<'PY'
+import json, re, shlex, sys
+path = sys.argv[1]
+lines, buf = [], ""
+for raw in open(path):
+    line = raw.rstrip("\n")
+    if not buf and (not line.strip() or line.lstrip().startswith("#")):
+        continue
+    if line.endswith("\\"):
+        buf += line[:-1] + " "
+        continue
+    lines.append((buf + line).strip())
+    buf = ""
+starts = [i for i, l in enumerate(lines) if l.split()[0].upper() == "FROM"]
+final = lines[starts[-1]:]
+if final[0].split()[1:] != ["scratch"]:
+    sys.exit(f"{path}: the final stage must be FROM scratch, found: {final[0]}")
+flags = []
+for l in final[1:]:
+    word, _, rest = l.partition(" ")
+    word, rest = word.upper(), rest.strip()
+    if word == "LABEL":
+        for pair in shlex.split(rest):
+            # crane reads label flags as CSV: quote the pair, its value may hold commas.
+            quoted = pair.replace('"', '""')
+            flags.append(f'--label="{quoted}"')
+    elif word == "USER":
+        flags.append(f"--user={rest}")
+    elif word == "WORKDIR":
+        flags.append(f"--workdir={rest}")
+    elif word == "ENV":
+        for pair in shlex.split(rest):
+            flags.append(f"--env={pair}")
+    elif word in ("ENTRYPOINT", "CMD"):
+        args = json.loads(rest)
+        if any("," in a for a in args):
+            sys.exit(f"{path}: {word} arguments with commas are not supported here")
+        flags.append(f"--{word.lower()}={','.join(args)}")
+    elif word == "COPY":
+        if rest != "--from=builder /out/rootfs/ /":
+            sys.exit(f"{path}: the final stage copies only the builder's /out/rootfs/, found: COPY {rest}")
+    else:
+        sys.exit(f"{path}: {word} is not allowed in the final stage")
+print("\n".join(flags))
+PY
+}
+
+operators() {
+  log "building both operators as static binaries (make release-static)"
+  make -C "$REPO_ROOT" --no-print-directory release-static >&2
+  local target_dir=${CARGO_TARGET_DIR:-$REPO_ROOT/target} name var ref flags=()
+  for name in cluster-operator resources-operator; do
+    local rootfs=$RUN_DIR/images/$name/rootfs
+    rm -rf "$rootfs" && mkdir -p "$(dirname "$rootfs")"
+    "$REPO_ROOT/e2e/images/operator-rootfs.sh" "$name" \
+      "$target_dir/x86_64-unknown-linux-gnu/release/$name" "$rootfs" >&2
+    mapfile -t flags < <(containerfile_config "$REPO_ROOT/$name/Containerfile")
+    ref=$(push_rootfs_image "infinispan-operators/$name" "$rootfs" "${flags[@]}")
+    var=TESTBED_${name//-/_}_IMAGE
+    set_image "${var^^}" "$ref"
+    log "$name image: $ref"
+  done
+}
+
+server() {
+  "$REPO_ROOT/e2e/images/server/build-rootfs.sh" >&2
+  local v dir ref
+  v=$(cat "$(infinispan_home)/VERSION")
+  dir=$PROJECT_CACHE/server-image-$v-bookworm
+  [[ -f $dir/.complete ]] || die "the server image's root filesystem was not built ($dir)"
+  # shellcheck disable=SC1091
+  source "$dir/image.env"
+  local flags=(--user="$IMAGE_USER" --workdir="$IMAGE_WORKDIR"
+    --entrypoint="$(python3 -c 'import json,sys; print(",".join(json.loads(sys.argv[1])))' "$IMAGE_ENTRYPOINT")")
+  local env
+  while read -r env; do
+    [[ -n $env ]] && flags+=(--env="$env")
+  done <<<"$IMAGE_ENV"
+  ref=$(push_rootfs_image infinispan/server "$dir/rootfs" "${flags[@]}")
+  set_image TESTBED_SERVER_IMAGE "$ref"
+  log "Infinispan $v server image: $ref"
+}
+
+case ${1:-all} in
+  operators) operators ;;
+  server) server ;;
+  all) server; operators ;;
+  *) die "usage: push-images.sh [operators|server|all]" ;;
+esac

@@ -1,0 +1,415 @@
+//! What users install, running as pods on the testbed's node, from the images built here (`make
+//! images`): no stand-in process anywhere in this suite.
+//!
+//! - The Helm chart with its defaults (`operator.enabled=true`, only the image names set to the
+//!   local registry): the cluster operator's pod becomes Ready under the namespace's
+//!   `restricted` Pod Security level, its probes answered to the kubelet; its process runs as a
+//!   non-root user on a read-only root filesystem (read from the process itself, on this
+//!   machine); its metrics are scraped through its Service's cluster IP.
+//! - An `Infinispan` CR with two replicas, reconciled by that pod: two server pods from the
+//!   server image form one cluster through DNS_PING and CoreDNS (the members read over REST
+//!   through the cluster's Service), the CR reaches `Ready=True`, and the cluster's resources
+//!   operator pod syncs a Cache both ways through `<cluster>-operator`.
+//!
+//! The suites share the node: the cluster test runs alone (a mutex), its two servers request a
+//! CPU and 2 GiB between them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail, ensure};
+use common_crds::{Cache, Infinispan};
+use e2e::cluster_operator::condition;
+use e2e::pods::{Images, split_reference, wait_ready};
+use e2e::{TestNamespace, Testbed, eventually, install_crds, repo_root};
+use infinispan_rest::{ClientConfig, Credentials};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+const CHART: &str = "helm/infinispan-operator";
+const SERVER_VERSION: &str = "16.0.7";
+/// Pods start within seconds once their image is on the node; a server needs up to a minute.
+const WAIT: Duration = Duration::from_secs(180);
+
+/// The chart installed in `namespace` (watch scope `namespace`) with the images built here.
+async fn helm_install(
+    testbed: &Testbed,
+    images: &Images,
+    namespace: &str,
+    release: &str,
+) -> anyhow::Result<()> {
+    let (operator_repo, operator_tag) = split_reference(&images.cluster_operator)?;
+    let (resources_repo, resources_tag) = split_reference(&images.resources_operator)?;
+    let values = json!({
+        "image": {"repository": operator_repo, "tag": operator_tag},
+        "resourcesOperator": {"image": {"repository": resources_repo, "tag": resources_tag}},
+        "server": {"images": {SERVER_VERSION: images.server}},
+    });
+    let dir = repo_root().join("target/e2e-logs/in-pods");
+    std::fs::create_dir_all(&dir)?;
+    let values_file = dir.join(format!("{namespace}-values.json"));
+    std::fs::write(&values_file, serde_json::to_vec_pretty(&values)?)?;
+    helm(
+        testbed,
+        &[
+            "install",
+            release,
+            &repo_root().join(CHART).to_string_lossy(),
+            "--namespace",
+            namespace,
+            "--values",
+            &values_file.to_string_lossy(),
+            "--wait",
+            "--timeout",
+            "3m",
+        ],
+    )
+    .await
+    .map(|_| ())
+}
+
+async fn helm(testbed: &Testbed, args: &[&str]) -> anyhow::Result<String> {
+    let home = repo_root().join("target/e2e-logs/helm");
+    let output = tokio::process::Command::new(testbed.run_dir.join("bin/helm"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .env("KUBECONFIG", &testbed.kubeconfig)
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .with_context(|| format!("running helm {}", args.join(" ")))?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    ensure!(
+        output.status.success(),
+        "helm {} failed:\n{}\n{stdout}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(stdout)
+}
+
+/// The pod of the release's Deployment (exactly one).
+async fn operator_pod(client: &Client, namespace: &str) -> anyhow::Result<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let list = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/component=cluster-operator"))
+        .await?;
+    match list.items.as_slice() {
+        [pod] => Ok(pod.clone()),
+        other => bail!("expected one cluster operator pod, found {}", other.len()),
+    }
+}
+
+/// The host process of a running container: the one whose cgroup names the container's ID (the
+/// node runs on this machine; the cgroupfs driver puts each container in a cgroup named by it).
+fn container_process(container_id: &str) -> anyhow::Result<u32> {
+    let id = container_id.rsplit("://").next().unwrap_or(container_id);
+    for entry in std::fs::read_dir("/proc")? {
+        let entry = entry?;
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cgroup) = std::fs::read_to_string(entry.path().join("cgroup")) else {
+            continue;
+        };
+        if cgroup.contains(id) {
+            return Ok(pid);
+        }
+    }
+    bail!("no process of container {id} on this machine")
+}
+
+/// `(real uid, root filesystem read-only)` of a host process, read from /proc.
+fn process_identity(pid: u32) -> anyhow::Result<(u32, bool)> {
+    let proc = Path::new("/proc").join(pid.to_string());
+    let status = std::fs::read_to_string(proc.join("status"))?;
+    let uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next())
+        .context("no Uid line")?
+        .parse()?;
+    let mountinfo = std::fs::read_to_string(proc.join("mountinfo"))?;
+    let root = mountinfo
+        .lines()
+        .find(|l| l.split_whitespace().nth(4) == Some("/"))
+        .context("no root mount")?;
+    let read_only = root
+        .split_whitespace()
+        .nth(5)
+        .is_some_and(|options| options.split(',').any(|o| o == "ro"));
+    Ok((uid, read_only))
+}
+
+#[tokio::test]
+async fn the_chart_with_its_defaults_runs_the_operator_pod_restricted_and_scraped()
+-> anyhow::Result<()> {
+    let testbed = Testbed::get()?;
+    let images = Images::get(&testbed)?;
+    let client = testbed.admin_client().await?;
+    let ns = TestNamespace::create(&client, "pods-chart").await?;
+    helm_install(&testbed, &images, &ns.name, "infinispan-operator").await?;
+
+    let pod = operator_pod(&client, &ns.name).await?;
+    let pod = wait_ready(&client, &ns.name, &pod.name_any(), WAIT).await?;
+    // Admitted under `restricted` (the namespace enforces it) and running the image built here.
+    let status = pod.status.clone().context("no status")?;
+    let container = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == "cluster-operator")
+        .context("no cluster-operator container")?;
+    ensure!(
+        container.ready && container.restart_count == 0,
+        "{container:?}"
+    );
+    ensure!(
+        container.image == images.cluster_operator,
+        "runs {} instead of {}",
+        container.image,
+        images.cluster_operator
+    );
+    let pid = container_process(
+        container
+            .container_id
+            .as_deref()
+            .context("no container ID")?,
+    )?;
+    let (uid, read_only) = process_identity(pid)?;
+    ensure!(uid != 0, "the operator runs as root");
+    ensure!(read_only, "the operator's root filesystem is writable");
+
+    // The kubelet's probes reached /healthz and /readyz: Ready came from them.
+    // Metrics through the Service, as Prometheus would scrape them.
+    let service: Service = Api::namespaced(client.clone(), &ns.name)
+        .get("infinispan-operator-metrics")
+        .await?;
+    let ip = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no cluster IP")?;
+    let page = eventually(
+        "metrics through the Service",
+        Duration::from_secs(30),
+        || {
+            let url = format!("http://{ip}:8080/metrics");
+            async move {
+                let output = tokio::process::Command::new("curl")
+                    .args(["-sf", "--max-time", "5", &url])
+                    .output()
+                    .await?;
+                let page = String::from_utf8_lossy(&output.stdout).into_owned();
+                Ok(page.contains("# TYPE").then_some(page))
+            }
+        },
+    )
+    .await?;
+    ensure!(
+        page.contains("cluster_operator"),
+        "no cluster operator metric in:\n{page}"
+    );
+
+    helm(
+        &testbed,
+        &[
+            "uninstall",
+            "infinispan-operator",
+            "--namespace",
+            &ns.name,
+            "--wait",
+        ],
+    )
+    .await?;
+    ns.delete().await
+}
+
+/// Only one cluster on the node at a time.
+static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The REST client of a cluster through its client Service, as the operator's user.
+async fn rest_client(
+    client: &Client,
+    namespace: &str,
+    cr: &Infinispan,
+) -> anyhow::Result<infinispan_rest::Client> {
+    let name = cr.name_any();
+    let service: Service = Api::namespaced(client.clone(), namespace)
+        .get(&name)
+        .await?;
+    let ip = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no cluster IP")?;
+    let secret_name = cr
+        .status
+        .as_ref()
+        .and_then(|s| s.operator_credentials_secret.clone())
+        .context("no operatorCredentialsSecret in the status")?;
+    let secret: Secret = Api::namespaced(client.clone(), namespace)
+        .get(&secret_name)
+        .await?;
+    let data = secret.data.unwrap_or_default();
+    let field = |key: &str| -> anyhow::Result<String> {
+        Ok(String::from_utf8(
+            data.get(key)
+                .with_context(|| format!("no {key}"))?
+                .0
+                .clone(),
+        )?)
+    };
+    Ok(infinispan_rest::Client::new(
+        ClientConfig::new(format!("http://{ip}:11222"))
+            .with_credentials(Credentials::new(field("username")?, field("password")?)),
+    )?)
+}
+
+#[tokio::test]
+async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_both_ways()
+-> anyhow::Result<()> {
+    let _only = CLUSTER.lock().await;
+    let testbed = Testbed::get()?;
+    let images = Images::get(&testbed)?;
+    let client = testbed.admin_client().await?;
+    install_crds(&client).await?;
+    let ns = TestNamespace::create(&client, "pods-cluster").await?;
+    helm_install(&testbed, &images, &ns.name, "infinispan-operator").await?;
+
+    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
+    let cr: Infinispan = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
+        "metadata": {"name": "demo", "namespace": ns.name},
+        "spec": {"replicas": 2, "version": SERVER_VERSION},
+    }))?;
+    clusters
+        .patch(
+            "demo",
+            &PatchParams::apply("e2e-user").force(),
+            &Patch::Apply(&cr),
+        )
+        .await?;
+    for pod in ["demo-0", "demo-1"] {
+        wait_ready(&client, &ns.name, pod, WAIT).await?;
+    }
+    let cr = eventually("the Infinispan CR Ready=True", WAIT, || {
+        let clusters = clusters.clone();
+        async move {
+            let cr = clusters.get("demo").await?;
+            Ok(matches!(condition(&cr, "Ready"), Some(("True", _, _))).then_some(cr))
+        }
+    })
+    .await?;
+
+    // One cluster of two members, seen over REST through the client Service.
+    let rest = rest_client(&client, &ns.name, &cr).await?;
+    let info = eventually("two members in the server's view", WAIT, || {
+        let rest = rest.clone();
+        async move {
+            let info = rest.container_info().await?;
+            Ok((info.cluster_members.len() == 2).then_some(info))
+        }
+    })
+    .await?;
+    let mut members = info.cluster_members.clone();
+    members.sort();
+    ensure!(members == ["demo-0", "demo-1"], "members {members:?}");
+
+    // The resources operator runs as a pod and syncs a Cache both ways.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let deployment = deployments.get("resources-operator-demo").await?;
+    let selector: BTreeMap<String, String> = deployment
+        .spec
+        .selector
+        .match_labels
+        .context("no selector")?;
+    let selector = selector
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let resources_pod = eventually("the resources operator's pod", WAIT, || {
+        let pods = pods.clone();
+        let selector = selector.clone();
+        async move {
+            Ok(pods
+                .list(&ListParams::default().labels(&selector))
+                .await?
+                .items
+                .into_iter()
+                .next())
+        }
+    })
+    .await?;
+    wait_ready(&client, &ns.name, &resources_pod.name_any(), WAIT).await?;
+
+    let caches: Api<Cache> = Api::namespaced(client.clone(), &ns.name);
+    let cache: Cache = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v1", "kind": "Cache",
+        "metadata": {"name": "from-kubectl", "labels": {"infinispan.org/cluster": "demo"}},
+        "spec": {"templateName": "org.infinispan.DIST_SYNC"},
+    }))?;
+    caches
+        .patch(
+            "from-kubectl",
+            &PatchParams::apply("e2e-user").force(),
+            &Patch::Apply(&cache),
+        )
+        .await?;
+    eventually("the Cache CR's cache on the server", WAIT, || {
+        let rest = rest.clone();
+        async move {
+            let info = rest.container_info().await?;
+            Ok(info
+                .defined_caches
+                .iter()
+                .any(|c| c.name == "from-kubectl")
+                .then_some(()))
+        }
+    })
+    .await?;
+    rest.create_cache_from_template("from-rest", "org.infinispan.DIST_SYNC", Default::default())
+        .await?;
+    eventually("a CR for the cache created over REST", WAIT, || {
+        let caches = caches.clone();
+        async move {
+            let list = caches.list(&ListParams::default()).await?;
+            Ok(list
+                .items
+                .iter()
+                .any(|c| {
+                    c.spec.common.name.as_deref() == Some("from-rest")
+                        || c.name_any() == "from-rest"
+                })
+                .then_some(()))
+        }
+    })
+    .await?;
+
+    clusters.delete("demo", &DeleteParams::default()).await?;
+    eventually("the cluster gone", WAIT, || {
+        let clusters = clusters.clone();
+        async move { Ok(clusters.get_opt("demo").await?.is_none().then_some(())) }
+    })
+    .await?;
+    helm(
+        &testbed,
+        &[
+            "uninstall",
+            "infinispan-operator",
+            "--namespace",
+            &ns.name,
+            "--wait",
+        ],
+    )
+    .await?;
+    ns.delete().await
+}

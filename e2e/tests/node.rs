@@ -1,0 +1,261 @@
+//! The testbed's node as the product's pods meet it (`e2e/testbed/node.sh`): a Ready node with
+//! the runtime and versions the README names; a pod from the local registry running under the
+//! restricted Pod Security profile, resolving a Service by its cluster name through CoreDNS and
+//! reaching it through kube-proxy, the host reaching it by pod and Service IP; a claim bound by
+//! the default StorageClass and written by a non-root user through its fsGroup; an image that was
+//! not built here failing with the pull error (pulled from nowhere: every other registry maps to
+//! a closed port on loopback).
+
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use e2e::pods::{helper_image, require_node, wait_ready};
+use e2e::{TestNamespace, Testbed, eventually};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Service};
+use kube::Client;
+use kube::api::{Api, LogParams, PostParams};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// The testbed, an admin client, a restricted namespace and the helper image.
+async fn setup(prefix: &str) -> anyhow::Result<(Testbed, Client, TestNamespace, String)> {
+    let testbed = Testbed::get()?;
+    let helper = helper_image(&testbed)?;
+    let client = testbed.admin_client().await?;
+    let ns = TestNamespace::create(&client, prefix).await?;
+    Ok((testbed, client, ns, helper))
+}
+
+/// A restricted-profile container spec around the helper image.
+fn restricted(image: &str, name: &str, command: &[&str]) -> serde_json::Value {
+    json!({
+        "name": name,
+        "image": image,
+        "command": command,
+        "securityContext": {
+            "runAsNonRoot": true,
+            "runAsUser": 65534,
+            "allowPrivilegeEscalation": false,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    })
+}
+
+async fn create_pod(client: &Client, ns: &str, pod: serde_json::Value) -> anyhow::Result<Pod> {
+    let pod: Pod = serde_json::from_value(pod)?;
+    Ok(Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pod)
+        .await?)
+}
+
+#[tokio::test]
+async fn the_node_is_ready_with_the_testbeds_runtime_and_versions() -> anyhow::Result<()> {
+    let testbed = Testbed::get()?;
+    let vars = require_node(&testbed)?;
+    let client = testbed.admin_client().await?;
+    let name = vars
+        .get("TESTBED_NODE_NAME")
+        .context("no TESTBED_NODE_NAME")?;
+    let node = Api::<Node>::all(client).get(name).await?;
+    let status = node.status.context("node without status")?;
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .context("no Ready condition")?;
+    ensure!(ready.status == "True", "node {name} not Ready: {ready:?}");
+    let info = status.node_info.context("no nodeInfo")?;
+    ensure!(
+        info.kubelet_version == format!("v{}", testbed.kubernetes_version),
+        "kubelet {} vs API server {}",
+        info.kubelet_version,
+        testbed.kubernetes_version
+    );
+    ensure!(
+        info.container_runtime_version
+            .starts_with("containerd://2."),
+        "runtime {}",
+        info.container_runtime_version
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pod_resolves_a_service_by_name_and_reaches_it_the_host_too() -> anyhow::Result<()> {
+    let (_testbed, client, ns, helper) = setup("node-net").await?;
+    let web = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [restricted(&helper, "httpd",
+                &["/bin/sh", "-c", "mkdir -p /tmp/www && echo hello-from-web > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"])],
+            "volumes": [],
+        }
+    });
+    let mut web = web;
+    web["spec"]["containers"][0]["readinessProbe"] =
+        json!({"tcpSocket": {"port": 8080}, "periodSeconds": 1});
+    web["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "tmp", "mountPath": "/tmp"}]);
+    web["spec"]["volumes"] = json!([{"name": "tmp", "emptyDir": {}}]);
+    create_pod(&client, &ns.name, web).await?;
+    let service: Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }))?;
+    let service = Api::<Service>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &service)
+        .await?;
+    let pod = wait_ready(&client, &ns.name, "web", WAIT).await?;
+
+    // Another pod looks the Service up in the cluster DNS (busybox's nslookup asks the pod's
+    // nameserver itself; its wget cannot be used: the static busybox crashes in glibc's
+    // resolver) and sends a request to the address it got.
+    let fqdn = format!("web.{}.svc.cluster.local", ns.name);
+    let script = format!(
+        "ip=$(nslookup {fqdn} | awk '/^Address: /{{print $2}}' | tail -1); echo \"address $ip\"; \
+         printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 \"$ip\" 80"
+    );
+    let client_pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "client"},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [restricted(&helper, "client", &["/bin/sh", "-c", &script])],
+        }
+    });
+    create_pod(&client, &ns.name, client_pod).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let phase = eventually("client pod finished", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get("client").await?;
+            let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
+            Ok((phase == "Succeeded" || phase == "Failed").then_some(phase))
+        }
+    })
+    .await?;
+    let log = pods.logs("client", &LogParams::default()).await?;
+    let cluster_ip = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no cluster IP")?;
+    ensure!(
+        phase == "Succeeded"
+            && log.contains(&format!("address {cluster_ip}"))
+            && log.contains("hello-from-web"),
+        "client pod {phase}, log: {log}"
+    );
+
+    // The host reaches the pod's IP and the Service's cluster IP.
+    let pod_ip = pod.status.and_then(|s| s.pod_ip).context("no pod IP")?;
+    for url in [
+        format!("http://{pod_ip}:8080/"),
+        format!("http://{cluster_ip}:80/"),
+    ] {
+        let output = std::process::Command::new("curl")
+            .args(["-sf", "--max-time", "5", &url])
+            .output()?;
+        let body = String::from_utf8_lossy(&output.stdout);
+        ensure!(
+            body.contains("hello-from-web"),
+            "GET {url} from the host: {body:?} {output:?}"
+        );
+    }
+    ns.delete().await
+}
+
+#[tokio::test]
+async fn a_claim_binds_and_a_non_root_user_writes_it_through_its_fs_group() -> anyhow::Result<()> {
+    let (_testbed, client, ns, helper) = setup("node-pvc").await?;
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "64Mi"}}},
+    }))?;
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &claim)
+        .await?;
+    let mut writer = restricted(
+        &helper,
+        "writer",
+        &[
+            "/bin/sh",
+            "-c",
+            "id && echo persisted > /data/file && cat /data/file && exec sleep 3600",
+        ],
+    );
+    writer["securityContext"]["runAsUser"] = json!(185);
+    writer["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+    writer["readinessProbe"] =
+        json!({"exec": {"command": ["cat", "/data/file"]}, "periodSeconds": 1});
+    create_pod(&client, &ns.name, json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "writer"},
+        "spec": {
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [writer],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        }
+    }))
+    .await?;
+    wait_ready(&client, &ns.name, "writer", WAIT).await?;
+    let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns.name)
+        .get("data")
+        .await?;
+    let phase = claim.status.and_then(|s| s.phase).unwrap_or_default();
+    ensure!(phase == "Bound", "claim {phase}");
+    let log = Api::<Pod>::namespaced(client.clone(), &ns.name)
+        .logs("writer", &LogParams::default())
+        .await?;
+    ensure!(
+        log.contains("uid=185") && log.contains("65532") && log.contains("persisted"),
+        "{log}"
+    );
+    ns.delete().await
+}
+
+#[tokio::test]
+async fn an_image_not_built_here_fails_with_the_pull_error_and_nothing_leaves_the_machine()
+-> anyhow::Result<()> {
+    let (_testbed, client, ns, _helper) = setup("node-pull").await?;
+    let mut container = restricted(
+        "quay.io/infinispan/server:0.0.0-missing",
+        "missing",
+        &["/x"],
+    );
+    container["imagePullPolicy"] = json!("Always");
+    create_pod(&client, &ns.name, json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "missing"},
+        "spec": {
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container],
+        }
+    }))
+    .await?;
+    let error = wait_ready(&client, &ns.name, "missing", WAIT)
+        .await
+        .expect_err("a pod whose image exists nowhere became Ready");
+    let message = format!("{error:#}");
+    ensure!(
+        (message.contains("ErrImagePull") || message.contains("ImagePullBackOff"))
+            && message.contains("quay.io/infinispan/server:0.0.0-missing"),
+        "{message}"
+    );
+    // The pull went to the closed loopback port the node maps every other registry to.
+    ensure!(
+        message.contains("127.0.0.1:9"),
+        "the pull did not go to loopback: {message}"
+    );
+    ns.delete().await
+}
