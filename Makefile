@@ -103,9 +103,9 @@ chaos: testbed-up ## the chaos suite, full profile (500 ops, faults; 3 seeds or 
 	  CHAOS_MODE="$(CHAOS_MODE)" CHAOS_PROFILE="$(CHAOS_PROFILE)" $(CARGO) run -p e2e --bin chaos
 
 .PHONY: demo
-demo: testbed-up ## the operators at work: Helm chart, cluster operator, a real server, sync both ways (left running)
+demo: testbed-up images ## the operators at work, as pods: Helm chart, a 2-server cluster, sync both ways (left running)
 	e2e/demo.sh
 
 .PHONY: demo-down
-demo-down: ## stop what `make demo` started (the testbed keeps running)
+demo-down: ## remove what `make demo` made (the testbed keeps running)
 	e2e/demo.sh down

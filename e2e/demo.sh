@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
-# `make demo`: the operators doing their main job on this machine, with real parts only.
+# `make demo`: the operators doing their main job on this machine, as users run them: every part
+# a pod on the testbed's node, from images built here (`make images`), nothing standing in.
 #
 #   e2e/demo.sh          run the demo and leave everything running (what `make demo` does)
 #   e2e/demo.sh --ci     the same, non-interactive, every check fatal, and everything the demo
 #                        started removed at the end (also DEMO_CI=1); `make test` runs this
-#   e2e/demo.sh down     stop what the demo started (what `make demo-down` does)
+#   e2e/demo.sh down     remove what the demo made (what `make demo-down` does)
 #
-# What it does, in order (the testbed is already up: `make demo` runs `make testbed-up` first):
-#  1. installs the Helm chart (CRDs, the cluster operator's ServiceAccount and RBAC for the
-#     namespace `demo`, the label policy) with `operator.enabled=false`: no kubelet runs pods
-#     here, so the cluster operator runs out of cluster, as the chart's ServiceAccount;
-#  2. starts the cluster operator and applies an `Infinispan` CR; the operator creates the
-#     cluster's objects (StatefulSet, Services, Secrets, the resources operator's Deployment...);
-#  3. starts what those pods would run: a real Infinispan server with the realm the cluster
-#     operator generated, and the resources operator with the args/env of its Deployment, as
-#     its ServiceAccount (only the server URL and the metrics port differ);
-#  4. shows the sync both ways for caches, templates, schemas, counters and tasks.
+# What it does, in order (`make demo` runs `make testbed-up images` first):
+#  1. installs the Helm chart with its Deployment (`operator.enabled=true`) into the namespace
+#     `infinispan-operator`, watching the namespace `demo`, the images set to the local registry's;
+#  2. applies an `Infinispan` CR with two replicas: the cluster operator's pod creates the
+#     cluster's StatefulSet, Services, Secrets and the resources operator's Deployment; two server
+#     pods form one cluster (DNS_PING through CoreDNS), the resources operator's pod starts;
+#  3. shows the sync both ways for caches, templates, schemas, counters and tasks, with kubectl
+#     and with REST through the cluster's Service.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,12 +33,7 @@ NS=demo                          # the namespace of the Infinispan CR
 CLUSTER=demo                     # the Infinispan CR's name
 OPERATOR_NS=infinispan-operator  # where the Helm release lives
 RELEASE=infinispan-operator
-NODE=demo                        # the testbed node that stands in for the StatefulSet's pod
-NODE_OFFSET=1500                 # its ports: REST/Hot Rod 12722, JGroups 18500 (offsets of other uses: 1000 node0, 1100-1200 README examples, 1300 testbed_lifecycle, 1400-1420 testbed_nodes, 2001+ tests)
-SERVER_URL=http://127.0.0.1:$((11222 + NODE_OFFSET))
-CO_METRICS=127.0.0.1:${DEMO_CLUSTER_OPERATOR_METRICS_PORT:-29091}
-RO_METRICS=127.0.0.1:${DEMO_RESOURCES_OPERATOR_METRICS_PORT:-29092}
-TARGET=${CARGO_TARGET_DIR:-$PWD/target}
+SERVER_VERSION=16.0.7
 
 if [[ -t 1 ]]; then BOLD=$'\033[1m' GREEN=$'\033[32m' RED=$'\033[31m' PLAIN=$'\033[0m'; else BOLD='' GREEN='' RED='' PLAIN=''; fi
 # show_and_apply: print the YAML on stdin, then apply it in the demo namespace. (Not `tee
@@ -53,13 +47,20 @@ show_and_apply() {
 say() { printf '\n%s==> %s%s\n' "$BOLD" "$*" "$PLAIN"; }
 note() { printf '    %s\n' "$*"; }
 ok() { printf '    %sok%s %s\n' "$GREEN" "$PLAIN" "$*"; }
+# On failure: what a user would look at (pods, the operators' logs, the CR's conditions, Events).
 fail() {
   printf '\n%sFAILED: %s%s\n' "$RED" "$*" "$PLAIN" >&2
-  for log in "$DEMO_DIR"/*.log; do
-    [[ -f $log ]] || continue
-    printf -- '--- last lines of %s\n' "$log" >&2
-    tail -15 "$log" >&2
-  done
+  {
+    kubectl get pods -n "$OPERATOR_NS" -o wide
+    kubectl get pods -n "$NS" -o wide
+    kubectl get -n "$NS" infinispan "$CLUSTER" -o jsonpath='{range .status.conditions[*]}{.type}={.status} ({.reason}) {.message}{"\n"}{end}'
+    printf -- '--- cluster operator log\n'
+    kubectl logs -n "$OPERATOR_NS" -l app.kubernetes.io/component=cluster-operator --tail=20
+    printf -- '--- resources operator log\n'
+    kubectl logs -n "$NS" "deployment/resources-operator-$CLUSTER" --tail=20
+    printf -- '--- events in %s\n' "$NS"
+    kubectl get events -n "$NS" --sort-by=.lastTimestamp | tail -15
+  } >&2 2>&1 || true
   exit 1
 }
 # wait_for WHAT SECONDS COMMAND...: until COMMAND succeeds, or fail saying WHAT did not happen.
@@ -76,39 +77,24 @@ wait_for() {
 # shellcheck disable=SC1091
 [[ -f $RUN_DIR/env ]] || { echo "no testbed environment at $RUN_DIR/env: run 'make testbed-up' (or 'make demo')" >&2; exit 1; }
 source "$RUN_DIR/env"
+[[ ${TESTBED_NODE:-0} == 1 ]] || { echo "the testbed in $RUN_DIR has no node (TESTBED_NODE=0): the demo runs pods; start it with 'make testbed-up'" >&2; exit 1; }
+[[ -f $RUN_DIR/images.env ]] || { echo "no images built for this testbed: run 'make images' (or 'make demo')" >&2; exit 1; }
+# shellcheck disable=SC1091
+source "$RUN_DIR/images.env"
 for tool in kubectl helm jq curl; do
   command -v "$tool" >/dev/null || { echo "$tool is missing: 'make testbed-up' links kubectl and helm into $RUN_DIR/bin; jq and curl come from the OS" >&2; exit 1; }
 done
 
-pidfile() { echo "$DEMO_DIR/$1.pid"; }
-running() { [[ -f $(pidfile "$1") ]] && kill -0 "$(cat "$(pidfile "$1")")" 2>/dev/null; }
-stop_process() {
-  local name=$1 pid
-  running "$name" || { rm -f "$(pidfile "$name")"; return 0; }
-  pid=$(cat "$(pidfile "$name")")
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-  kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$(pidfile "$name")"
-  note "stopped the $name (pid $pid)"
-}
-
-# Everything the demo started, in the order that loses nothing: the Infinispan CR is deleted
-# while both operators still run, so the resources operator releases its finalizers and the
-# cluster operator removes the cluster's objects (design E5); then the processes, the node, the
-# namespace and the Helm release.
+# Everything the demo made, in the order that loses nothing: the Infinispan CR is deleted while
+# both operators still run, so the resources operator releases its finalizers and the cluster
+# operator drains and removes the cluster's objects, volumes included (design E5); then the
+# namespace, the Helm release and its namespace.
 down() {
-  say "Stopping the demo"
-  if kubectl get namespace "$NS" >/dev/null 2>&1; then
-    if kubectl get -n "$NS" infinispan "$CLUSTER" >/dev/null 2>&1; then
-      if running cluster-operator; then
-        kubectl delete -n "$NS" infinispan "$CLUSTER" --wait=true --timeout=120s \
-          || note "the Infinispan CR was not deleted in 120 s; its finalizers are removed below"
-      fi
-    fi
+  say "Removing the demo"
+  if kubectl get -n "$NS" infinispan "$CLUSTER" >/dev/null 2>&1; then
+    kubectl delete -n "$NS" infinispan "$CLUSTER" --wait=true --timeout=180s \
+      || note "the Infinispan CR was not deleted in 180 s; its finalizers are removed below"
   fi
-  stop_process resources-operator
-  stop_process cluster-operator
   if kubectl get namespace "$NS" >/dev/null 2>&1; then
     # Without their operators, finalizers would keep these objects (and the namespace) forever.
     local kind object
@@ -117,9 +103,8 @@ down() {
         kubectl patch -n "$NS" "$object" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
       done
     done
-    kubectl delete namespace "$NS" --wait=true --timeout=120s >/dev/null && note "deleted namespace $NS"
+    kubectl delete namespace "$NS" --wait=true --timeout=180s >/dev/null && note "deleted namespace $NS"
   fi
-  e2e/testbed/infinispan.sh stop "$NODE" --wipe >/dev/null 2>&1 && note "stopped and wiped the server node $NODE" || true
   if helm status -n "$OPERATOR_NS" "$RELEASE" >/dev/null 2>&1; then
     helm uninstall -n "$OPERATOR_NS" "$RELEASE" --wait >/dev/null && note "uninstalled the Helm release $RELEASE (the CRDs stay, as Helm keeps crds/)"
   fi
@@ -134,7 +119,7 @@ if [[ $MODE == down ]]; then
 fi
 
 # A re-run starts clean.
-if [[ -d $DEMO_DIR ]] || kubectl get namespace "$NS" >/dev/null 2>&1; then
+if [[ -d $DEMO_DIR ]] || kubectl get namespace "$NS" >/dev/null 2>&1 || kubectl get namespace "$OPERATOR_NS" >/dev/null 2>&1; then
   down
 fi
 mkdir -p "$DEMO_DIR"
@@ -143,123 +128,79 @@ if [[ $MODE == ci ]]; then
   trap 'rc=$?; down || true; exit $rc' EXIT
 fi
 
-# DEMO_PROFILE=release runs the release binaries the images carry (`make test` does); the
-# default debug build is quicker to build the first time.
-PROFILE=${DEMO_PROFILE:-debug}
-case $PROFILE in
-  debug) BUILD_FLAGS=() ;;
-  release) BUILD_FLAGS=(--release --locked) ;;
-  *) echo "DEMO_PROFILE must be debug or release, not '$PROFILE'" >&2; exit 2 ;;
-esac
-say "Building the two operators ($PROFILE; the first build compiles ~400 crates: 5-10 minutes on 2 cores; cargo shows its progress)"
-"${CARGO:-cargo}" build "${BUILD_FLAGS[@]}" -p cluster-operator -p resources-operator
-CLUSTER_OPERATOR_BIN=$TARGET/$PROFILE/cluster-operator
-RESOURCES_OPERATOR_BIN=$TARGET/$PROFILE/resources-operator
+# The repository and the tag of an image reference REGISTRY/PATH:TAG.
+repository() { echo "${1%:*}"; }
+tag() { echo "${1##*:}"; }
 
 say "Installing the Helm chart helm/infinispan-operator into namespace $OPERATOR_NS, watching namespace $NS"
-note "operator.enabled=false: the chart installs the CRDs, the label policy, the operator's ServiceAccount and"
-note "its RBAC, but no Deployment (no kubelet runs pods here); the operator runs below as that ServiceAccount."
-kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-helm upgrade --install "$RELEASE" helm/infinispan-operator --namespace "$OPERATOR_NS" --create-namespace \
-  --set operator.enabled=false --set watch.scope=list --set "watch.namespaces={$NS}"
-SERVICE_ACCOUNT=$(kubectl get serviceaccount -n "$OPERATOR_NS" -l "app.kubernetes.io/instance=$RELEASE" -o jsonpath='{.items[0].metadata.name}')
-[[ -n $SERVICE_ACCOUNT ]] || fail "the chart created no ServiceAccount in $OPERATOR_NS"
-wait_for "the eight CRDs of infinispan.org are established" 60 \
-  kubectl wait --for condition=Established --timeout=5s crd/infinispans.infinispan.org crd/caches.infinispan.org \
-  crd/templates.infinispan.org crd/schemas.infinispan.org crd/counters.infinispan.org crd/tasks.infinispan.org \
-  crd/backups.infinispan.org crd/restores.infinispan.org
+note "the images were built on this machine and pushed to the testbed's registry:"
+note "  $TESTBED_CLUSTER_OPERATOR_IMAGE"
+note "  $TESTBED_RESOURCES_OPERATOR_IMAGE"
+note "  $TESTBED_SERVER_IMAGE (Infinispan $SERVER_VERSION)"
+for namespace in "$NS" "$OPERATOR_NS"; do
+  kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl label namespace "$namespace" --overwrite pod-security.kubernetes.io/enforce=restricted >/dev/null
+done
+note "both namespaces enforce the restricted Pod Security level"
+cat >"$DEMO_DIR/values.yaml" <<YAML
+watch: {scope: list, namespaces: [$NS]}
+image: {repository: "$(repository "$TESTBED_CLUSTER_OPERATOR_IMAGE")", tag: "$(tag "$TESTBED_CLUSTER_OPERATOR_IMAGE")"}
+resourcesOperator:
+  image: {repository: "$(repository "$TESTBED_RESOURCES_OPERATOR_IMAGE")", tag: "$(tag "$TESTBED_RESOURCES_OPERATOR_IMAGE")"}
+server:
+  images: {"$SERVER_VERSION": "$TESTBED_SERVER_IMAGE"}
+YAML
+sed 's/^/    | /' "$DEMO_DIR/values.yaml"
+helm upgrade --install "$RELEASE" helm/infinispan-operator --namespace "$OPERATOR_NS" \
+  --values "$DEMO_DIR/values.yaml" --wait --timeout 3m >/dev/null || fail "helm install"
+wait_for "the cluster operator's pod is Ready" 120 \
+  kubectl wait -n "$OPERATOR_NS" --for=condition=Ready pod -l app.kubernetes.io/component=cluster-operator --timeout=5s
+kubectl get pods -n "$OPERATOR_NS" -o wide
 
-# kubeconfig_for NAMESPACE SERVICEACCOUNT FILE: a kubeconfig with a short-lived token of the account.
-kubeconfig_for() {
-  local namespace=$1 account=$2 file=$3 server ca token
-  server=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
-  ca=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
-  token=$(kubectl create token -n "$namespace" "$account" --duration=24h)
-  (umask 077; cat >"$file" <<KUBECONFIG
-apiVersion: v1
-kind: Config
-clusters:
-- name: testbed
-  cluster: {server: "$server", certificate-authority-data: "$ca"}
-users:
-- name: $account
-  user: {token: "$token"}
-contexts:
-- name: $account
-  context: {cluster: testbed, user: $account, namespace: $namespace}
-current-context: $account
-KUBECONFIG
-  )
-}
-
-kubeconfig_for "$OPERATOR_NS" "$SERVICE_ACCOUNT" "$DEMO_DIR/cluster-operator.kubeconfig"
-note "the cluster operator's identity: $(KUBECONFIG=$DEMO_DIR/cluster-operator.kubeconfig kubectl auth whoami -o jsonpath='{.status.userInfo.username}')"
-if KUBECONFIG=$DEMO_DIR/cluster-operator.kubeconfig kubectl auth can-i list secrets -n kube-system >/dev/null 2>&1; then
-  fail "the chart's ServiceAccount may read Secrets in kube-system: its RBAC is not least-privilege"
-fi
-ok "it may not read Secrets outside the watched namespace (least privilege)"
-
-say "Starting the cluster operator out of cluster, as $OPERATOR_NS/$SERVICE_ACCOUNT (log: $DEMO_DIR/cluster-operator.log)"
-note "--server-url tells it where the cluster's server answers from this machine (Backup/Restore use it;"
-note "in a cluster it uses the Service name); --label-policy=external: the chart installed the label policy."
-setsid env KUBECONFIG="$DEMO_DIR/cluster-operator.kubeconfig" "$CLUSTER_OPERATOR_BIN" run \
-  --watch-namespaces="$NS" --server-url="$NS/$CLUSTER=$SERVER_URL" --metrics-address="$CO_METRICS" \
-  --leader-election=true --lease-namespace="$OPERATOR_NS" --identity=demo-cluster-operator --label-policy=external \
-  >>"$DEMO_DIR/cluster-operator.log" 2>&1 </dev/null &
-echo $! >"$(pidfile cluster-operator)"
-wait_for "the cluster operator is ready (http://$CO_METRICS/readyz)" 60 curl -sf "http://$CO_METRICS/readyz"
-
-say "An Infinispan CR: a one-node cluster named $CLUSTER"
+say "An Infinispan CR: a cluster of two servers named $CLUSTER"
+note "(small CPU requests, so that the demo fits on a 2-core machine)"
 show_and_apply <<YAML
 apiVersion: infinispan.org/v1
 kind: Infinispan
 metadata:
   name: $CLUSTER
 spec:
-  replicas: 1
+  replicas: 2
+  version: "$SERVER_VERSION"
+  container:
+    resources:
+      requests: {cpu: 200m, memory: 1Gi}
+      limits: {memory: 1Gi}
 YAML
-wait_for "the cluster operator wrote the CR's status" 60 \
-  bash -c "[[ -n \$(kubectl get -n $NS infinispan $CLUSTER -o jsonpath='{.status.operatorCredentialsSecret}') ]]"
-wait_for "the resources operator's Deployment exists" 60 kubectl get -n "$NS" deployment "resources-operator-$CLUSTER"
+wait_for "the cluster's two server pods are Ready" 240 \
+  kubectl wait -n "$NS" --for=condition=Ready "pod/$CLUSTER-0" "pod/$CLUSTER-1" --timeout=5s
+wait_for "the Infinispan CR is Ready" 120 kubectl wait -n "$NS" --for=condition=Ready "infinispan/$CLUSTER" --timeout=5s
+wait_for "the resources operator's pod is Ready" 120 \
+  kubectl wait -n "$NS" --for=condition=Available "deployment/resources-operator-$CLUSTER" --timeout=5s
 kubectl get -n "$NS" infinispan "$CLUSTER"
+kubectl get pods -n "$NS" -o wide
 note "what the cluster operator created for it:"
-kubectl get -n "$NS" statefulsets,services,configmaps,secrets,deployments,serviceaccounts,roles,rolebindings,poddisruptionbudgets \
-  -l "app.kubernetes.io/instance=$CLUSTER" 2>/dev/null || kubectl get -n "$NS" statefulsets,services,secrets,deployments
-note "Its pods stay Pending: no kubelet runs containers on this machine. The demo now starts what they would run."
+kubectl get -n "$NS" statefulsets,services,secrets,deployments,persistentvolumeclaims -l "app.kubernetes.io/instance=$CLUSTER"
 
-say "A real Infinispan server for the StatefulSet, with the realm the cluster operator generated (Secret $CLUSTER-server-identities)"
-e2e/testbed/infinispan.sh start "$NODE" --offset "$NODE_OFFSET" --cluster "$CLUSTER" \
-  --jgroups-port $((17000 + NODE_OFFSET)) --peers "127.0.0.1[$((17000 + NODE_OFFSET))]"
-NODE_CONF=$RUN_DIR/infinispan/$NODE/conf
+say "REST through the cluster's Service, as the application user of Secret $CLUSTER-generated-identities"
+SERVICE_IP=$(kubectl get -n "$NS" service "$CLUSTER" -o jsonpath='{.spec.clusterIP}')
+SERVER_URL=http://$SERVICE_IP:11222
 secret_key() { kubectl get -n "$NS" secret "$1" -o json | jq -r --arg k "$2" '.data[$k] | @base64d'; }
-(umask 077
- secret_key "$CLUSTER-server-identities" users.properties >"$NODE_CONF/users.properties"
- secret_key "$CLUSTER-server-identities" groups.properties >"$NODE_CONF/groups.properties")
 IDENTITIES=$(secret_key "$CLUSTER-generated-identities" identities.yaml)
 # The generated file's format: "credentials:\n- username: developer\n  password: <alphanumeric>\n...".
 DEV_USER=$(sed -n 's/^- username: *//p' <<<"$IDENTITIES" | head -1)
 DEV_PASSWORD=$(sed -n 's/^  password: *//p' <<<"$IDENTITIES" | head -1)
 [[ -n $DEV_USER && -n $DEV_PASSWORD ]] || fail "Secret $CLUSTER-generated-identities holds no user"
-printf 'user = "%s:%s"\n' "$DEV_USER" "$DEV_PASSWORD" >"$DEMO_DIR/curl-credentials"
+# Without TLS the server offers DIGEST only (BASIC never crosses the network in clear).
+printf 'user = "%s:%s"\ndigest\n' "$DEV_USER" "$DEV_PASSWORD" >"$DEMO_DIR/curl-credentials"
 chmod 600 "$DEMO_DIR/curl-credentials"
 ispn() { curl -s -K "$DEMO_DIR/curl-credentials" "$@"; }
-wait_for "the server accepts the application user '$DEV_USER' of Secret $CLUSTER-generated-identities" 90 \
+wait_for "the server accepts '$DEV_USER' at $SERVER_URL (Service $NS/$CLUSTER)" 60 \
   curl -sf -K "$DEMO_DIR/curl-credentials" "$SERVER_URL/rest/v2/caches"
-
-say "The resources operator, started the way its Deployment says (args and env read back from the API)"
-DEPLOYMENT=$(kubectl get -n "$NS" deployment "resources-operator-$CLUSTER" -o json)
-RO_ACCOUNT=$(jq -r '.spec.template.spec.serviceAccountName' <<<"$DEPLOYMENT")
-mapfile -t RO_ARGS < <(jq -r '.spec.template.spec.containers[0].args[]' <<<"$DEPLOYMENT" \
-  | sed -e "s#^--infinispan-url=.*#--infinispan-url=$SERVER_URL#" -e "s#^--metrics-address=.*#--metrics-address=$RO_METRICS#")
-mapfile -t RO_ENV < <(jq -r '.spec.template.spec.containers[0].env[]? | select(.value != null) | "\(.name)=\(.value)"' <<<"$DEPLOYMENT")
-note "args: ${RO_ARGS[*]}"
-note "(the Service URL and the metrics port are replaced by $SERVER_URL and $RO_METRICS)"
-kubeconfig_for "$NS" "$RO_ACCOUNT" "$DEMO_DIR/resources-operator.kubeconfig"
-setsid env "${RO_ENV[@]}" POD_NAME="resources-operator-$CLUSTER-demo" KUBECONFIG="$DEMO_DIR/resources-operator.kubeconfig" \
-  "$RESOURCES_OPERATOR_BIN" "${RO_ARGS[@]}" >>"$DEMO_DIR/resources-operator.log" 2>&1 </dev/null &
-echo $! >"$(pidfile resources-operator)"
-wait_for "the resources operator is ready (http://$RO_METRICS/readyz), as ServiceAccount $NS/$RO_ACCOUNT" 90 \
-  curl -sf "http://$RO_METRICS/readyz"
+MEMBERS=$(ispn "$SERVER_URL/rest/v2/container" | jq -c '.cluster_members | sort')
+note "the cluster's members, as the server reports them: $MEMBERS"
+[[ $MEMBERS == "[\"$CLUSTER-0\",\"$CLUSTER-1\"]" ]] || fail "the two server pods did not form one cluster: $MEMBERS"
+ok "the two server pods form one cluster"
 
 # has_cr KIND SERVER-NAME: a CR of KIND whose server name (spec.name, else metadata.name) is SERVER-NAME.
 has_cr() {
@@ -384,7 +325,6 @@ ok "refused"
 
 say "The cluster as its CR tells it"
 kubectl get -n "$NS" infinispan "$CLUSTER" -o jsonpath='{range .status.conditions[*]}    {.type}={.status} ({.reason}) {.message}{"\n"}{end}'
-note "(Ready and ResourcesOperatorReady stay False here: they count the pods' readiness, and no pod runs without a kubelet)"
 
 if [[ $MODE == ci ]]; then
   say "CI mode: every check passed; removing what the demo started"
@@ -393,10 +333,11 @@ fi
 
 cat <<EOF
 
-Everything is still running:
-  the cluster operator   pid $(cat "$(pidfile cluster-operator)"), log $DEMO_DIR/cluster-operator.log, metrics http://$CO_METRICS/metrics
-  the resources operator pid $(cat "$(pidfile resources-operator)"), log $DEMO_DIR/resources-operator.log, metrics http://$RO_METRICS/metrics
-  the server             $SERVER_URL (user $DEV_USER, password in Secret $NS/$CLUSTER-generated-identities)
+Everything is still running, as pods on the testbed's node:
+  the cluster operator    kubectl -n $OPERATOR_NS logs deployment/$RELEASE
+  the resources operator  kubectl -n $NS logs deployment/resources-operator-$CLUSTER
+  the servers             kubectl -n $NS get pods; REST at $SERVER_URL through the Service $NS/$CLUSTER
+                          (user $DEV_USER, password in Secret $NS/$CLUSTER-generated-identities)
 
 Try:
   source $RUN_DIR/env
@@ -404,7 +345,8 @@ Try:
   kubectl explain cache.spec
   curl -K $DEMO_DIR/curl-credentials $SERVER_URL/rest/v2/caches
   kubectl apply -n $NS -f <a Cache CR labelled infinispan.org/cluster: $CLUSTER>
+  kubectl delete -n $NS pod $CLUSTER-1         # the StatefulSet brings it back on its volume
   kubectl delete -n $NS infinispan $CLUSTER    # drains: the resources operator lets go, then everything is collected
 
-Stop the demo with:    make demo-down    (the testbed keeps running; 'make testbed-down' stops it)
+Remove the demo with:  make demo-down    (the testbed keeps running; 'make testbed-down' stops it)
 EOF

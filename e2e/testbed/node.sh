@@ -568,11 +568,18 @@ stop_pid() {
   log "stopped $name (pid $pid)"
 }
 
+# Removing containers through containerd bypasses CNI: the pods' network namespaces (bind mounts
+# under /var/run/netns, named in each sandbox's spec) are removed by hand; their veths go with them.
+POD_NETNS=()
 remove_containers() {
   local bin ctr ns id
   bin=$(containerd_bin_dir 2>/dev/null) || return 0
   ctr=("$bin/ctr" --address "$CONTAINERD_SOCK")
   [[ -S $CONTAINERD_SOCK ]] && pid_alive "$RUN_DIR/pids/containerd.pid" || return 0
+  for id in $("${ctr[@]}" -n k8s.io containers list -q 2>/dev/null); do
+    mapfile -t -O "${#POD_NETNS[@]}" POD_NETNS < <("${ctr[@]}" -n k8s.io containers info "$id" 2>/dev/null \
+      | grep -o '"/var/run/netns/cni-[0-9a-f-]*"' | tr -d '"' | sort -u)
+  done
   for ns in $("${ctr[@]}" namespaces list -q 2>/dev/null); do
     for id in $("${ctr[@]}" -n "$ns" tasks list -q 2>/dev/null); do
       "${ctr[@]}" -n "$ns" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
@@ -638,6 +645,11 @@ down() {
   stop_pid coredns
   stop_pid registry
   unmount_under "$NODE_DIR" "$NODE_STATE"
+  local netns
+  for netns in $(printf '%s\n' "${POD_NETNS[@]}" | sort -u); do
+    umount "$netns" 2>/dev/null || true
+    rm -f "$netns"
+  done
   remove_cgroups
   network_down
   rm -rf "$NODE_STATE"
@@ -660,6 +672,9 @@ status() {
     left+=("mounts under $NODE_DIR")
   fi
   [[ -d $NODE_STATE ]] && left+=("$NODE_STATE")
+  # The testbed's containerd is the only CRI runtime on the project's machines: any pod network
+  # namespace left is the node's.
+  compgen -G "/var/run/netns/cni-*" >/dev/null && left+=("pod network namespaces in /var/run/netns")
   for hierarchy in /sys/fs/cgroup/*/; do
     [[ -d $hierarchy$CGROUP_ROOT_NAME ]] && left+=("cgroup $hierarchy$CGROUP_ROOT_NAME")
   done

@@ -1,13 +1,12 @@
-//! `make demo` in CI mode (`e2e/demo.sh --ci`): the whole user-facing chain on the real
-//! testbed — the Helm chart with `operator.enabled=false`, the cluster operator as the chart's
-//! ServiceAccount, an `Infinispan` CR, a real server with the generated realm, the resources
-//! operator as its Deployment says, and sync both ways for the five kinds, with the release
-//! binaries the images carry (`DEMO_PROFILE=release`). Every step of the
-//! script is a check that exits non-zero when it fails; CI mode removes what it started.
+//! `make demo` in CI mode (`e2e/demo.sh --ci`): the whole user-facing chain on the testbed's
+//! node, every part a pod from the images built here (`make images`) — the Helm chart with its
+//! Deployment, an `Infinispan` CR of two replicas whose server pods form one cluster, the
+//! resources operator's pod, and sync both ways for the five kinds, with kubectl and with REST
+//! through the cluster's Service. Every step of the script is a check that exits non-zero when it
+//! fails; CI mode removes what it made.
 //!
-//! The demo's fixed names (namespaces `demo` and `infinispan-operator`, X
-//! 12722, metrics ports 29091/29092) are used by no other test. A `make demo` left running on
-//! the same testbed is stopped first.
+//! The demo's fixed names (namespaces `demo` and `infinispan-operator`) are used by no other
+//! test. A `make demo` left running on the same testbed is removed first.
 
 use anyhow::ensure;
 
@@ -22,8 +21,6 @@ fn make_demo_runs_to_completion_in_ci_mode() -> anyhow::Result<()> {
     let status = command
         .arg("--ci")
         .env("TESTBED_RUN_DIR", &testbed.run_dir)
-        // The release binaries, as the images carry them.
-        .env("DEMO_PROFILE", "release")
         .stdin(std::process::Stdio::null())
         .stdout(output.try_clone()?)
         .stderr(output)
@@ -34,10 +31,14 @@ fn make_demo_runs_to_completion_in_ci_mode() -> anyhow::Result<()> {
         "e2e/demo.sh --ci failed ({status}); its output ({}):\n{output}",
         log.display()
     );
-    // The checks the script made, as it reported them: the sync in both directions for each kind.
+    // The checks the script made, as it reported them: the pods, the cluster, the sync in both
+    // directions for each kind.
     for check in [
-        "ok the cluster operator is ready",
-        "ok the resources operator is ready",
+        "ok the cluster operator's pod is Ready",
+        "ok the cluster's two server pods are Ready",
+        "ok the Infinispan CR is Ready",
+        "ok the resources operator's pod is Ready",
+        "ok the two server pods form one cluster",
         "ok the cache 'orders' is on the server",
         "ok a Cache CR for 'Invoices/EU' appeared",
         "ok the cache 'orders' is gone from the server",

@@ -9,9 +9,11 @@
 //! - An `Infinispan` CR with two replicas, reconciled by that pod: two server pods from the
 //!   server image form one cluster through DNS_PING and CoreDNS (the members read over REST
 //!   through the cluster's Service), the CR reaches `Ready=True`, and the cluster's resources
-//!   operator pod syncs a Cache both ways through `<cluster>-operator`.
+//!   operator pod syncs a Cache both ways through `<cluster>-operator`; a server pod deleted
+//!   comes back on its volume (the same claim) and rejoins with the caches; scaling 2 -> 3 -> 1
+//!   changes the server's view; deleting the CR removes the pods and the data volumes.
 //!
-//! The suites share the node: the cluster test runs alone (a mutex), its two servers request a
+//! The suites share the node: the cluster test runs alone (a mutex), its two servers request 0.4
 //! CPU and 2 GiB between them.
 
 use std::collections::BTreeMap;
@@ -26,7 +28,7 @@ use e2e::pods::{Images, split_reference, wait_ready};
 use e2e::{TestNamespace, Testbed, eventually, install_crds, repo_root};
 use infinispan_rest::{ClientConfig, Credentials};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -249,6 +251,16 @@ async fn rest_client(
         .spec
         .and_then(|s| s.cluster_ip)
         .context("no cluster IP")?;
+    rest_client_at(client, namespace, cr, &ip).await
+}
+
+/// The REST client of one address of the cluster (a Service's or a pod's), as the operator's user.
+async fn rest_client_at(
+    client: &Client,
+    namespace: &str,
+    cr: &Infinispan,
+    ip: &str,
+) -> anyhow::Result<infinispan_rest::Client> {
     let secret_name = cr
         .status
         .as_ref()
@@ -287,7 +299,15 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
     let cr: Infinispan = serde_json::from_value(json!({
         "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
         "metadata": {"name": "demo", "namespace": ns.name},
-        "spec": {"replicas": 2, "version": SERVER_VERSION},
+        "spec": {
+            "replicas": 2,
+            "version": SERVER_VERSION,
+            // The node has two CPUs, shared with the suites' other pods.
+            "container": {"resources": {
+                "requests": {"cpu": "200m", "memory": "1Gi"},
+                "limits": {"memory": "1Gi"},
+            }},
+        },
     }))?;
     clusters
         .patch(
@@ -394,10 +414,79 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
     })
     .await?;
 
+    // A server pod deleted comes back on its volume, rejoins, and has the caches.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
+    let claim_uid = |claim: PersistentVolumeClaim| claim.metadata.uid.unwrap_or_default();
+    let volume_before = claim_uid(claims.get("data-demo-1").await?);
+    let old_pod = pods.get("demo-1").await?.metadata.uid;
+    pods.delete("demo-1", &DeleteParams::default()).await?;
+    let pod = eventually("demo-1 replaced and Ready", WAIT, || {
+        let pods = pods.clone();
+        let old_pod = old_pod.clone();
+        async move {
+            let pod = pods.get_opt("demo-1").await?;
+            Ok(pod.filter(|p| p.metadata.uid != old_pod && e2e::pods::is_ready(p)))
+        }
+    })
+    .await?;
+    ensure!(
+        claim_uid(claims.get("data-demo-1").await?) == volume_before,
+        "demo-1 came back on another volume"
+    );
+    let pod_ip = pod.status.and_then(|s| s.pod_ip).context("no pod IP")?;
+    let direct = rest_client_at(&client, &ns.name, &cr, &pod_ip).await?;
+    eventually(
+        "the new demo-1 in the cluster, with the caches",
+        WAIT,
+        || {
+            let direct = direct.clone();
+            async move {
+                let info = direct.container_info().await?;
+                Ok((info.cluster_members.len() == 2
+                    && info.defined_caches.iter().any(|c| c.name == "from-kubectl"))
+                .then_some(()))
+            }
+        },
+    )
+    .await?;
+
+    // Scale 2 -> 3 -> 1: the server's view follows.
+    for replicas in [3, 1] {
+        clusters
+            .patch(
+                "demo",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+            )
+            .await?;
+        eventually(&format!("{replicas} members, the CR Ready"), WAIT, || {
+            let rest = rest.clone();
+            let clusters = clusters.clone();
+            async move {
+                let cr = clusters.get("demo").await?;
+                let ready = matches!(condition(&cr, "Ready"), Some(("True", _, _)))
+                    && cr.status.as_ref().and_then(|s| s.observed_generation)
+                        == cr.metadata.generation;
+                let members = rest.container_info().await?.cluster_members.len();
+                Ok((ready && members == replicas).then_some(()))
+            }
+        })
+        .await?;
+    }
+
+    // Deleting the CR drains and removes everything it made, the data volumes included.
     clusters.delete("demo", &DeleteParams::default()).await?;
-    eventually("the cluster gone", WAIT, || {
+    eventually("the cluster, its pods and volumes gone", WAIT, || {
         let clusters = clusters.clone();
-        async move { Ok(clusters.get_opt("demo").await?.is_none().then_some(())) }
+        let pods = pods.clone();
+        let claims = claims.clone();
+        async move {
+            let selector = ListParams::default().labels("app.kubernetes.io/instance=demo");
+            let gone = clusters.get_opt("demo").await?.is_none()
+                && pods.list(&selector).await?.items.is_empty()
+                && claims.list(&selector).await?.items.is_empty();
+            Ok(gone.then_some(()))
+        }
     })
     .await?;
     helm(
