@@ -158,7 +158,9 @@ wait_for "the cluster operator's pod is Ready" 120 \
 kubectl get pods -n "$OPERATOR_NS" -o wide
 
 say "An Infinispan CR: a cluster of two servers named $CLUSTER"
-note "(small CPU requests, so that the demo fits on a 2-core machine)"
+note "small CPU requests, so that the demo fits on a 2-core machine; SERVER_LIBS adds a JavaScript engine for"
+note "server tasks (Java 17 has none): the image's launch.sh installs the artifacts into the server's lib/"
+note "(the official image downloads them from Maven Central; the testbed's image carries them)"
 show_and_apply <<YAML
 apiVersion: infinispan.org/v1
 kind: Infinispan
@@ -171,6 +173,11 @@ spec:
     resources:
       requests: {cpu: 200m, memory: 1Gi}
       limits: {memory: 1Gi}
+    env:
+    - name: SERVER_LIBS
+      value: >-
+        org.openjdk.nashorn:nashorn-core:15.6 org.ow2.asm:asm:7.3.1 org.ow2.asm:asm-commons:7.3.1
+        org.ow2.asm:asm-tree:7.3.1 org.ow2.asm:asm-util:7.3.1 org.ow2.asm:asm-analysis:7.3.1
 YAML
 wait_for "the cluster's two server pods are Ready" 240 \
   kubectl wait -n "$NS" --for=condition=Ready "pod/$CLUSTER-0" "pod/$CLUSTER-1" --timeout=5s

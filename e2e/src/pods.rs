@@ -22,6 +22,8 @@ pub struct Images {
     pub cluster_operator: String,
     pub resources_operator: String,
     pub server: String,
+    /// The same server image under a second tag (another label), to roll a cluster to.
+    pub server_b: String,
     /// Debian's busybox-static alone on scratch (`/bin/sh`, `httpd`, `wget`, `nslookup`...),
     /// for the node's own checks and the volume provisioner's helper pods.
     pub helper: String,
@@ -50,6 +52,7 @@ impl Images {
             cluster_operator: var("TESTBED_CLUSTER_OPERATOR_IMAGE")?,
             resources_operator: var("TESTBED_RESOURCES_OPERATOR_IMAGE")?,
             server: var("TESTBED_SERVER_IMAGE")?,
+            server_b: var("TESTBED_SERVER_IMAGE_B")?,
             helper: helper_image(testbed)?,
         })
     }

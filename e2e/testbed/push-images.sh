@@ -10,7 +10,8 @@
 #              server assembled from Maven Central, the official image's entry-point contract)
 #
 # Writes $RUN_DIR/images.env (`source` it; up.sh adds it to the testbed's env file):
-#   TESTBED_CLUSTER_OPERATOR_IMAGE, TESTBED_RESOURCES_OPERATOR_IMAGE, TESTBED_SERVER_IMAGE
+#   TESTBED_CLUSTER_OPERATOR_IMAGE, TESTBED_RESOURCES_OPERATOR_IMAGE, TESTBED_SERVER_IMAGE and
+#   TESTBED_SERVER_IMAGE_B (the same server, another tag)
 # each REGISTRY/REPOSITORY:TAG with a content tag (see images.sh).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -116,6 +117,10 @@ server() {
   ref=$(push_rootfs_image infinispan/server "$dir/rootfs" "${flags[@]}")
   set_image TESTBED_SERVER_IMAGE "$ref"
   log "Infinispan $v server image: $ref"
+  # The same server under a second tag (one more label: another config, another digest), for the
+  # tests that roll a cluster from one image to another; its layer is the same blob.
+  ref=$(push_rootfs_image infinispan/server "$dir/rootfs" "${flags[@]}" --label=org.infinispan-operators.testbed.variant=b)
+  set_image TESTBED_SERVER_IMAGE_B "$ref"
 }
 
 case ${1:-all} in

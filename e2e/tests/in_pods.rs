@@ -12,6 +12,11 @@
 //!   operator pod syncs a Cache both ways through `<cluster>-operator`; a server pod deleted
 //!   comes back on its volume (the same claim) and rejoins with the caches; scaling 2 -> 3 -> 1
 //!   changes the server's view; deleting the CR removes the pods and the data volumes.
+//! - TLS on (`endpointEncryption` with a Secret of a private CA): the init container writes the
+//!   keystore, the kubelet's HTTPS probes pass, plain HTTP is refused, and the resources
+//!   operator's pod syncs both ways over TLS.
+//! - A new server image (`spec.image`: the second tag of the same server `make images` pushes)
+//!   rolls the two pods one by one: one of them is always Ready, both end on the new image.
 //!
 //! The suites share the node: the cluster test runs alone (a mutex), its two servers request 0.4
 //! CPU and 2 GiB between them.
@@ -284,6 +289,75 @@ async fn rest_client_at(
     )?)
 }
 
+/// Applies the `Infinispan` CR `demo`: `spec` over the version and the small requests every
+/// cluster of this suite uses (the node has two CPUs, shared with the other suites' pods).
+async fn apply_cluster(clusters: &Api<Infinispan>, spec: serde_json::Value) -> anyhow::Result<()> {
+    let mut full = json!({
+        "version": SERVER_VERSION,
+        "container": {"resources": {
+            "requests": {"cpu": "200m", "memory": "1Gi"},
+            "limits": {"memory": "1Gi"},
+        }},
+    });
+    for (key, value) in spec.as_object().context("spec must be an object")? {
+        full[key] = value.clone();
+    }
+    let cr: Infinispan = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
+        "metadata": {"name": "demo"},
+        "spec": full,
+    }))?;
+    clusters
+        .patch(
+            "demo",
+            &PatchParams::apply("e2e-user").force(),
+            &Patch::Apply(&cr),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Waits until the `replicas` server pods are Ready and the CR says `Ready=True`.
+async fn wait_cluster_ready(
+    client: &Client,
+    clusters: &Api<Infinispan>,
+    replicas: usize,
+) -> anyhow::Result<Infinispan> {
+    let namespace = clusters.namespace().context("namespaced")?;
+    for index in 0..replicas {
+        wait_ready(client, namespace, &format!("demo-{index}"), WAIT).await?;
+    }
+    eventually("the Infinispan CR Ready=True", WAIT, || {
+        let clusters = clusters.clone();
+        async move {
+            let cr = clusters.get("demo").await?;
+            Ok(matches!(condition(&cr, "Ready"), Some(("True", _, _))).then_some(cr))
+        }
+    })
+    .await
+}
+
+/// Deletes the CR and waits until it, its pods and its volumes are gone.
+async fn delete_cluster(client: &Client, clusters: &Api<Infinispan>) -> anyhow::Result<()> {
+    let namespace = clusters.namespace().context("namespaced")?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    clusters.delete("demo", &DeleteParams::default()).await?;
+    eventually("the cluster, its pods and volumes gone", WAIT, || {
+        let clusters = clusters.clone();
+        let pods = pods.clone();
+        let claims = claims.clone();
+        async move {
+            let selector = ListParams::default().labels("app.kubernetes.io/instance=demo");
+            let gone = clusters.get_opt("demo").await?.is_none()
+                && pods.list(&selector).await?.items.is_empty()
+                && claims.list(&selector).await?.items.is_empty();
+            Ok(gone.then_some(()))
+        }
+    })
+    .await
+}
+
 #[tokio::test]
 async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_both_ways()
 -> anyhow::Result<()> {
@@ -296,37 +370,8 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
     helm_install(&testbed, &images, &ns.name, "infinispan-operator").await?;
 
     let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
-    let cr: Infinispan = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
-        "metadata": {"name": "demo", "namespace": ns.name},
-        "spec": {
-            "replicas": 2,
-            "version": SERVER_VERSION,
-            // The node has two CPUs, shared with the suites' other pods.
-            "container": {"resources": {
-                "requests": {"cpu": "200m", "memory": "1Gi"},
-                "limits": {"memory": "1Gi"},
-            }},
-        },
-    }))?;
-    clusters
-        .patch(
-            "demo",
-            &PatchParams::apply("e2e-user").force(),
-            &Patch::Apply(&cr),
-        )
-        .await?;
-    for pod in ["demo-0", "demo-1"] {
-        wait_ready(&client, &ns.name, pod, WAIT).await?;
-    }
-    let cr = eventually("the Infinispan CR Ready=True", WAIT, || {
-        let clusters = clusters.clone();
-        async move {
-            let cr = clusters.get("demo").await?;
-            Ok(matches!(condition(&cr, "Ready"), Some(("True", _, _))).then_some(cr))
-        }
-    })
-    .await?;
+    apply_cluster(&clusters, json!({"replicas": 2})).await?;
+    let cr = wait_cluster_ready(&client, &clusters, 2).await?;
 
     // One cluster of two members, seen over REST through the client Service.
     let rest = rest_client(&client, &ns.name, &cr).await?;
@@ -475,20 +520,297 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
     }
 
     // Deleting the CR drains and removes everything it made, the data volumes included.
-    clusters.delete("demo", &DeleteParams::default()).await?;
-    eventually("the cluster, its pods and volumes gone", WAIT, || {
-        let clusters = clusters.clone();
-        let pods = pods.clone();
-        let claims = claims.clone();
+    delete_cluster(&client, &clusters).await?;
+    helm(
+        &testbed,
+        &[
+            "uninstall",
+            "infinispan-operator",
+            "--namespace",
+            &ns.name,
+            "--wait",
+        ],
+    )
+    .await?;
+    ns.delete().await
+}
+
+/// A CA and a server certificate for the client Service's name `demo.<namespace>.svc.cluster.local`
+/// (the name the resources operator checks, `--tls-server-name`): `(ca.crt, tls.crt, tls.key)`.
+fn server_certificate(namespace: &str) -> anyhow::Result<(String, String, String)> {
+    let dir = repo_root().join(format!("target/e2e-logs/in-pods/{namespace}-pki"));
+    std::fs::create_dir_all(&dir)?;
+    let host = format!("demo.{namespace}.svc.cluster.local");
+    let script = format!(
+        "set -e
+         openssl req -x509 -newkey rsa:2048 -nodes -days 2 -keyout ca.key -out ca.crt -subj /CN=in-pods-ca \\
+           -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
+         printf 'basicConstraints=CA:FALSE\\nkeyUsage=critical,digitalSignature,keyEncipherment\\nextendedKeyUsage=serverAuth\\nsubjectAltName=DNS:{host},DNS:demo-operator.{namespace}.svc.cluster.local\\n' >server.ext
+         openssl req -newkey rsa:2048 -nodes -keyout tls.key -out server.csr -subj /CN={host}
+         openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext -out tls.crt"
+    );
+    let output = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(&dir)
+        .output()?;
+    ensure!(
+        output.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read = |name: &str| std::fs::read_to_string(dir.join(name));
+    let pem = (read("ca.crt")?, read("tls.crt")?, read("tls.key")?);
+    std::fs::remove_dir_all(&dir)?;
+    Ok(pem)
+}
+
+#[tokio::test]
+async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still_sync()
+-> anyhow::Result<()> {
+    let _only = CLUSTER.lock().await;
+    let testbed = Testbed::get()?;
+    let images = Images::get(&testbed)?;
+    let client = testbed.admin_client().await?;
+    install_crds(&client).await?;
+    let ns = TestNamespace::create(&client, "pods-tls").await?;
+    helm_install(&testbed, &images, &ns.name, "infinispan-operator").await?;
+
+    let (ca, certificate, key) = server_certificate(&ns.name)?;
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "demo-tls"},
+        "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": certificate, "tls.key": key, "ca.crt": ca},
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), &ns.name)
+        .create(&Default::default(), &secret)
+        .await?;
+    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
+    apply_cluster(
+        &clusters,
+        json!({"replicas": 1, "security": {"endpointEncryption": {"type": "Secret", "certSecretName": "demo-tls"}}}),
+    )
+    .await?;
+    // Ready: the kubelet's HTTPS probes answered, so the init container wrote the keystore.
+    let cr = wait_cluster_ready(&client, &clusters, 1).await?;
+    let pod = Api::<Pod>::namespaced(client.clone(), &ns.name)
+        .get("demo-0")
+        .await?;
+    let init = pod
+        .status
+        .and_then(|s| s.init_container_statuses)
+        .unwrap_or_default();
+    ensure!(
+        init.iter().any(|c| c
+            .state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .is_some_and(|t| t.exit_code == 0)),
+        "no init container completed: {init:?}"
+    );
+
+    // Over TLS from here, the certificate checked against the client Service's name.
+    let service: Service = Api::namespaced(client.clone(), &ns.name)
+        .get("demo")
+        .await?;
+    let ip = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no cluster IP")?;
+    let plain = rest_client_at(&client, &ns.name, &cr, &ip).await?;
+    ensure!(
+        plain.container_info().await.is_err(),
+        "the server answered plain HTTP with TLS on"
+    );
+    let secret_name = cr
+        .status
+        .as_ref()
+        .and_then(|s| s.operator_credentials_secret.clone())
+        .context("no operatorCredentialsSecret")?;
+    let credentials: Secret = Api::namespaced(client.clone(), &ns.name)
+        .get(&secret_name)
+        .await?;
+    let data = credentials.data.unwrap_or_default();
+    let field = |key: &str| -> anyhow::Result<String> {
+        Ok(String::from_utf8(
+            data.get(key)
+                .with_context(|| format!("no {key}"))?
+                .0
+                .clone(),
+        )?)
+    };
+    let rest = infinispan_rest::Client::new(
+        ClientConfig::new(format!("https://{ip}:11222"))
+            .with_ca_bundle_pem(ca.as_bytes().to_vec())
+            .with_tls_server_name(format!("demo.{}.svc.cluster.local", ns.name))
+            .with_credentials(Credentials::new(field("username")?, field("password")?)),
+    )?;
+
+    // The resources operator's pod syncs both ways over TLS.
+    wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
+    let caches: Api<Cache> = Api::namespaced(client.clone(), &ns.name);
+    let cache: Cache = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v1", "kind": "Cache",
+        "metadata": {"name": "over-tls", "labels": {"infinispan.org/cluster": "demo"}},
+        "spec": {"templateName": "org.infinispan.DIST_SYNC"},
+    }))?;
+    caches
+        .patch(
+            "over-tls",
+            &PatchParams::apply("e2e-user").force(),
+            &Patch::Apply(&cache),
+        )
+        .await?;
+    eventually("the Cache CR's cache on the TLS server", WAIT, || {
+        let rest = rest.clone();
         async move {
-            let selector = ListParams::default().labels("app.kubernetes.io/instance=demo");
-            let gone = clusters.get_opt("demo").await?.is_none()
-                && pods.list(&selector).await?.items.is_empty()
-                && claims.list(&selector).await?.items.is_empty();
-            Ok(gone.then_some(()))
+            let info = rest.container_info().await?;
+            Ok(info
+                .defined_caches
+                .iter()
+                .any(|c| c.name == "over-tls")
+                .then_some(()))
         }
     })
     .await?;
+    rest.create_cache_from_template(
+        "from-rest-tls",
+        "org.infinispan.DIST_SYNC",
+        Default::default(),
+    )
+    .await?;
+    eventually("a CR for the cache created over REST", WAIT, || {
+        let caches = caches.clone();
+        async move {
+            let list = caches.list(&ListParams::default()).await?;
+            Ok(list
+                .items
+                .iter()
+                .any(|c| {
+                    c.spec.common.name.as_deref() == Some("from-rest-tls")
+                        || c.name_any() == "from-rest-tls"
+                })
+                .then_some(()))
+        }
+    })
+    .await?;
+
+    delete_cluster(&client, &clusters).await?;
+    helm(
+        &testbed,
+        &[
+            "uninstall",
+            "infinispan-operator",
+            "--namespace",
+            &ns.name,
+            "--wait",
+        ],
+    )
+    .await?;
+    ns.delete().await
+}
+
+/// Waits until the Deployment's pod (the first its selector finds) is Ready.
+async fn wait_ready_deployment(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Pod> {
+    let deployment = Api::<Deployment>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await?;
+    let selector = deployment
+        .spec
+        .selector
+        .match_labels
+        .context("no selector")?
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pod = eventually(&format!("a pod of {name}"), WAIT, || {
+        let pods = pods.clone();
+        let selector = selector.clone();
+        async move {
+            Ok(pods
+                .list(&ListParams::default().labels(&selector))
+                .await?
+                .items
+                .into_iter()
+                .next())
+        }
+    })
+    .await?;
+    wait_ready(client, namespace, &pod.name_any(), WAIT).await
+}
+
+#[tokio::test]
+async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
+    let _only = CLUSTER.lock().await;
+    let testbed = Testbed::get()?;
+    let images = Images::get(&testbed)?;
+    let client = testbed.admin_client().await?;
+    install_crds(&client).await?;
+    let ns = TestNamespace::create(&client, "pods-roll").await?;
+    helm_install(&testbed, &images, &ns.name, "infinispan-operator").await?;
+    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
+    apply_cluster(&clusters, json!({"replicas": 2})).await?;
+    let cr = wait_cluster_ready(&client, &clusters, 2).await?;
+    let rest = rest_client(&client, &ns.name, &cr).await?;
+
+    // The same server, another image (the second tag `make images` pushes).
+    apply_cluster(&clusters, json!({"replicas": 2, "image": images.server_b})).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let deadline = tokio::time::Instant::now() + WAIT * 2;
+    let mut least_ready = 2;
+    loop {
+        let mut ready = 0;
+        let mut rolled = 0;
+        for name in ["demo-0", "demo-1"] {
+            if let Some(pod) = pods.get_opt(name).await? {
+                let on_new = pod.spec.as_ref().is_some_and(|s| {
+                    s.containers
+                        .iter()
+                        .any(|c| c.image.as_deref() == Some(images.server_b.as_str()))
+                });
+                let is_ready =
+                    e2e::pods::is_ready(&pod) && pod.metadata.deletion_timestamp.is_none();
+                ready += usize::from(is_ready);
+                rolled += usize::from(on_new && is_ready);
+            }
+        }
+        least_ready = least_ready.min(ready);
+        ensure!(
+            least_ready >= 1,
+            "both server pods were down at once during the roll"
+        );
+        if rolled == 2 {
+            break;
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the pods did not roll to {} ({rolled} of 2)",
+            images.server_b
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ensure!(
+        least_ready == 1,
+        "no pod was ever replaced (at least one must have been down)"
+    );
+    eventually("two members and Ready after the roll", WAIT, || {
+        let rest = rest.clone();
+        let clusters = clusters.clone();
+        async move {
+            let cr = clusters.get("demo").await?;
+            let ready = matches!(condition(&cr, "Ready"), Some(("True", _, _)))
+                && cr.status.as_ref().and_then(|s| s.observed_generation) == cr.metadata.generation;
+            Ok((ready && rest.container_info().await?.cluster_members.len() == 2).then_some(()))
+        }
+    })
+    .await?;
+    delete_cluster(&client, &clusters).await?;
     helm(
         &testbed,
         &[
