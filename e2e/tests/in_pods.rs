@@ -21,7 +21,6 @@
 //! The suites share the node: the cluster test runs alone (a mutex), its two servers request 0.4
 //! CPU and 2 GiB between them.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -266,6 +265,18 @@ async fn rest_client_at(
     cr: &Infinispan,
     ip: &str,
 ) -> anyhow::Result<infinispan_rest::Client> {
+    Ok(infinispan_rest::Client::new(
+        ClientConfig::new(format!("http://{ip}:11222"))
+            .with_credentials(operator_credentials(client, namespace, cr).await?),
+    )?)
+}
+
+/// The operators' admin user of the cluster, from the Secret its status names.
+async fn operator_credentials(
+    client: &Client,
+    namespace: &str,
+    cr: &Infinispan,
+) -> anyhow::Result<Credentials> {
     let secret_name = cr
         .status
         .as_ref()
@@ -276,17 +287,12 @@ async fn rest_client_at(
         .await?;
     let data = secret.data.unwrap_or_default();
     let field = |key: &str| -> anyhow::Result<String> {
-        Ok(String::from_utf8(
-            data.get(key)
-                .with_context(|| format!("no {key}"))?
-                .0
-                .clone(),
-        )?)
+        let value = data
+            .get(key)
+            .with_context(|| format!("no {key} in {secret_name}"))?;
+        Ok(String::from_utf8(value.0.clone())?)
     };
-    Ok(infinispan_rest::Client::new(
-        ClientConfig::new(format!("http://{ip}:11222"))
-            .with_credentials(Credentials::new(field("username")?, field("password")?)),
-    )?)
+    Ok(Credentials::new(field("username")?, field("password")?))
 }
 
 /// Applies the `Infinispan` CR `demo`: `spec` over the version and the small requests every
@@ -388,76 +394,9 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
     ensure!(members == ["demo-0", "demo-1"], "members {members:?}");
 
     // The resources operator runs as a pod and syncs a Cache both ways.
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
-    let deployment = deployments.get("resources-operator-demo").await?;
-    let selector: BTreeMap<String, String> = deployment
-        .spec
-        .selector
-        .match_labels
-        .context("no selector")?;
-    let selector = selector
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
+    wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
+    sync_both_ways(&client, &ns.name, &rest, "from-kubectl", "from-rest").await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
-    let resources_pod = eventually("the resources operator's pod", WAIT, || {
-        let pods = pods.clone();
-        let selector = selector.clone();
-        async move {
-            Ok(pods
-                .list(&ListParams::default().labels(&selector))
-                .await?
-                .items
-                .into_iter()
-                .next())
-        }
-    })
-    .await?;
-    wait_ready(&client, &ns.name, &resources_pod.name_any(), WAIT).await?;
-
-    let caches: Api<Cache> = Api::namespaced(client.clone(), &ns.name);
-    let cache: Cache = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v1", "kind": "Cache",
-        "metadata": {"name": "from-kubectl", "labels": {"infinispan.org/cluster": "demo"}},
-        "spec": {"templateName": "org.infinispan.DIST_SYNC"},
-    }))?;
-    caches
-        .patch(
-            "from-kubectl",
-            &PatchParams::apply("e2e-user").force(),
-            &Patch::Apply(&cache),
-        )
-        .await?;
-    eventually("the Cache CR's cache on the server", WAIT, || {
-        let rest = rest.clone();
-        async move {
-            let info = rest.container_info().await?;
-            Ok(info
-                .defined_caches
-                .iter()
-                .any(|c| c.name == "from-kubectl")
-                .then_some(()))
-        }
-    })
-    .await?;
-    rest.create_cache_from_template("from-rest", "org.infinispan.DIST_SYNC", Default::default())
-        .await?;
-    eventually("a CR for the cache created over REST", WAIT, || {
-        let caches = caches.clone();
-        async move {
-            let list = caches.list(&ListParams::default()).await?;
-            Ok(list
-                .items
-                .iter()
-                .any(|c| {
-                    c.spec.common.name.as_deref() == Some("from-rest")
-                        || c.name_any() == "from-rest"
-                })
-                .then_some(()))
-        }
-    })
-    .await?;
 
     // A server pod deleted comes back on its volume, rejoins, and has the caches.
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
@@ -622,78 +561,16 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
         plain.container_info().await.is_err(),
         "the server answered plain HTTP with TLS on"
     );
-    let secret_name = cr
-        .status
-        .as_ref()
-        .and_then(|s| s.operator_credentials_secret.clone())
-        .context("no operatorCredentialsSecret")?;
-    let credentials: Secret = Api::namespaced(client.clone(), &ns.name)
-        .get(&secret_name)
-        .await?;
-    let data = credentials.data.unwrap_or_default();
-    let field = |key: &str| -> anyhow::Result<String> {
-        Ok(String::from_utf8(
-            data.get(key)
-                .with_context(|| format!("no {key}"))?
-                .0
-                .clone(),
-        )?)
-    };
     let rest = infinispan_rest::Client::new(
         ClientConfig::new(format!("https://{ip}:11222"))
             .with_ca_bundle_pem(ca.as_bytes().to_vec())
             .with_tls_server_name(format!("demo.{}.svc.cluster.local", ns.name))
-            .with_credentials(Credentials::new(field("username")?, field("password")?)),
+            .with_credentials(operator_credentials(&client, &ns.name, &cr).await?),
     )?;
 
     // The resources operator's pod syncs both ways over TLS.
     wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
-    let caches: Api<Cache> = Api::namespaced(client.clone(), &ns.name);
-    let cache: Cache = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v1", "kind": "Cache",
-        "metadata": {"name": "over-tls", "labels": {"infinispan.org/cluster": "demo"}},
-        "spec": {"templateName": "org.infinispan.DIST_SYNC"},
-    }))?;
-    caches
-        .patch(
-            "over-tls",
-            &PatchParams::apply("e2e-user").force(),
-            &Patch::Apply(&cache),
-        )
-        .await?;
-    eventually("the Cache CR's cache on the TLS server", WAIT, || {
-        let rest = rest.clone();
-        async move {
-            let info = rest.container_info().await?;
-            Ok(info
-                .defined_caches
-                .iter()
-                .any(|c| c.name == "over-tls")
-                .then_some(()))
-        }
-    })
-    .await?;
-    rest.create_cache_from_template(
-        "from-rest-tls",
-        "org.infinispan.DIST_SYNC",
-        Default::default(),
-    )
-    .await?;
-    eventually("a CR for the cache created over REST", WAIT, || {
-        let caches = caches.clone();
-        async move {
-            let list = caches.list(&ListParams::default()).await?;
-            Ok(list
-                .items
-                .iter()
-                .any(|c| {
-                    c.spec.common.name.as_deref() == Some("from-rest-tls")
-                        || c.name_any() == "from-rest-tls"
-                })
-                .then_some(()))
-        }
-    })
-    .await?;
+    sync_both_ways(&client, &ns.name, &rest, "over-tls", "from-rest-tls").await?;
 
     delete_cluster(&client, &clusters).await?;
     helm(
@@ -708,6 +585,67 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
     )
     .await?;
     ns.delete().await
+}
+
+/// A Cache CR `from_kubectl` appears on the server, a cache `from_rest` created over REST appears
+/// as a CR: the cluster's resources operator at work.
+async fn sync_both_ways(
+    client: &Client,
+    namespace: &str,
+    rest: &infinispan_rest::Client,
+    from_kubectl: &str,
+    from_rest: &str,
+) -> anyhow::Result<()> {
+    let caches: Api<Cache> = Api::namespaced(client.clone(), namespace);
+    let cache: Cache = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v1", "kind": "Cache",
+        "metadata": {"name": from_kubectl, "labels": {"infinispan.org/cluster": "demo"}},
+        "spec": {"templateName": "org.infinispan.DIST_SYNC"},
+    }))?;
+    caches
+        .patch(
+            from_kubectl,
+            &PatchParams::apply("e2e-user").force(),
+            &Patch::Apply(&cache),
+        )
+        .await?;
+    eventually(
+        &format!("the cache of the Cache CR {from_kubectl} on the server"),
+        WAIT,
+        || {
+            let rest = rest.clone();
+            async move {
+                let info = rest.container_info().await?;
+                Ok(info
+                    .defined_caches
+                    .iter()
+                    .any(|c| c.name == from_kubectl)
+                    .then_some(()))
+            }
+        },
+    )
+    .await?;
+    rest.create_cache_from_template(from_rest, "org.infinispan.DIST_SYNC", Default::default())
+        .await?;
+    eventually(
+        &format!("a CR for the cache {from_rest} created over REST"),
+        WAIT,
+        || {
+            let caches = caches.clone();
+            async move {
+                let list = caches.list(&ListParams::default()).await?;
+                Ok(list
+                    .items
+                    .iter()
+                    .any(|c| {
+                        c.spec.common.name.as_deref() == Some(from_rest)
+                            || c.name_any() == from_rest
+                    })
+                    .then_some(()))
+            }
+        },
+    )
+    .await
 }
 
 /// Waits until the Deployment's pod (the first its selector finds) is Ready.

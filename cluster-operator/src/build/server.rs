@@ -46,10 +46,14 @@
 //!   node killed with SIGKILL restarts on its data (dangling lock ignored) and keeps its caches;
 //!   a password rotated by swapping the files like the kubelet does is accepted without a
 //!   restart once the realm's identity cache (one minute) expires, and a `log4j2.xml` swapped
-//!   the same way takes effect within `monitorInterval`. Not checked: the container
-//!   image itself (`launch.sh` with `MANAGED_ENV`, `RUN_IN_CONTAINER`, its user and fsGroup on a
-//!   real volume, `/bin/sh` and `cat` for the init container), DNS_PING against a cluster DNS,
-//!   more than one node, the probes run by a kubelet, and 16.1+ (only 16.0.7 is available).
+//!   the same way takes effect within `monitorInterval`. Since session 10 the StatefulSet runs
+//!   for real on the testbed's node (`e2e/tests/in_pods.rs`, the demo), from a server image
+//!   built here with the official image's entry-point contract (`docs/server-image.md`:
+//!   `launch.sh` with `MANAGED_ENV` and `RUN_IN_CONTAINER`, user 65532 with the fsGroup on a
+//!   provisioned volume, `/bin/sh` and `cat` for the init container): two pods form one cluster
+//!   over DNS_PING and CoreDNS, the kubelet's probes pass (HTTPS with TLS), a deleted pod comes
+//!   back on its claim, scaling and an image roll work. Not checked: the official image itself
+//!   (nothing can be pulled here) and 16.1+ (only 16.0.7 is available).
 //! - **Authentication**: `spec.security.endpointAuthentication` (default true) puts a properties
 //!   realm in `default`: `users.properties` and `groups.properties` from the identities Secret
 //!   built here ([`identities_secret`]), the operator user (role `admin`) and the application
