@@ -653,9 +653,13 @@ down() {
   remove_cgroups
   network_down
   rm -rf "$NODE_STATE"
-  # The shim's socket and fifo directories are not under containerd's state: remove them when
-  # empty (another containerd on this machine would keep them in use).
-  rmdir /run/containerd/s /run/containerd/fifo /run/containerd 2>/dev/null || true
+  # Paths the components hard-code outside their configured directories: the shim's socket and
+  # fifo directories, the kubelet's device-plugin socket and container log links, libcni's
+  # result cache (entries of our network `testbed` and of loopback). Directories go only when
+  # empty (another runtime on this machine would keep them in use).
+  rm -f /var/lib/kubelet/device-plugins/kubelet.sock /var/lib/cni/results/testbed-* /var/lib/cni/results/cni-loopback-*
+  rmdir /run/containerd/s /run/containerd/fifo /run/containerd /var/lib/kubelet/device-plugins \
+    /var/lib/kubelet /var/log/containers /var/lib/cni/results /var/lib/cni 2>/dev/null || true
 }
 
 # status: what of the node is still on this machine. Exit 1 when anything is.
@@ -675,6 +679,8 @@ status() {
   # The testbed's containerd is the only CRI runtime on the project's machines: any pod network
   # namespace left is the node's.
   compgen -G "/var/run/netns/cni-*" >/dev/null && left+=("pod network namespaces in /var/run/netns")
+  compgen -G "/var/lib/cni/results/testbed-*" >/dev/null && left+=("CNI results in /var/lib/cni/results")
+  [[ -e /var/lib/kubelet/device-plugins/kubelet.sock ]] && left+=("/var/lib/kubelet/device-plugins/kubelet.sock")
   for hierarchy in /sys/fs/cgroup/*/; do
     [[ -d $hierarchy$CGROUP_ROOT_NAME ]] && left+=("cgroup $hierarchy$CGROUP_ROOT_NAME")
   done
