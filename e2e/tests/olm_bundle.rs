@@ -475,8 +475,9 @@ fn the_operator_images_run_their_binary_as_user_65532() -> anyhow::Result<()> {
             "{file}: the final stage runs commands (it has no shell)"
         );
         ensure!(
-            text.contains("RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --locked")
-                && text.contains("--target x86_64-unknown-linux-gnu")
+            text.contains(
+                "RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --locked"
+            ) && text.contains("--target x86_64-unknown-linux-gnu")
                 && text.contains(&format!("-p {binary}")),
             "{file}: not a locked, static release build of {binary} (as `make release-static`)"
         );
