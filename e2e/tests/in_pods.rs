@@ -224,18 +224,7 @@ async fn the_chart_with_its_defaults_runs_the_operator_pod_restricted_and_scrape
         "no cluster operator metric in:\n{page}"
     );
 
-    helm(
-        &testbed,
-        &[
-            "uninstall",
-            "infinispan-operator",
-            "--namespace",
-            &ns.name,
-            "--wait",
-        ],
-    )
-    .await?;
-    ns.delete().await
+    uninstall(&testbed, ns).await
 }
 
 /// Only one cluster on the node at a time.
@@ -343,6 +332,45 @@ async fn wait_cluster_ready(
     .await
 }
 
+/// Uninstalls the chart's release and deletes the test's namespace.
+async fn uninstall(testbed: &Testbed, ns: TestNamespace) -> anyhow::Result<()> {
+    helm(
+        testbed,
+        &[
+            "uninstall",
+            "infinispan-operator",
+            "--namespace",
+            &ns.name,
+            "--wait",
+        ],
+    )
+    .await?;
+    ns.delete().await
+}
+
+/// Waits until the server reports `members` cluster members and the CR says `Ready=True` for its
+/// current generation.
+async fn wait_members_and_ready(
+    rest: &infinispan_rest::Client,
+    clusters: &Api<Infinispan>,
+    members: usize,
+) -> anyhow::Result<()> {
+    eventually(&format!("{members} members, the CR Ready"), WAIT, || {
+        let rest = rest.clone();
+        let clusters = clusters.clone();
+        async move {
+            let cr = clusters.get("demo").await?;
+            let ready = matches!(condition(&cr, "Ready"), Some(("True", _, _)))
+                && cr.status.as_ref().and_then(|s| s.observed_generation) == cr.metadata.generation;
+            Ok(
+                (ready && rest.container_info().await?.cluster_members.len() == members)
+                    .then_some(()),
+            )
+        }
+    })
+    .await
+}
+
 /// Deletes the CR and waits until it, its pods and its volumes are gone.
 async fn delete_cluster(client: &Client, clusters: &Api<Infinispan>) -> anyhow::Result<()> {
     let namespace = clusters.namespace().context("namespaced")?;
@@ -443,35 +471,12 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
                 &Patch::Merge(json!({"spec": {"replicas": replicas}})),
             )
             .await?;
-        eventually(&format!("{replicas} members, the CR Ready"), WAIT, || {
-            let rest = rest.clone();
-            let clusters = clusters.clone();
-            async move {
-                let cr = clusters.get("demo").await?;
-                let ready = matches!(condition(&cr, "Ready"), Some(("True", _, _)))
-                    && cr.status.as_ref().and_then(|s| s.observed_generation)
-                        == cr.metadata.generation;
-                let members = rest.container_info().await?.cluster_members.len();
-                Ok((ready && members == replicas).then_some(()))
-            }
-        })
-        .await?;
+        wait_members_and_ready(&rest, &clusters, replicas).await?;
     }
 
     // Deleting the CR drains and removes everything it made, the data volumes included.
     delete_cluster(&client, &clusters).await?;
-    helm(
-        &testbed,
-        &[
-            "uninstall",
-            "infinispan-operator",
-            "--namespace",
-            &ns.name,
-            "--wait",
-        ],
-    )
-    .await?;
-    ns.delete().await
+    uninstall(&testbed, ns).await
 }
 
 /// A CA and a server certificate for the client Service's name `demo.<namespace>.svc.cluster.local`
@@ -573,18 +578,7 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
     sync_both_ways(&client, &ns.name, &rest, "over-tls", "from-rest-tls").await?;
 
     delete_cluster(&client, &clusters).await?;
-    helm(
-        &testbed,
-        &[
-            "uninstall",
-            "infinispan-operator",
-            "--namespace",
-            &ns.name,
-            "--wait",
-        ],
-    )
-    .await?;
-    ns.delete().await
+    uninstall(&testbed, ns).await
 }
 
 /// A Cache CR `from_kubectl` appears on the server, a cache `from_rest` created over REST appears
@@ -737,28 +731,7 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
         least_ready == 1,
         "no pod was ever replaced (at least one must have been down)"
     );
-    eventually("two members and Ready after the roll", WAIT, || {
-        let rest = rest.clone();
-        let clusters = clusters.clone();
-        async move {
-            let cr = clusters.get("demo").await?;
-            let ready = matches!(condition(&cr, "Ready"), Some(("True", _, _)))
-                && cr.status.as_ref().and_then(|s| s.observed_generation) == cr.metadata.generation;
-            Ok((ready && rest.container_info().await?.cluster_members.len() == 2).then_some(()))
-        }
-    })
-    .await?;
+    wait_members_and_ready(&rest, &clusters, 2).await?;
     delete_cluster(&client, &clusters).await?;
-    helm(
-        &testbed,
-        &[
-            "uninstall",
-            "infinispan-operator",
-            "--namespace",
-            &ns.name,
-            "--wait",
-        ],
-    )
-    .await?;
-    ns.delete().await
+    uninstall(&testbed, ns).await
 }
