@@ -54,7 +54,7 @@ fn metadata(
         namespace: cluster.namespace(),
         labels: Some(labels(&cluster.name_any())),
         annotations: (!annotations.is_empty()).then(|| annotations.clone()),
-        owner_references: Some(vec![super::controller_reference(
+        owner_references: Some(vec![super::identity::controller_reference(
             &cluster.name_any(),
             cluster.uid().unwrap_or_default(),
         )]),

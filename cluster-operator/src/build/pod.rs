@@ -1,0 +1,144 @@
+//! Pieces of the pod templates of the server's StatefulSet and the resources operator's
+//! Deployment: the security contexts of the restricted Pod Security profile, ports, probes,
+//! mounts, Secret volumes, downward-API variables and pull Secrets.
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath,
+    LocalObjectReference, ObjectFieldSelector, PodSecurityContext, Probe, SeccompProfile,
+    SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+/// The seccomp profile the restricted Pod Security profile asks for: the runtime's default.
+pub(crate) fn runtime_default() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".to_string(),
+        localhost_profile: None,
+    }
+}
+
+/// A container's security context under the restricted Pod Security profile: no privilege
+/// escalation, every capability dropped, not privileged, a non-root user (the image's numeric
+/// user or the one the platform assigns), the runtime's default seccomp profile; a read-only
+/// root filesystem when `read_only_root` (containers that write only to their volumes).
+pub(crate) fn restricted_container(read_only_root: bool) -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_string()]),
+            add: None,
+        }),
+        privileged: Some(false),
+        read_only_root_filesystem: read_only_root.then_some(true),
+        run_as_non_root: Some(true),
+        seccomp_profile: Some(runtime_default()),
+        ..SecurityContext::default()
+    }
+}
+
+/// A pod's security context under the restricted Pod Security profile: a non-root user, the
+/// runtime's default seccomp profile and, when given, the `fsGroup` new volumes get (changed
+/// only where the volume's root does not have it already).
+pub(super) fn restricted_pod(fs_group: Option<i64>) -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        seccomp_profile: Some(runtime_default()),
+        fs_group,
+        fs_group_change_policy: fs_group.map(|_| "OnRootMismatch".to_string()),
+        ..PodSecurityContext::default()
+    }
+}
+
+/// A TCP container port.
+pub(super) fn container_port(name: &str, port: u16) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.to_string()),
+        container_port: i32::from(port),
+        protocol: Some("TCP".to_string()),
+        ..ContainerPort::default()
+    }
+}
+
+/// An HTTP GET probe of `path` on the container port named `port`.
+pub(super) fn http_probe(
+    port: &str,
+    scheme: &str,
+    path: &str,
+    period_seconds: i32,
+    timeout_seconds: i32,
+    failure_threshold: i32,
+) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_string()),
+            port: IntOrString::String(port.to_string()),
+            scheme: Some(scheme.to_string()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(period_seconds),
+        timeout_seconds: Some(timeout_seconds),
+        failure_threshold: Some(failure_threshold),
+        ..Probe::default()
+    }
+}
+
+/// The mount of `volume` on `path`.
+pub(super) fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: volume.to_string(),
+        mount_path: path.to_string(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+/// A volume `name` of the `keys` of the Secret `secret`, each a file of the same name.
+pub(super) fn secret_volume(name: &str, secret: String, keys: &[&str]) -> Volume {
+    Volume {
+        name: name.to_string(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret),
+            items: Some(
+                keys.iter()
+                    .map(|key| KeyToPath {
+                        key: key.to_string(),
+                        path: key.to_string(),
+                        ..KeyToPath::default()
+                    })
+                    .collect(),
+            ),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
+/// The variable `name` holding the pod's field `path` (downward API).
+pub(super) fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.to_string(),
+                api_version: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+        value: None,
+    }
+}
+
+/// The pod's image pull Secrets, `None` when there are none.
+pub(super) fn image_pull_secrets(names: &[String]) -> Option<Vec<LocalObjectReference>> {
+    non_empty(
+        names
+            .iter()
+            .map(|name| LocalObjectReference { name: name.clone() })
+            .collect(),
+    )
+}
+
+/// `items`, or `None` when empty (the field is then left out).
+pub(super) fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {
+    (!items.is_empty()).then_some(items)
+}

@@ -1,0 +1,561 @@
+//! The resources operator's Deployment: one replica of `resources-operator run` for the
+//! cluster, with leader election, the server's URL and credentials Secret as flags, the
+//! server's CA when the certificate Secret has one, the node-level part of `spec.scheduling`,
+//! the restricted security contexts and a rollout hash.
+
+use std::collections::BTreeMap;
+
+use common_crds::Infinispan;
+use common_crds::infinispan::LogLevel;
+use common_crds::rbac;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use sha2::{Digest, Sha256};
+
+use super::{
+    BuildError, CONTAINER_NAME, DEFAULT_REPLICAS, Identity, METRICS_PORT, METRICS_PORT_NAME,
+    ROLLOUT_HASH_ANNOTATION, SERVER_CA_DIR, SERVER_CA_KEY, SERVER_CA_VOLUME, Settings,
+    client_service_host, infinispan_url, labels, selector_labels,
+};
+use crate::build::identity;
+use crate::build::pod::{
+    container_port, field_env, http_probe, image_pull_secrets, mount, non_empty,
+    restricted_container, restricted_pod, secret_volume,
+};
+
+/// The Deployment running `resources-operator run` for the cluster (see
+/// `docs/cluster-objects.md` for its decisions).
+pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deployment, BuildError> {
+    let id = Identity::of(cluster, settings)?;
+    let image = image(cluster, settings)?;
+    let url = infinispan_url(cluster, &settings.cluster_domain)?;
+    // The server's CA, from the certificate Secret (TLS only).
+    let ca_secret = cluster
+        .spec
+        .security
+        .endpoint_encryption
+        .cert_secret_name
+        .clone()
+        .filter(|_| settings.server_ca && url.starts_with("https://"));
+    let args = args(cluster, settings, &id, &url, ca_secret.is_some())?;
+    let container = container(cluster, image, args, ca_secret.is_some());
+    let object_name = rbac::resources_operator_name(id.name);
+    let mut template = PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels(id.name)),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(pod_spec(
+            cluster,
+            settings,
+            object_name.clone(),
+            container,
+            ca_secret,
+        )),
+    };
+    let hash = rollout_hash(&template, settings.credentials_revision.as_deref())?;
+    if let Some(metadata) = template.metadata.as_mut() {
+        metadata.annotations = Some(BTreeMap::from([(
+            ROLLOUT_HASH_ANNOTATION.to_string(),
+            hash,
+        )]));
+    }
+
+    Ok(Deployment {
+        metadata: identity::object_meta(object_name, id.namespace, labels(id.name), &id.owner),
+        spec: DeploymentSpec {
+            replicas: Some(DEFAULT_REPLICAS),
+            selector: LabelSelector {
+                match_labels: Some(selector_labels(id.name)),
+                match_expressions: None,
+            },
+            template,
+            ..DeploymentSpec::default()
+        },
+        status: None,
+    })
+}
+
+/// `run` and its flags: the cluster, the server's URL and credentials, logging, metrics,
+/// leader election; the CA bundle and the server name the certificate is checked against.
+fn args(
+    cluster: &Infinispan,
+    settings: &Settings,
+    id: &Identity<'_>,
+    url: &str,
+    server_ca: bool,
+) -> Result<Vec<String>, BuildError> {
+    let mut args = vec![
+        "run".to_string(),
+        format!("--cluster={}", id.name),
+        format!("--namespace={}", id.namespace),
+        format!("--infinispan-url={url}"),
+        format!("--credentials-secret={}", settings.credentials_secret),
+        format!(
+            "--log-level={}",
+            log_level(cluster.spec.resources_operator.log_level)
+        ),
+        format!("--metrics-address=0.0.0.0:{METRICS_PORT}"),
+        "--leader-election=true".to_string(),
+    ];
+    if server_ca {
+        args.push(format!("--ca-bundle={SERVER_CA_DIR}/{SERVER_CA_KEY}"));
+    }
+    if url.starts_with("https://") {
+        args.push(format!(
+            "--tls-server-name={}",
+            client_service_host(cluster, &settings.cluster_domain)?
+        ));
+    }
+    Ok(args)
+}
+
+/// The container: `args`, `POD_NAME` (the Lease holder identity), the metrics port and the
+/// probes on it, the resources, a read-only root filesystem, the CA mount.
+fn container(cluster: &Infinispan, image: String, args: Vec<String>, server_ca: bool) -> Container {
+    Container {
+        name: CONTAINER_NAME.to_string(),
+        image: Some(image),
+        args: Some(args),
+        env: Some(vec![field_env("POD_NAME", "metadata.name")]),
+        ports: Some(vec![container_port(METRICS_PORT_NAME, METRICS_PORT)]),
+        liveness_probe: Some(probe("/healthz", 10)),
+        readiness_probe: Some(probe("/readyz", 5)),
+        resources: Some(
+            cluster
+                .spec
+                .resources_operator
+                .resources
+                .clone()
+                .unwrap_or_else(default_resources),
+        ),
+        security_context: Some(restricted_container(true)),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        volume_mounts: server_ca.then(|| vec![mount(SERVER_CA_VOLUME, SERVER_CA_DIR, true)]),
+        ..Container::default()
+    }
+}
+
+/// The pod: the ServiceAccount `service_account` with its token, the restricted profile, the
+/// CA volume of `ca_secret`, the pull Secrets, and the node-level part of `spec.scheduling`
+/// (node selector, tolerations, priority class, node affinity: pod (anti-)affinity and
+/// topology spread constraints select server pods).
+fn pod_spec(
+    cluster: &Infinispan,
+    settings: &Settings,
+    service_account: String,
+    container: Container,
+    ca_secret: Option<String>,
+) -> PodSpec {
+    let scheduling = cluster.spec.scheduling.clone().unwrap_or_default();
+    PodSpec {
+        containers: vec![container],
+        service_account_name: Some(service_account),
+        volumes: ca_secret
+            .map(|secret| vec![secret_volume(SERVER_CA_VOLUME, secret, &[SERVER_CA_KEY])]),
+        automount_service_account_token: Some(true),
+        enable_service_links: Some(false),
+        security_context: Some(restricted_pod(None)),
+        image_pull_secrets: image_pull_secrets(&settings.image_pull_secrets),
+        node_selector: (!scheduling.node_selector.is_empty()).then_some(scheduling.node_selector),
+        tolerations: non_empty(scheduling.tolerations),
+        priority_class_name: scheduling.priority_class_name,
+        affinity: scheduling
+            .affinity
+            .and_then(|affinity| affinity.node_affinity)
+            .map(|node_affinity| Affinity {
+                node_affinity: Some(node_affinity),
+                ..Affinity::default()
+            }),
+        ..PodSpec::default()
+    }
+}
+
+/// Requests and limits when the CR sets none: small, the operator holds a few caches of CRs.
+pub fn default_resources() -> ResourceRequirements {
+    let quantities = |cpu: &str, memory: &str| {
+        BTreeMap::from([
+            ("cpu".to_string(), Quantity(cpu.to_string())),
+            ("memory".to_string(), Quantity(memory.to_string())),
+        ])
+    };
+    ResourceRequirements {
+        requests: Some(quantities("50m", "64Mi")),
+        limits: Some(quantities("500m", "256Mi")),
+        claims: None,
+    }
+}
+
+/// `spec.resourcesOperator.image`, else the settings' image.
+fn image(cluster: &Infinispan, settings: &Settings) -> Result<String, BuildError> {
+    cluster
+        .spec
+        .resources_operator
+        .image
+        .as_deref()
+        .filter(|image| !image.trim().is_empty())
+        .or_else(|| Some(settings.image.as_str()).filter(|image| !image.trim().is_empty()))
+        .map(str::to_string)
+        .ok_or(BuildError::MissingImage)
+}
+
+/// The level's name in `--log-level`.
+fn log_level(level: LogLevel) -> &'static str {
+    match level {
+        LogLevel::Trace => "trace",
+        LogLevel::Debug => "debug",
+        LogLevel::Info => "info",
+        LogLevel::Warn => "warn",
+        LogLevel::Error => "error",
+    }
+}
+
+/// A probe of `path` on the metrics port.
+fn probe(path: &str, period_seconds: i32) -> Probe {
+    http_probe(METRICS_PORT_NAME, "HTTP", path, period_seconds, 2, 3)
+}
+
+/// SHA-256 (hex) of the template (before the annotation is set) and the credentials revision.
+fn rollout_hash(
+    template: &PodTemplateSpec,
+    credentials_revision: Option<&str>,
+) -> Result<String, BuildError> {
+    let mut hasher = Sha256::new();
+    hasher.update(serde_json::to_vec(template).map_err(BuildError::Hash)?);
+    hasher.update([0]);
+    if let Some(revision) = credentials_revision {
+        hasher.update(revision.as_bytes());
+    }
+    Ok(format!("{:x}", hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::super::fixtures::{args, container, pod_spec};
+    use super::*;
+    use crate::build::test_support::{assert_restricted, pod_labels, port};
+    use common_crds::infinispan::{EndpointEncryption, InfinispanSpec, SyncMode};
+    use k8s_openapi::api::core::v1::LocalObjectReference;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+    #[test]
+    fn the_selector_never_changes_and_selects_the_pods() {
+        let default = built(&cluster("demo", "team-a"), &settings()).deployment;
+        let full = built(&full_cluster(), &full_settings()).deployment;
+        let selector = |d: &Deployment| Some(d.spec.selector.clone());
+        assert_eq!(selector(&default), selector(&full));
+        assert_eq!(
+            selector(&default).and_then(|s| s.match_labels),
+            Some(BTreeMap::from([
+                (
+                    "app.kubernetes.io/name".to_string(),
+                    "infinispan-resources-operator".to_string()
+                ),
+                ("app.kubernetes.io/instance".to_string(), "demo".to_string()),
+            ]))
+        );
+        let pod_labels = pod_labels(&full.spec.template);
+        for (key, value) in selector_labels("demo") {
+            assert_eq!(pod_labels.get(&key), Some(&value), "{key}");
+        }
+        // Another cluster in the namespace selects other pods.
+        let other = built(&cluster("other", "team-a"), &settings()).deployment;
+        assert_ne!(selector(&default), selector(&other));
+    }
+
+    /// The checks of the restricted Pod Security Standard (and a read-only root filesystem).
+    #[test]
+    fn the_pod_passes_the_restricted_profile() {
+        for deployment in [
+            built(&cluster("demo", "team-a"), &settings()).deployment,
+            built(&full_cluster(), &full_settings()).deployment,
+        ] {
+            let pod = pod_spec(&deployment);
+            assert_restricted(&pod);
+            assert_eq!(pod.volumes, None);
+            assert_eq!(pod.init_containers, None);
+            for container in &pod.containers {
+                let context = container.security_context.clone().unwrap_or_default();
+                assert_eq!(context.read_only_root_filesystem, Some(true));
+            }
+        }
+    }
+
+    #[test]
+    fn probes_use_the_metrics_port() {
+        let container = container(&built(&cluster("demo", "team-a"), &settings()).deployment);
+        let port = port(&container, METRICS_PORT_NAME);
+        assert_eq!(port.container_port, 8080);
+        assert!(
+            args(&built(&cluster("demo", "team-a"), &settings()).deployment)
+                .contains(&"--metrics-address=0.0.0.0:8080".to_string())
+        );
+        for (probe, path) in [
+            (container.liveness_probe, "/healthz"),
+            (container.readiness_probe, "/readyz"),
+        ] {
+            let get = probe
+                .and_then(|p| p.http_get)
+                .unwrap_or_else(|| panic!("no {path} probe"));
+            assert_eq!(get.path.as_deref(), Some(path));
+            assert_eq!(get.port, IntOrString::String("metrics".to_string()));
+        }
+    }
+
+    #[test]
+    fn the_pod_runs_the_sync_of_its_cluster_with_leader_election() {
+        let deployment = built(&cluster("demo", "team-a"), &settings()).deployment;
+        assert_eq!(
+            args(&deployment),
+            [
+                "run",
+                "--cluster=demo",
+                "--namespace=team-a",
+                "--infinispan-url=http://demo-operator.team-a.svc.cluster.local:11222",
+                "--credentials-secret=demo-operator-credentials",
+                "--log-level=info",
+                "--metrics-address=0.0.0.0:8080",
+                "--leader-election=true",
+            ]
+        );
+        assert_eq!(deployment.spec.replicas, Some(1));
+        let container = container(&deployment);
+        assert_eq!(container.command, None);
+        assert_eq!(
+            container.image.as_deref(),
+            Some("quay.io/infinispan/resources-operator:0.1.0")
+        );
+        let env = container.env.unwrap_or_default();
+        assert_eq!(env.len(), 1);
+        assert_eq!(env[0].name, "POD_NAME");
+        assert_eq!(
+            env[0]
+                .value_from
+                .as_ref()
+                .and_then(|v| v.field_ref.as_ref())
+                .map(|f| f.field_path.as_str()),
+            Some("metadata.name")
+        );
+        assert_eq!(container.resources, Some(default_resources()));
+        let defaults = default_resources();
+        for part in [defaults.requests, defaults.limits] {
+            let part = part.unwrap_or_default();
+            assert!(part.contains_key("cpu") && part.contains_key("memory"));
+        }
+    }
+
+    #[test]
+    fn the_cr_and_the_settings_reach_the_pod() {
+        let deployment = built(&full_cluster(), &full_settings()).deployment;
+        let args = args(&deployment);
+        assert!(args.contains(
+            &"--infinispan-url=https://demo-operator.team-a.svc.corp.example:11222".into()
+        ));
+        assert!(args.contains(&"--tls-server-name=demo.team-a.svc.corp.example".into()));
+        assert!(args.contains(&"--log-level=debug".to_string()));
+        // The sync mode is read from the CR by the operator itself.
+        assert!(
+            !args.iter().any(|a| a.starts_with("--sync-mode")),
+            "{args:?}"
+        );
+        assert!(!args.iter().any(|a| a.starts_with("--conflict-winner")));
+        // The server's replicas are not the operator's.
+        assert_eq!(deployment.spec.replicas, Some(1));
+        let container = container(&deployment);
+        assert_eq!(
+            container.image.as_deref(),
+            Some("registry.example.com/mirror/resources-operator:0.1.0")
+        );
+        assert_eq!(
+            container.resources,
+            full_cluster().spec.resources_operator.resources
+        );
+        let pod = pod_spec(&deployment);
+        let scheduling = full_cluster().spec.scheduling.unwrap_or_default();
+        assert_eq!(pod.node_selector, Some(scheduling.node_selector));
+        assert_eq!(pod.tolerations, Some(scheduling.tolerations));
+        assert_eq!(
+            pod.priority_class_name.as_deref(),
+            Some("infinispan-critical")
+        );
+        let affinity = pod.affinity.unwrap_or_default();
+        assert_eq!(
+            affinity.node_affinity,
+            scheduling.affinity.and_then(|a| a.node_affinity)
+        );
+        assert_eq!(affinity.pod_anti_affinity, None);
+        assert_eq!(affinity.pod_affinity, None);
+        assert_eq!(
+            pod.image_pull_secrets,
+            Some(vec![LocalObjectReference {
+                name: "registry-example".to_string()
+            }])
+        );
+        // Nothing of the scheduling when the CR has none.
+        let pod = pod_spec(&built(&cluster("demo", "team-a"), &settings()).deployment);
+        assert_eq!(pod.affinity, None);
+        assert_eq!(pod.tolerations, None);
+        assert_eq!(pod.node_selector, None);
+        assert_eq!(pod.priority_class_name, None);
+        assert_eq!(pod.image_pull_secrets, None);
+    }
+
+    #[test]
+    fn the_rollout_hash_changes_only_with_what_must_roll_the_pods() {
+        let base_cr = full_cluster();
+        let base_settings = full_settings();
+        let base = hash(&built(&base_cr, &base_settings).deployment);
+        assert_eq!(base.len(), 64);
+        assert_eq!(base, hash(&built(&base_cr, &base_settings).deployment));
+
+        // Unrelated: the CR's metadata, the server's settings, what the operator reads live.
+        let mut unrelated: Vec<(&str, Infinispan)> = Vec::new();
+        let mut cr = base_cr.clone();
+        cr.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert("cost-center".to_string(), "42".to_string());
+        unrelated.push(("labels", cr));
+        let mut cr = base_cr.clone();
+        cr.metadata.annotations = Some(BTreeMap::from([("a".to_string(), "b".to_string())]));
+        cr.metadata.generation = Some(7);
+        cr.metadata.resource_version = Some("12345".to_string());
+        unrelated.push(("annotations, generation, resourceVersion", cr));
+        let mut cr = base_cr.clone();
+        cr.spec.replicas = 5;
+        cr.spec.version = Some("16.0.7".to_string());
+        unrelated.push(("server replicas and version", cr));
+        let mut cr = base_cr.clone();
+        cr.spec.resources_operator.sync_mode = SyncMode::FromServer;
+        unrelated.push(("sync mode", cr));
+        let mut cr = base_cr.clone();
+        cr.status = Some(Default::default());
+        unrelated.push(("status", cr));
+        for (what, cr) in unrelated {
+            assert_eq!(hash(&built(&cr, &base_settings).deployment), base, "{what}");
+        }
+
+        // What must roll the pods.
+        let mut rolling: Vec<(&str, Infinispan, Settings)> = Vec::new();
+        let mut cr = base_cr.clone();
+        cr.spec.resources_operator.image = Some("other:1".to_string());
+        rolling.push(("image of the CR", cr, base_settings.clone()));
+        let mut cr = base_cr.clone();
+        cr.spec.resources_operator.resources = None;
+        rolling.push(("resources", cr, base_settings.clone()));
+        let mut cr = base_cr.clone();
+        cr.spec.resources_operator.log_level = LogLevel::Trace;
+        rolling.push(("log level", cr, base_settings.clone()));
+        let mut cr = base_cr.clone();
+        cr.spec.security.endpoint_encryption = EndpointEncryption::default();
+        rolling.push(("encryption (URL)", cr, base_settings.clone()));
+        let mut cr = base_cr.clone();
+        cr.spec.scheduling = None;
+        rolling.push(("scheduling", cr, base_settings.clone()));
+        let changed = Settings {
+            cluster_domain: "cluster.local".to_string(),
+            ..base_settings.clone()
+        };
+        rolling.push(("cluster domain", base_cr.clone(), changed));
+        let changed = Settings {
+            credentials_revision: Some("new".to_string()),
+            ..base_settings.clone()
+        };
+        rolling.push(("credentials revision", base_cr.clone(), changed));
+        let changed = Settings {
+            credentials_secret: "other-credentials".to_string(),
+            ..base_settings.clone()
+        };
+        rolling.push(("credentials Secret", base_cr.clone(), changed));
+        let changed = Settings {
+            image_pull_secrets: Vec::new(),
+            ..base_settings.clone()
+        };
+        rolling.push(("pull Secrets", base_cr.clone(), changed));
+        for (what, cr, settings) in rolling {
+            assert_ne!(hash(&built(&cr, &settings).deployment), base, "{what}");
+        }
+
+        // The default image comes from the settings when the CR sets none.
+        let cr = cluster("demo", "team-a");
+        let other = Settings {
+            image: "other:2".to_string(),
+            ..settings()
+        };
+        assert_ne!(
+            hash(&built(&cr, &settings()).deployment),
+            hash(&built(&cr, &other).deployment)
+        );
+    }
+
+    fn tls_cluster() -> Infinispan {
+        let spec: InfinispanSpec = serde_json::from_value(serde_json::json!({
+            "security": { "endpointEncryption": { "type": "Secret", "certSecretName": "demo-tls" } }
+        }))
+        .expect("spec");
+        let mut cr = Infinispan::new("demo", spec);
+        cr.metadata.namespace = Some("team-a".into());
+        cr.metadata.uid = Some("uid-1".into());
+        cr
+    }
+
+    #[test]
+    fn a_private_ca_is_mounted_and_trusted_only_when_the_secret_has_one() {
+        let mut settings = Settings::new("img", "demo-operator-credentials");
+        let without = deployment(&tls_cluster(), &settings).expect("deployment");
+        let args = without.spec.template.spec.as_ref().expect("pod").containers[0]
+            .args
+            .clone();
+        let args = args.unwrap_or_default();
+        assert!(!args.iter().any(|a| a.starts_with("--ca-bundle")));
+        // The operators' Service, the certificate checked against the client Service's name.
+        assert!(
+            args.iter()
+                .any(|a| a.starts_with("--infinispan-url=https://demo-operator.")),
+            "{args:?}"
+        );
+        assert!(
+            args.iter()
+                .any(|a| a == "--tls-server-name=demo.team-a.svc.cluster.local"),
+            "{args:?}"
+        );
+        settings.server_ca = true;
+        let with = deployment(&tls_cluster(), &settings).expect("deployment");
+        let pod = with.spec.template.spec.clone().expect("pod");
+        let container = &pod.containers[0];
+        assert!(
+            container
+                .args
+                .iter()
+                .flatten()
+                .any(|a| a == "--ca-bundle=/etc/infinispan/server-ca/ca.crt")
+        );
+        let volume = &pod.volumes.expect("volumes")[0];
+        let secret = volume.secret.as_ref().expect("secret volume");
+        assert_eq!(secret.secret_name.as_deref(), Some("demo-tls"));
+        assert_eq!(secret.items.as_ref().expect("items")[0].key, "ca.crt");
+        let mount = &container.volume_mounts.as_ref().expect("mounts")[0];
+        assert_eq!(mount.read_only, Some(true));
+        // A change of trust rolls the pod.
+        assert_ne!(
+            with.spec.template.metadata.and_then(|m| m.annotations),
+            without.spec.template.metadata.and_then(|m| m.annotations)
+        );
+        // Plain text: nothing to trust.
+        let mut plain = tls_cluster();
+        plain.spec.security.endpoint_encryption.type_ =
+            common_crds::infinispan::EncryptionType::None;
+        let pod = deployment(&plain, &settings)
+            .expect("deployment")
+            .spec
+            .template
+            .spec
+            .expect("pod");
+        assert!(pod.volumes.is_none());
+    }
+}

@@ -1,0 +1,507 @@
+//! What the server builders take in: the operator's [`Settings`] (images, cluster domain,
+//! pod defaults), the [`Referenced`] content, the [`BuildError`]s, and [`Cx`], the CR, settings
+//! and referenced content checked once for every builder.
+
+use std::collections::BTreeMap;
+
+use common_crds::Infinispan;
+use common_crds::infinispan::{EncryptionType, LogLevel};
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use super::{
+    ConfigOverlay, DEFAULT_FS_GROUP, IDENTITIES_KEY, Identities, MAX_CLUSTER_NAME_LEN, MIN_VERSION,
+    TlsCertificate, labels, ping_service_name,
+};
+use crate::build::MissingMetadata;
+use crate::build::identity;
+use crate::build::resources_operator::DEFAULT_CLUSTER_DOMAIN;
+
+/// Server log categories set unless `spec.logging.categories` names them (the server's own
+/// defaults, minus its file appenders; audit events are logged at INFO, so off unless asked).
+const DEFAULT_LOG_CATEGORIES: [(&str, &str); 4] = [
+    ("com.arjuna", "WARN"),
+    (
+        "io.netty.handler.ssl.ApplicationProtocolNegotiationHandler",
+        "ERROR",
+    ),
+    ("org.infinispan.AUDIT", "ERROR"),
+    ("org.jboss.threads", "WARN"),
+];
+
+/// Server image of each supported version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerImages {
+    /// Version run when the CR sets none (a key of `by_version` unless every CR sets `image`).
+    pub default_version: String,
+    /// Image of each version, e.g. `16.0.7` -> `quay.io/infinispan/server:16.0.7`.
+    pub by_version: BTreeMap<String, String>,
+}
+
+impl ServerImages {
+    /// One version, the default.
+    pub fn single(version: impl Into<String>, image: impl Into<String>) -> Self {
+        let version = version.into();
+        Self {
+            by_version: BTreeMap::from([(version.clone(), image.into())]),
+            default_version: version,
+        }
+    }
+
+    /// The version and image `cluster` runs: `spec.image` when set, else the image of
+    /// `spec.version` (or the default version); the version at least [`MIN_VERSION`].
+    pub fn resolve(&self, cluster: &Infinispan) -> Result<ServerImage, BuildError> {
+        let spec = &cluster.spec;
+        let version = spec
+            .version
+            .as_deref()
+            .map(str::trim)
+            .filter(|version| !version.is_empty())
+            .unwrap_or(&self.default_version);
+        let image =
+            match spec.image.as_deref().map(str::trim) {
+                Some(image) if !image.is_empty() => image.to_string(),
+                _ => self.by_version.get(version).cloned().ok_or_else(|| {
+                    BuildError::UnknownVersion {
+                        version: version.to_string(),
+                        known: self.by_version.keys().cloned().collect(),
+                    }
+                })?,
+            };
+        let (major, minor) = parse_version(version).ok_or_else(|| BuildError::InvalidVersion {
+            version: version.to_string(),
+        })?;
+        if (major, minor) < MIN_VERSION {
+            return Err(BuildError::UnsupportedVersion {
+                version: version.to_string(),
+            });
+        }
+        Ok(ServerImage {
+            version: version.to_string(),
+            major,
+            minor,
+            image,
+        })
+    }
+}
+
+/// The version a cluster runs and its image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerImage {
+    /// As written in the CR or the settings, e.g. `16.0.7`.
+    pub version: String,
+    pub major: u32,
+    pub minor: u32,
+    pub image: String,
+}
+
+/// `major.minor` of `16.0.7`, `16.0`, `16.0.7.Final`...
+fn parse_version(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// What the server builders need beyond the CR: the cluster operator's own settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// Version -> image mapping and default version.
+    pub images: ServerImages,
+    /// Cluster domain of the DNS name JGroups queries (default [`DEFAULT_CLUSTER_DOMAIN`]).
+    pub cluster_domain: String,
+    /// `fsGroup` of the server pods (default [`DEFAULT_FS_GROUP`]); `None` where the platform
+    /// assigns one (OpenShift's restricted SCC refuses any other).
+    pub fs_group: Option<i64>,
+    /// Requests and limits of the server container when the CR sets none (replaced as a whole,
+    /// never merged per key).
+    pub default_resources: ResourceRequirements,
+    /// Image pull Secrets of the server pods (they must exist in the CR's namespace).
+    pub image_pull_secrets: Vec<String>,
+}
+
+impl Settings {
+    /// Settings with the default cluster domain, fsGroup and resources and no pull Secrets.
+    pub fn new(images: ServerImages) -> Self {
+        Self {
+            images,
+            cluster_domain: DEFAULT_CLUSTER_DOMAIN.to_string(),
+            fs_group: Some(DEFAULT_FS_GROUP),
+            default_resources: default_resources(),
+            image_pull_secrets: Vec::new(),
+        }
+    }
+}
+
+/// Requests and limits of the server when neither the CR nor the settings say: the heap is 70%
+/// of the memory limit (`RUN_IN_CONTAINER`); no CPU limit (throttling stalls JGroups).
+pub fn default_resources() -> ResourceRequirements {
+    let memory = || ("memory".to_string(), Quantity("1Gi".to_string()));
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_string(), Quantity("500m".to_string())),
+            memory(),
+        ])),
+        limits: Some(BTreeMap::from([memory()])),
+        claims: None,
+    }
+}
+
+/// The content of what the CR refers to, read by the controller and checked by the
+/// constructors of each field. A field the spec does not ask for is ignored; one it asks for
+/// and is missing is an error ([`BuildError::MissingIdentities`], [`BuildError::MissingOverlay`],
+/// [`BuildError::MissingTlsCertificate`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Referenced {
+    /// The realm's users, when `spec.security.endpointAuthentication` is on.
+    pub identities: Option<Identities>,
+    /// The overlay, when `spec.configMapName` is set.
+    pub overlay: Option<ConfigOverlay>,
+    /// The TLS certificate, when `spec.security.endpointEncryption.type` is `Secret`.
+    pub tls: Option<TlsCertificate>,
+}
+
+/// The CR, the settings or the referenced content cannot give the server's objects. Messages
+/// never hold a password or a key.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    MissingMetadata(#[from] MissingMetadata),
+    #[error(
+        "the Infinispan CR name {name:?} is not a DNS-1123 label of at most {MAX_CLUSTER_NAME_LEN} characters (a-z, 0-9 and '-'): it names the StatefulSet, whose pods' controller-revision-hash label adds 11 characters"
+    )]
+    InvalidName { name: String },
+    #[error("the cluster domain {domain:?} is not a DNS name")]
+    InvalidClusterDomain { domain: String },
+    #[error("server version {version:?} has no image; known versions: {}", known.join(", "))]
+    UnknownVersion { version: String, known: Vec<String> },
+    #[error("server version {version:?} is not of the form major.minor[.patch]")]
+    InvalidVersion { version: String },
+    #[error(
+        "server version {version:?} is not supported: the operator needs {}.{} or later (anonymous /health/live and /health/ready)",
+        MIN_VERSION.0,
+        MIN_VERSION.1
+    )]
+    UnsupportedVersion { version: String },
+    #[error("the image {image:?} is empty")]
+    EmptyImage { image: String },
+    #[error(
+        "authentication is on but no identities were given (the operator credentials and application identities Secrets)"
+    )]
+    MissingIdentities,
+    #[error("spec.configMapName is {config_map:?} but no overlay was given")]
+    MissingOverlay { config_map: String },
+    #[error("endpointEncryption is Secret but certSecretName is not set")]
+    MissingTlsSecretName,
+    #[error("endpointEncryption uses the Secret {secret:?} but no TLS certificate was given")]
+    MissingTlsCertificate { secret: String },
+    #[error("key {key} of Secret {secret:?} {problem}")]
+    SecretKey {
+        secret: String,
+        key: String,
+        problem: &'static str,
+    },
+    #[error(
+        "{IDENTITIES_KEY} of Secret {secret:?} is not a YAML mapping with `credentials:`, a list of username, password and optional roles{position}"
+    )]
+    InvalidIdentities { secret: String, position: String },
+    #[error("user {username:?}: {problem}")]
+    InvalidUser { username: String, problem: String },
+    #[error("user {username:?} is defined twice (the operator user's name is reserved)")]
+    DuplicateUser { username: String },
+    #[error("the overlay ConfigMap {config_map:?}: {problem}")]
+    InvalidOverlay { config_map: String, problem: String },
+    #[error("the TLS Secret {secret:?}: {problem}")]
+    InvalidTlsSecret { secret: String, problem: String },
+    #[error("log category {category:?} is empty or has white space or a control character")]
+    InvalidLogCategory { category: String },
+}
+
+impl BuildError {
+    /// A stable, low-cardinality name of the error (condition reasons, Event reasons, metric
+    /// labels).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::MissingMetadata(_) | Self::InvalidName { .. } => "InvalidCluster",
+            Self::InvalidClusterDomain { .. } | Self::EmptyImage { .. } => "InvalidSettings",
+            Self::UnknownVersion { .. }
+            | Self::InvalidVersion { .. }
+            | Self::UnsupportedVersion { .. } => "UnsupportedVersion",
+            Self::MissingIdentities
+            | Self::SecretKey { .. }
+            | Self::InvalidIdentities { .. }
+            | Self::InvalidUser { .. }
+            | Self::DuplicateUser { .. } => "InvalidIdentities",
+            Self::MissingOverlay { .. } | Self::InvalidOverlay { .. } => "InvalidConfigOverlay",
+            Self::MissingTlsSecretName
+            | Self::MissingTlsCertificate { .. }
+            | Self::InvalidTlsSecret { .. } => "InvalidTlsSecret",
+            Self::InvalidLogCategory { .. } => "InvalidLogging",
+        }
+    }
+}
+
+/// The checked CR, settings and referenced content every builder needs.
+pub(super) struct Cx<'a> {
+    pub(super) cluster: &'a Infinispan,
+    pub(super) name: &'a str,
+    pub(super) namespace: &'a str,
+    owner: OwnerReference,
+    pub(super) settings: &'a Settings,
+    pub(super) image: ServerImage,
+    /// `Some` when authentication is on.
+    pub(super) identities: Option<&'a Identities>,
+    pub(super) overlay: Option<&'a ConfigOverlay>,
+    /// The user's Secret and the checked content, when TLS is on.
+    pub(super) tls: Option<(&'a str, &'a TlsCertificate)>,
+    pub(super) log_categories: BTreeMap<String, &'static str>,
+    pub(super) dns_query: String,
+}
+
+impl<'a> Cx<'a> {
+    /// Checks, in this order: the CR's name, namespace and uid, the cluster domain, the image,
+    /// the referenced content the spec asks for and the log categories.
+    pub(super) fn of(
+        cluster: &'a Infinispan,
+        settings: &'a Settings,
+        referenced: &'a Referenced,
+    ) -> Result<Self, BuildError> {
+        let (name, namespace) =
+            identity::name_and_namespace(cluster, MAX_CLUSTER_NAME_LEN, |name| {
+                BuildError::InvalidName { name }
+            })?;
+        let owner = identity::owner_reference(cluster, name, namespace)?;
+        let dns_query = identity::service_host(
+            &ping_service_name(name),
+            namespace,
+            &settings.cluster_domain,
+        )
+        .ok_or_else(|| BuildError::InvalidClusterDomain {
+            domain: settings.cluster_domain.clone(),
+        })?;
+        let image = settings.images.resolve(cluster)?;
+        if image.image.trim().is_empty() {
+            return Err(BuildError::EmptyImage { image: image.image });
+        }
+        Ok(Self {
+            cluster,
+            name,
+            namespace,
+            owner,
+            settings,
+            image,
+            identities: identities(cluster, referenced)?,
+            overlay: overlay(cluster, referenced)?,
+            tls: tls(cluster, referenced)?,
+            log_categories: log_categories(cluster)?,
+            dns_query,
+        })
+    }
+
+    /// Metadata of an object of the cluster: name, namespace, labels, owner.
+    pub(super) fn metadata(&self, name: String) -> ObjectMeta {
+        identity::object_meta(name, self.namespace, labels(self.name), &self.owner)
+    }
+}
+
+/// The realm's users when `spec.security.endpointAuthentication` is on.
+fn identities<'a>(
+    cluster: &Infinispan,
+    referenced: &'a Referenced,
+) -> Result<Option<&'a Identities>, BuildError> {
+    if !cluster.spec.security.endpoint_authentication {
+        return Ok(None);
+    }
+    referenced
+        .identities
+        .as_ref()
+        .map(Some)
+        .ok_or(BuildError::MissingIdentities)
+}
+
+/// The overlay when `spec.configMapName` is set.
+fn overlay<'a>(
+    cluster: &Infinispan,
+    referenced: &'a Referenced,
+) -> Result<Option<&'a ConfigOverlay>, BuildError> {
+    let Some(config_map) = cluster.spec.config_map_name.as_deref() else {
+        return Ok(None);
+    };
+    referenced
+        .overlay
+        .as_ref()
+        .map(Some)
+        .ok_or_else(|| BuildError::MissingOverlay {
+            config_map: config_map.to_string(),
+        })
+}
+
+/// The TLS Secret's name and checked content when `spec.security.endpointEncryption` is
+/// `Secret`.
+fn tls<'a>(
+    cluster: &'a Infinispan,
+    referenced: &'a Referenced,
+) -> Result<Option<(&'a str, &'a TlsCertificate)>, BuildError> {
+    let encryption = &cluster.spec.security.endpoint_encryption;
+    match encryption.type_ {
+        EncryptionType::None => Ok(None),
+        EncryptionType::Secret => {
+            let secret = encryption
+                .cert_secret_name
+                .as_deref()
+                .filter(|secret| !secret.is_empty())
+                .ok_or(BuildError::MissingTlsSecretName)?;
+            let certificate =
+                referenced
+                    .tls
+                    .as_ref()
+                    .ok_or_else(|| BuildError::MissingTlsCertificate {
+                        secret: secret.to_string(),
+                    })?;
+            Ok(Some((secret, certificate)))
+        }
+    }
+}
+
+/// [`DEFAULT_LOG_CATEGORIES`] with `spec.logging.categories` over them, each category checked.
+fn log_categories(cluster: &Infinispan) -> Result<BTreeMap<String, &'static str>, BuildError> {
+    let mut log_categories: BTreeMap<String, &'static str> = DEFAULT_LOG_CATEGORIES
+        .iter()
+        .map(|(category, level)| (category.to_string(), *level))
+        .collect();
+    for (category, level) in cluster
+        .spec
+        .logging
+        .iter()
+        .flat_map(|logging| &logging.categories)
+    {
+        if category.is_empty()
+            || category
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(BuildError::InvalidLogCategory {
+                category: category.clone(),
+            });
+        }
+        log_categories.insert(category.clone(), log_level(*level));
+    }
+    Ok(log_categories)
+}
+
+/// The level's name in `log4j2.xml`.
+fn log_level(level: LogLevel) -> &'static str {
+    match level {
+        LogLevel::Trace => "TRACE",
+        LogLevel::Debug => "DEBUG",
+        LogLevel::Info => "INFO",
+        LogLevel::Warn => "WARN",
+        LogLevel::Error => "ERROR",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::super::{build, stateful_set};
+    use super::*;
+    use k8s_openapi::api::apps::v1::StatefulSet;
+
+    #[test]
+    fn the_image_follows_the_version_mapping_or_the_override() {
+        let image_of = |cr: &Infinispan| container(&stateful_set_of(cr)).image;
+        fn stateful_set_of(cr: &Infinispan) -> StatefulSet {
+            stateful_set(cr, &settings(), &referenced()).unwrap_or_else(|e| panic!("{e}"))
+        }
+        let mut cr = cluster("demo", "team-a");
+        assert_eq!(
+            image_of(&cr).as_deref(),
+            Some("quay.io/infinispan/server:16.0.7")
+        );
+        cr.spec.version = Some("16.1.2".to_string());
+        assert_eq!(
+            image_of(&cr).as_deref(),
+            Some("quay.io/infinispan/server:16.1.2")
+        );
+        cr.spec.image = Some("mirror.example.com/ispn:custom".to_string());
+        assert_eq!(
+            image_of(&cr).as_deref(),
+            Some("mirror.example.com/ispn:custom")
+        );
+
+        let error_of = |version: Option<&str>, image: Option<&str>| {
+            let mut cr = cluster("demo", "team-a");
+            cr.spec.version = version.map(str::to_string);
+            cr.spec.image = image.map(str::to_string);
+            build(&cr, &settings(), &referenced())
+                .err()
+                .unwrap_or_else(|| panic!("{version:?} {image:?} accepted"))
+        };
+        let unknown = error_of(Some("15.2.6"), None);
+        assert!(matches!(unknown, BuildError::UnknownVersion { .. }));
+        assert!(unknown.to_string().contains("16.0.7, 16.1.2"), "{unknown}");
+        assert!(matches!(
+            error_of(Some("15.2.6"), Some("mirror/ispn:15")),
+            BuildError::UnsupportedVersion { .. }
+        ));
+        assert!(matches!(
+            error_of(Some("latest"), Some("mirror/ispn:latest")),
+            BuildError::InvalidVersion { .. }
+        ));
+        assert_eq!(
+            error_of(Some("15.2.6"), None).reason(),
+            "UnsupportedVersion"
+        );
+    }
+
+    #[test]
+    fn missing_inputs_and_bad_names_are_refused() {
+        let refused = |cr: &Infinispan, settings: &Settings, referenced: &Referenced| {
+            build(cr, settings, referenced)
+                .err()
+                .unwrap_or_else(|| panic!("accepted"))
+        };
+        let cr = cluster("demo", "team-a");
+        assert!(matches!(
+            refused(&cr, &settings(), &Referenced::default()),
+            BuildError::MissingIdentities
+        ));
+        assert!(matches!(
+            refused(&full_cluster(), &full_settings(), &referenced()),
+            BuildError::MissingOverlay { .. }
+        ));
+        let mut no_tls = full_referenced();
+        no_tls.tls = None;
+        assert!(matches!(
+            refused(&full_cluster(), &full_settings(), &no_tls),
+            BuildError::MissingTlsCertificate { .. }
+        ));
+        let mut no_uid = cr.clone();
+        no_uid.metadata.uid = None;
+        assert!(matches!(
+            refused(&no_uid, &settings(), &referenced()),
+            BuildError::MissingMetadata(MissingMetadata::Uid { .. })
+        ));
+        let mut no_namespace = cr.clone();
+        no_namespace.metadata.namespace = None;
+        assert!(matches!(
+            refused(&no_namespace, &settings(), &referenced()),
+            BuildError::MissingMetadata(MissingMetadata::Namespace { .. })
+        ));
+        let longest = "a".repeat(MAX_CLUSTER_NAME_LEN);
+        assert!(build(&cluster(&longest, "ns"), &settings(), &referenced()).is_ok());
+        for name in [format!("{longest}b"), "Demo".to_string(), "a.b".to_string()] {
+            assert!(matches!(
+                refused(&cluster(&name, "ns"), &settings(), &referenced()),
+                BuildError::InvalidName { .. }
+            ));
+        }
+        let mut domain = settings();
+        domain.cluster_domain = "not a domain".to_string();
+        assert!(matches!(
+            refused(&cr, &domain, &referenced()),
+            BuildError::InvalidClusterDomain { .. }
+        ));
+    }
+}

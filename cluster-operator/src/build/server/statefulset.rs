@@ -1,0 +1,594 @@
+//! The server's StatefulSet: the server container (image, arguments, environment, ports,
+//! probes, resources), the TLS init container that writes the PEM keystore, the volumes (the
+//! configuration, the identities, the TLS material, the data claim or emptyDir), the restricted
+//! security contexts, the scheduling and the config hash that rolls the pods.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{
+    StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
+};
+use k8s_openapi::api::core::v1::{
+    Affinity, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, SecretVolumeSource, Volume, VolumeMount,
+    VolumeResourceRequirements, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use super::inputs::Cx;
+use super::{
+    CONFIG_DIR, CONFIG_HASH_ANNOTATION, CONFIG_VOLUME, CONTAINER_NAME, DATA_DIR, DATA_VOLUME,
+    IDENTITIES_DIR, IDENTITIES_VOLUME, JGROUPS_FD_PORT, JGROUPS_PORT, JGROUPS_PORT_NAME,
+    LOGGING_CONFIG_KEY, PEM_FILE, SERVER_CONFIG_KEY, SERVER_PORT_NAME, TLS_CERT_KEY, TLS_DIR,
+    TLS_INIT_CONTAINER_NAME, TLS_KEY_KEY, TLS_SECRET_DIR, TLS_SECRET_VOLUME, TLS_VOLUME,
+    config_hash, config_map_name, identities_secret_name, labels, ping_service_name,
+    selector_labels, stateful_set_name,
+};
+use crate::build::pod::{
+    container_port, field_env, http_probe, image_pull_secrets, mount, non_empty,
+    restricted_container, restricted_pod, secret_volume,
+};
+use crate::build::resources_operator::SERVER_PORT;
+
+impl Cx<'_> {
+    pub(super) fn stateful_set(&self, config_map: &ConfigMap) -> StatefulSet {
+        let resources = self
+            .cluster
+            .spec
+            .container
+            .as_ref()
+            .and_then(|container| container.resources.clone())
+            .unwrap_or_else(|| self.settings.default_resources.clone());
+        let (mut volumes, mut mounts) = self.configuration_volumes();
+        let mut init_containers = Vec::new();
+        if let Some((secret, _)) = self.tls {
+            volumes.extend(tls_volumes(secret));
+            mounts.push(mount(TLS_VOLUME, TLS_DIR, true));
+            init_containers.push(self.tls_init_container(resources.clone()));
+        }
+        mounts.push(mount(DATA_VOLUME, DATA_DIR, false));
+        let volume_claim_templates = self.data_storage(&mut volumes);
+        let container = self.server_container(resources, mounts);
+        let hash = config_hash(config_map, self.tls.map(|(_, certificate)| certificate));
+        let template = PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(labels(self.name)),
+                annotations: Some(BTreeMap::from([(CONFIG_HASH_ANNOTATION.to_string(), hash)])),
+                ..ObjectMeta::default()
+            }),
+            spec: Some(self.pod_spec(init_containers, container, volumes)),
+        };
+
+        StatefulSet {
+            metadata: self.metadata(stateful_set_name(self.name)),
+            spec: StatefulSetSpec {
+                replicas: Some(self.cluster.spec.replicas),
+                selector: LabelSelector {
+                    match_labels: Some(selector_labels(self.name)),
+                    match_expressions: None,
+                },
+                service_name: Some(ping_service_name(self.name)),
+                pod_management_policy: Some("Parallel".to_string()),
+                persistent_volume_claim_retention_policy: Some(
+                    StatefulSetPersistentVolumeClaimRetentionPolicy {
+                        when_deleted: Some("Delete".to_string()),
+                        when_scaled: Some("Retain".to_string()),
+                    },
+                ),
+                template,
+                volume_claim_templates,
+                ..StatefulSetSpec::default()
+            },
+            status: None,
+        }
+    }
+
+    /// The server ConfigMap's volume and, with authentication, the identities Secret's, with
+    /// their (read-only) mounts in the server container.
+    fn configuration_volumes(&self) -> (Vec<Volume>, Vec<VolumeMount>) {
+        let mut volumes = vec![Volume {
+            name: CONFIG_VOLUME.to_string(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: config_map_name(self.name),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        }];
+        let mut mounts = vec![mount(CONFIG_VOLUME, CONFIG_DIR, true)];
+        if self.identities.is_some() {
+            volumes.push(Volume {
+                name: IDENTITIES_VOLUME.to_string(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(identities_secret_name(self.name)),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            });
+            mounts.push(mount(IDENTITIES_VOLUME, IDENTITIES_DIR, true));
+        }
+        (volumes, mounts)
+    }
+
+    /// The init container that writes `server.pem` (key, then certificate chain) from the
+    /// user's TLS Secret into the in-memory volume.
+    fn tls_init_container(&self, resources: ResourceRequirements) -> Container {
+        let script = format!(
+            "set -eu; umask 077; {{ cat {TLS_SECRET_DIR}/{TLS_KEY_KEY}; echo; cat {TLS_SECRET_DIR}/{TLS_CERT_KEY}; }} > {TLS_DIR}/{PEM_FILE}"
+        );
+        Container {
+            name: TLS_INIT_CONTAINER_NAME.to_string(),
+            image: Some(self.image.image.clone()),
+            command: Some(vec!["/bin/sh".to_string(), "-c".to_string(), script]),
+            resources: Some(resources),
+            security_context: Some(restricted_container(false)),
+            volume_mounts: Some(vec![
+                mount(TLS_SECRET_VOLUME, TLS_SECRET_DIR, true),
+                mount(TLS_VOLUME, TLS_DIR, false),
+            ]),
+            termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+            ..Container::default()
+        }
+    }
+
+    /// The data volume: an emptyDir added to `volumes` with ephemeral storage, else the claim
+    /// template returned.
+    fn data_storage(&self, volumes: &mut Vec<Volume>) -> Option<Vec<PersistentVolumeClaim>> {
+        let storage = &self.cluster.spec.service.container;
+        if storage.ephemeral_storage {
+            volumes.push(Volume {
+                name: DATA_VOLUME.to_string(),
+                empty_dir: Some(EmptyDirVolumeSource {
+                    size_limit: Some(storage.storage.clone()),
+                    ..EmptyDirVolumeSource::default()
+                }),
+                ..Volume::default()
+            });
+            return None;
+        }
+        Some(vec![PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some(DATA_VOLUME.to_string()),
+                labels: Some(labels(self.name)),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PersistentVolumeClaimSpec {
+                access_modes: Some(vec!["ReadWriteOnce".to_string()]),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some(BTreeMap::from([(
+                        "storage".to_string(),
+                        storage.storage.clone(),
+                    )])),
+                    limits: None,
+                }),
+                storage_class_name: storage.storage_class_name.clone(),
+                ..PersistentVolumeClaimSpec::default()
+            }),
+            status: None,
+        }])
+    }
+
+    /// The server container: the image's entrypoint with [`Self::args`], [`Self::env`], the
+    /// endpoint and JGroups ports, the anonymous health probes.
+    fn server_container(
+        &self,
+        resources: ResourceRequirements,
+        mounts: Vec<VolumeMount>,
+    ) -> Container {
+        let scheme = if self.tls.is_some() { "HTTPS" } else { "HTTP" };
+        Container {
+            name: CONTAINER_NAME.to_string(),
+            image: Some(self.image.image.clone()),
+            args: Some(self.args()),
+            env: Some(self.env()),
+            ports: Some(vec![
+                container_port(SERVER_PORT_NAME, SERVER_PORT),
+                container_port(JGROUPS_PORT_NAME, JGROUPS_PORT),
+                container_port("jgroups-fd", JGROUPS_FD_PORT),
+            ]),
+            startup_probe: Some(probe("/health/live", scheme, 5, 60)),
+            liveness_probe: Some(probe("/health/live", scheme, 10, 6)),
+            readiness_probe: Some(probe("/health/ready", scheme, 10, 3)),
+            resources: Some(resources),
+            security_context: Some(restricted_container(false)),
+            volume_mounts: Some(mounts),
+            termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+            ..Container::default()
+        }
+    }
+
+    /// Bind and cluster addresses, node name, the DNS query of DNS_PING, the operator's
+    /// configuration, then the overlay, then the logging configuration.
+    fn args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--bind-address=0.0.0.0".to_string(),
+            "--cluster-address=$(POD_IP)".to_string(),
+            "--node-name=$(POD_NAME)".to_string(),
+            format!("-Djgroups.dns.query={}", self.dns_query),
+            format!("--server-config={CONFIG_DIR}/{SERVER_CONFIG_KEY}"),
+        ];
+        if let Some(overlay) = self.overlay {
+            args.push(format!("--server-config={CONFIG_DIR}/{}", overlay.key()));
+        }
+        args.push(format!(
+            "--logging-config={CONFIG_DIR}/{LOGGING_CONFIG_KEY}"
+        ));
+        args
+    }
+
+    /// The operator's variables, then the CR's (which replace one of the same name in place).
+    fn env(&self) -> Vec<EnvVar> {
+        let value = |name: &str, value: &str| EnvVar {
+            name: name.to_string(),
+            value: Some(value.to_string()),
+            value_from: None,
+        };
+        let container = self.cluster.spec.container.as_ref();
+        let mut env = vec![
+            field_env("POD_IP", "status.podIP"),
+            field_env("POD_NAME", "metadata.name"),
+            value("MANAGED_ENV", "TRUE"),
+            value("RUN_IN_CONTAINER", "true"),
+        ];
+        if let Some(options) = container
+            .and_then(|container| container.extra_jvm_opts.as_deref())
+            .map(str::trim)
+            .filter(|options| !options.is_empty())
+        {
+            env.push(value("JAVA_OPTIONS", options));
+        }
+        for variable in container.iter().flat_map(|container| &container.env) {
+            match env.iter_mut().find(|known| known.name == variable.name) {
+                Some(known) => *known = variable.clone(),
+                None => env.push(variable.clone()),
+            }
+        }
+        env
+    }
+
+    /// The pod: no service account token, the restricted profile with the settings' fsGroup,
+    /// the pull Secrets, `spec.scheduling` (a preferred spread over nodes when it sets no
+    /// affinity).
+    fn pod_spec(
+        &self,
+        init_containers: Vec<Container>,
+        container: Container,
+        volumes: Vec<Volume>,
+    ) -> PodSpec {
+        let scheduling = self.cluster.spec.scheduling.clone().unwrap_or_default();
+        PodSpec {
+            init_containers: non_empty(init_containers),
+            containers: vec![container],
+            volumes: Some(volumes),
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            security_context: Some(restricted_pod(self.settings.fs_group)),
+            image_pull_secrets: image_pull_secrets(&self.settings.image_pull_secrets),
+            affinity: scheduling
+                .affinity
+                .or_else(|| Some(self.spread_over_nodes())),
+            tolerations: non_empty(scheduling.tolerations),
+            node_selector: (!scheduling.node_selector.is_empty())
+                .then_some(scheduling.node_selector),
+            priority_class_name: scheduling.priority_class_name,
+            topology_spread_constraints: non_empty(scheduling.topology_spread_constraints),
+            ..PodSpec::default()
+        }
+    }
+
+    /// A preferred anti-affinity of the server pods to each other on a node.
+    fn spread_over_nodes(&self) -> Affinity {
+        Affinity {
+            pod_anti_affinity: Some(PodAntiAffinity {
+                preferred_during_scheduling_ignored_during_execution: Some(vec![
+                    WeightedPodAffinityTerm {
+                        weight: 100,
+                        pod_affinity_term: PodAffinityTerm {
+                            label_selector: Some(LabelSelector {
+                                match_labels: Some(selector_labels(self.name)),
+                                match_expressions: None,
+                            }),
+                            topology_key: "kubernetes.io/hostname".to_string(),
+                            ..PodAffinityTerm::default()
+                        },
+                    },
+                ]),
+                required_during_scheduling_ignored_during_execution: None,
+            }),
+            ..Affinity::default()
+        }
+    }
+}
+
+/// The user's TLS Secret (key and certificate only) and the in-memory volume of `server.pem`.
+fn tls_volumes(secret: &str) -> [Volume; 2] {
+    [
+        secret_volume(
+            TLS_SECRET_VOLUME,
+            secret.to_string(),
+            &[TLS_KEY_KEY, TLS_CERT_KEY],
+        ),
+        Volume {
+            name: TLS_VOLUME.to_string(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: Some("Memory".to_string()),
+                size_limit: Some(Quantity("1Mi".to_string())),
+                ..EmptyDirVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+    ]
+}
+
+/// An anonymous probe of the health endpoint `path` on the server port.
+fn probe(path: &str, scheme: &str, period_seconds: i32, failure_threshold: i32) -> Probe {
+    http_probe(
+        SERVER_PORT_NAME,
+        scheme,
+        path,
+        period_seconds,
+        5,
+        failure_threshold,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::super::{DEFAULT_FS_GROUP, Objects, default_resources};
+    use super::*;
+    use crate::build::test_support::{assert_restricted, port};
+    use k8s_openapi::api::core::v1::LocalObjectReference;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+    /// The checks of the restricted Pod Security Standard, for every container.
+    #[test]
+    fn the_pods_pass_the_restricted_profile() {
+        for objects in [default_objects(), full_objects(), bare_objects()] {
+            let pod = pod_spec(&objects.stateful_set);
+            assert_restricted(&pod);
+            assert_eq!(pod.automount_service_account_token, Some(false));
+            for volume in pod.volumes.iter().flatten() {
+                assert!(
+                    volume.config_map.is_some()
+                        || volume.secret.is_some()
+                        || volume.empty_dir.is_some(),
+                    "volume {} is of a kind the profile does not allow",
+                    volume.name
+                );
+                assert_eq!(volume.host_path, None);
+            }
+        }
+        // fsGroup: the setting's, or none at all where the platform assigns one.
+        let fs_group = |objects: &Objects| {
+            pod_spec(&objects.stateful_set)
+                .security_context
+                .and_then(|c| c.fs_group)
+        };
+        assert_eq!(fs_group(&default_objects()), Some(DEFAULT_FS_GROUP));
+        assert_eq!(fs_group(&full_objects()), None);
+    }
+
+    #[test]
+    fn probes_are_the_anonymous_health_endpoints() {
+        for (objects, scheme) in [(default_objects(), "HTTP"), (full_objects(), "HTTPS")] {
+            let container = container(&objects.stateful_set);
+            let port = port(&container, SERVER_PORT_NAME);
+            assert_eq!(port.container_port, 11222);
+            for (probe, path) in [
+                (container.startup_probe, "/health/live"),
+                (container.liveness_probe, "/health/live"),
+                (container.readiness_probe, "/health/ready"),
+            ] {
+                let probe = probe.unwrap_or_else(|| panic!("no {path} probe"));
+                let get = probe.http_get.unwrap_or_else(|| panic!("{path}: no GET"));
+                assert_eq!(get.path.as_deref(), Some(path));
+                assert_eq!(get.port, IntOrString::String(SERVER_PORT_NAME.to_string()));
+                assert_eq!(get.scheme.as_deref(), Some(scheme));
+                // Anonymous: no credentials in the probe.
+                assert_eq!(get.http_headers, None);
+                assert!(probe.failure_threshold.unwrap_or(0) >= 3);
+            }
+        }
+        // The client Service reaches the same port.
+        let service = default_objects().client_service.spec.unwrap_or_default();
+        let ports = service.ports.unwrap_or_default();
+        assert_eq!(ports.len(), 1);
+        assert_eq!(ports[0].port, 11222);
+        assert_eq!(
+            ports[0].target_port,
+            Some(IntOrString::String(SERVER_PORT_NAME.to_string()))
+        );
+    }
+
+    #[test]
+    fn tls_mounts_the_user_secret_and_builds_the_pem_keystore_in_memory() {
+        let objects = full_objects();
+        let xml = data(&objects.config_map, SERVER_CONFIG_KEY);
+        assert!(
+            xml.contains(r#"<keystore path="/etc/infinispan/tls/server.pem" password=""/>"#),
+            "{xml}"
+        );
+        let pod = pod_spec(&objects.stateful_set);
+        let volumes = pod.volumes.clone().unwrap_or_default();
+        let user_secret = volumes
+            .iter()
+            .find(|v| v.name == TLS_SECRET_VOLUME)
+            .and_then(|v| v.secret.clone())
+            .unwrap_or_else(|| panic!("no TLS Secret volume"));
+        assert_eq!(user_secret.secret_name.as_deref(), Some("demo-tls"));
+        let memory = volumes
+            .iter()
+            .find(|v| v.name == TLS_VOLUME)
+            .and_then(|v| v.empty_dir.clone())
+            .unwrap_or_else(|| panic!("no keystore volume"));
+        assert_eq!(memory.medium.as_deref(), Some("Memory"));
+
+        let init = pod.init_containers.clone().unwrap_or_default();
+        assert_eq!(init.len(), 1);
+        assert_eq!(init[0].name, TLS_INIT_CONTAINER_NAME);
+        assert_eq!(init[0].image, container(&objects.stateful_set).image);
+        let script = init[0].command.clone().unwrap_or_default().join(" ");
+        assert!(
+            script.contains(
+                "{ cat /etc/infinispan/tls-secret/tls.key; echo; cat /etc/infinispan/tls-secret/tls.crt; } > /etc/infinispan/tls/server.pem"
+            ),
+            "{script}"
+        );
+        // The server container sees the keystore (read-only), never the user's Secret.
+        let mounts = container(&objects.stateful_set)
+            .volume_mounts
+            .unwrap_or_default();
+        assert!(
+            mounts
+                .iter()
+                .any(|m| m.name == TLS_VOLUME && m.read_only == Some(true))
+        );
+        assert!(!mounts.iter().any(|m| m.name == TLS_SECRET_VOLUME));
+
+        // Without TLS: none of it.
+        let pod = pod_spec(&default_objects().stateful_set);
+        assert_eq!(pod.init_containers, None);
+        assert!(
+            !pod.volumes
+                .unwrap_or_default()
+                .iter()
+                .any(|v| v.name == TLS_VOLUME || v.name == TLS_SECRET_VOLUME)
+        );
+    }
+
+    #[test]
+    fn resources_storage_and_scheduling_reach_the_pods() {
+        let set = full_objects().stateful_set;
+        let container = container(&set);
+        assert_eq!(
+            container.resources,
+            full_cluster().spec.container.and_then(|c| c.resources)
+        );
+        let claims = set.spec.volume_claim_templates.clone().unwrap_or_default();
+        assert_eq!(claims.len(), 1);
+        let claim = claims[0].spec.clone().unwrap_or_default();
+        assert_eq!(claim.storage_class_name.as_deref(), Some("fast-ssd"));
+        assert_eq!(
+            claim
+                .resources
+                .and_then(|r| r.requests)
+                .and_then(|r| r.get("storage").cloned()),
+            Some(Quantity("20Gi".to_string()))
+        );
+        assert!(
+            container
+                .volume_mounts
+                .unwrap_or_default()
+                .iter()
+                .any(|m| m.name == DATA_VOLUME && m.mount_path == DATA_DIR)
+        );
+        let retention = set
+            .spec
+            .persistent_volume_claim_retention_policy
+            .clone()
+            .unwrap_or_default();
+        assert_eq!(retention.when_scaled.as_deref(), Some("Retain"));
+        assert_eq!(retention.when_deleted.as_deref(), Some("Delete"));
+        assert_eq!(set.spec.replicas, Some(3));
+
+        let pod = pod_spec(&set);
+        let scheduling = full_cluster().spec.scheduling.unwrap_or_default();
+        assert_eq!(pod.tolerations, Some(scheduling.tolerations));
+        assert_eq!(pod.node_selector, Some(scheduling.node_selector));
+        assert_eq!(pod.priority_class_name, scheduling.priority_class_name);
+        assert_eq!(
+            pod.topology_spread_constraints,
+            Some(scheduling.topology_spread_constraints)
+        );
+        assert_eq!(
+            pod.image_pull_secrets,
+            Some(vec![LocalObjectReference {
+                name: "registry-example".to_string()
+            }])
+        );
+        // No affinity in the CR: spread over nodes, preferably.
+        let anti = pod
+            .affinity
+            .and_then(|a| a.pod_anti_affinity)
+            .and_then(|a| a.preferred_during_scheduling_ignored_during_execution)
+            .unwrap_or_default();
+        assert_eq!(anti.len(), 1);
+        assert_eq!(
+            anti[0].pod_affinity_term.topology_key,
+            "kubernetes.io/hostname"
+        );
+        // An affinity in the CR replaces it.
+        let mut cr = full_cluster();
+        let affinity = Affinity::default();
+        if let Some(scheduling) = cr.spec.scheduling.as_mut() {
+            scheduling.affinity = Some(affinity.clone());
+        }
+        let set = built(&cr, &full_settings(), &full_referenced()).stateful_set;
+        assert_eq!(pod_spec(&set).affinity, Some(affinity));
+
+        // Defaults: the settings' resources, 1Gi of persistent storage.
+        let set = default_objects().stateful_set;
+        assert_eq!(
+            pod_spec(&set).containers[0].resources,
+            Some(default_resources())
+        );
+        let claim = set.spec.volume_claim_templates.unwrap_or_default()[0]
+            .spec
+            .clone()
+            .unwrap_or_default();
+        assert_eq!(
+            claim.resources.and_then(|r| r.requests),
+            Some(BTreeMap::from([(
+                "storage".to_string(),
+                Quantity("1Gi".to_string())
+            )]))
+        );
+
+        // Ephemeral: an emptyDir of that size, no claim.
+        let set = bare_objects().stateful_set;
+        assert_eq!(set.spec.volume_claim_templates, None);
+        let data = pod_spec(&set)
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .find(|v| v.name == DATA_VOLUME)
+            .and_then(|v| v.empty_dir)
+            .unwrap_or_else(|| panic!("no emptyDir"));
+        assert_eq!(data.size_limit, Some(Quantity("1Gi".to_string())));
+    }
+
+    #[test]
+    fn the_environment_runs_the_server_managed_and_takes_the_crs_variables_last() {
+        let variables = env(&full_objects().stateful_set);
+        let names: Vec<&str> = variables.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "POD_IP",
+                "POD_NAME",
+                "MANAGED_ENV",
+                "RUN_IN_CONTAINER",
+                "JAVA_OPTIONS",
+                "SERVER_LIBS"
+            ]
+        );
+        let value = |name: &str| {
+            variables
+                .iter()
+                .find(|v| v.name == name)
+                .and_then(|v| v.value.clone())
+        };
+        assert_eq!(value("MANAGED_ENV").as_deref(), Some("TRUE"));
+        // The CR's variable replaced the operator's in place.
+        assert_eq!(value("RUN_IN_CONTAINER").as_deref(), Some("false"));
+        assert_eq!(
+            value("JAVA_OPTIONS").as_deref(),
+            Some("-XX:+UseZGC -Dinfinispan.example=1")
+        );
+        let default_env = env(&default_objects().stateful_set);
+        assert!(!default_env.iter().any(|v| v.name == "JAVA_OPTIONS"));
+        assert_eq!(container(&default_objects().stateful_set).command, None);
+    }
+}
