@@ -236,19 +236,7 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
             namespace: args.namespace.clone(),
             name: args.cluster.clone(),
         })?;
-
-    // The one REST client of the run: the engines and every server stream (config events,
-    // schema, counter and task feeds) use clones of it, so its TLS settings are everyone's.
-    let mut config = ClientConfig::new(args.infinispan_url.clone())
-        .with_credentials(credentials(&client, args).await?);
-    if let Some(pem) = ca_bundle {
-        config = config.with_ca_bundle_pem(pem);
-    }
-    if let Some(name) = &args.tls_server_name {
-        config = config.with_tls_server_name(name);
-    }
-    let rest = infinispan_rest::Client::new(config)?;
-
+    let rest = rest_client(&client, args, ca_bundle).await?;
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -257,18 +245,7 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
         },
     );
     // The Infinispan CR, watched from here on: policy changes and drain (design E3, E5).
-    let overrides = cluster::Overrides {
-        mode: args.sync_mode.map(Into::into),
-        winner: args.conflict_winner.map(Into::into),
-    };
-    let initial = cluster::state_of(Some(&cluster), overrides);
-    let (state_tx, state) = watch::channel(initial);
-    let _cluster_watch = AbortOnDrop(tokio::spawn(cluster::watch(
-        Api::<Infinispan>::namespaced(client.clone(), &args.namespace),
-        args.cluster.clone(),
-        overrides,
-        state_tx,
-    )));
+    let (state, initial, _cluster_watch) = watch_cluster(&client, args, &cluster);
     let settings = Settings {
         cluster: args.cluster.clone(),
         namespace: args.namespace.clone(),
@@ -285,7 +262,6 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
     );
 
     let server = ServerState::default();
-    let internal = InternalObjects::default;
     // One engine per kind, each wired to its CR watch.
     let parts = Parts {
         client,
@@ -295,52 +271,7 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
         readiness,
         recorder,
     };
-    let caches = parts.wire(CacheAdapter::new(rest.clone(), internal()));
-    let templates = parts.wire(
-        TemplateAdapter::new(rest.clone(), internal()).with_caches(caches.engine.store.clone()),
-    );
-    let schemas = parts.wire(SchemaAdapter::new(rest.clone(), internal()));
-    let created_counters = infinispan_rest::CreatedCounters::default();
-    let counters = parts.wire(CounterAdapter::new(
-        rest.clone(),
-        internal(),
-        created_counters.clone(),
-    ));
-    let tasks = parts.wire(TaskAdapter::new(rest.clone(), internal()));
-    let sink = |engine: Arc<dyn stream::KindSink>| engine;
-    // The config event stream feeds caches and templates and owns the server's epoch; the
-    // other kinds have feeds of their own (infinispan_rest::events::feeds). Bulk work follows
-    // design D1's order within each stream; across them, dependencies wait and are re-triggered.
-    let streams: Vec<Stream> = vec![
-        (
-            "config",
-            vec![sink(templates.engine.clone()), sink(caches.engine.clone())],
-            rest.config_events(StreamOptions::default()),
-            true,
-        ),
-        (
-            "schemas",
-            vec![sink(schemas.engine.clone())],
-            rest.schema_feed(StreamOptions::default()),
-            false,
-        ),
-        (
-            "counters",
-            vec![sink(counters.engine.clone())],
-            rest.counter_feed(
-                args.counter_list_interval,
-                StreamOptions::default(),
-                created_counters,
-            ),
-            false,
-        ),
-        (
-            "tasks",
-            vec![sink(tasks.engine.clone())],
-            rest.task_feed(StreamOptions::default()),
-            false,
-        ),
-    ];
+    let (engines, streams) = Engines::wire(&parts, &rest, args);
     let all: Vec<Arc<dyn stream::KindSink>> = streams
         .iter()
         .flat_map(|(_, sinks, _, _)| sinks.iter().cloned())
@@ -348,7 +279,80 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
     // Ready once every kind's engine has its first snapshot.
     parts.readiness.expect_parts(all.len());
     // Aborted however this function ends.
-    let _streams: Vec<AbortOnDrop<()>> = streams
+    let _streams = spawn_streams(streams, &all, &server, &metrics, &rest);
+    let (resume_tx, resume) = futures::channel::oneshot::channel::<()>();
+    let _follow = AbortOnDrop(tokio::spawn(follow_cluster(all, state, initial, resume_tx)));
+    // The engines stop on SIGTERM, or when a drained cluster is enabled again (the process
+    // then exits, and a fresh start resumes the sync: in a pod, a restart).
+    let stop = futures::future::select(Box::pin(shutdown.signalled()), resume)
+        .map(|_| ())
+        .shared();
+    let engine = engines.run(stop);
+    match leadership {
+        None => {
+            engine.await;
+            Ok(())
+        }
+        Some(leadership) => tokio::select! {
+            () = engine => Ok(()),
+            loss = leadership.hold() => Err(RunError::LeadershipLost(loss)),
+        },
+    }
+}
+
+/// The one REST client of the run: the engines and every server stream (config events,
+/// schema, counter and task feeds) use clones of it, so its TLS settings are everyone's.
+async fn rest_client(
+    client: &kube::Client,
+    args: &RunArgs,
+    ca_bundle: Option<&[u8]>,
+) -> Result<infinispan_rest::Client, RunError> {
+    let mut config = ClientConfig::new(args.infinispan_url.clone())
+        .with_credentials(credentials(client, args).await?);
+    if let Some(pem) = ca_bundle {
+        config = config.with_ca_bundle_pem(pem);
+    }
+    if let Some(name) = &args.tls_server_name {
+        config = config.with_tls_server_name(name);
+    }
+    Ok(infinispan_rest::Client::new(config)?)
+}
+
+/// Watches the Infinispan CR `cluster` (read once already) for what it says of the sync: its
+/// state now, and the watch (aborted when dropped).
+fn watch_cluster(
+    client: &kube::Client,
+    args: &RunArgs,
+    cluster: &Infinispan,
+) -> (
+    watch::Receiver<cluster::ClusterState>,
+    cluster::ClusterState,
+    AbortOnDrop<()>,
+) {
+    let overrides = cluster::Overrides {
+        mode: args.sync_mode.map(Into::into),
+        winner: args.conflict_winner.map(Into::into),
+    };
+    let initial = cluster::state_of(Some(cluster), overrides);
+    let (state_tx, state) = watch::channel(initial);
+    let watch = AbortOnDrop(tokio::spawn(cluster::watch(
+        Api::<Infinispan>::namespaced(client.clone(), &args.namespace),
+        args.cluster.clone(),
+        overrides,
+        state_tx,
+    )));
+    (state, initial, watch)
+}
+
+/// Runs one task per server stream, feeding its engines; `all` are every stream's engines.
+fn spawn_streams(
+    streams: Vec<Stream>,
+    all: &[Arc<dyn stream::KindSink>],
+    server: &ServerState,
+    metrics: &Metrics,
+    rest: &infinispan_rest::Client,
+) -> Vec<AbortOnDrop<()>> {
+    streams
         .into_iter()
         .map(|(name, sinks, events, owns_epoch)| {
             let others = all
@@ -366,15 +370,88 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
                 owns_epoch.then(|| rest.clone()),
             )))
         })
-        .collect();
-    let (resume_tx, resume) = futures::channel::oneshot::channel::<()>();
-    let _follow = AbortOnDrop(tokio::spawn(follow_cluster(all, state, initial, resume_tx)));
-    // The engines stop on SIGTERM, or when a drained cluster is enabled again (the process
-    // then exits, and a fresh start resumes the sync: in a pod, a restart).
-    let stop = futures::future::select(Box::pin(shutdown.signalled()), resume)
-        .map(|_| ())
-        .shared();
-    let engine = async {
+        .collect()
+}
+
+/// The engine of every kind.
+struct Engines {
+    caches: Wiring<CacheAdapter>,
+    templates: Wiring<TemplateAdapter>,
+    schemas: Wiring<SchemaAdapter>,
+    counters: Wiring<CounterAdapter>,
+    tasks: Wiring<TaskAdapter>,
+}
+
+impl Engines {
+    /// Wires the engine of every kind, and the server streams that feed them.
+    fn wire(parts: &Parts, rest: &infinispan_rest::Client, args: &RunArgs) -> (Self, Vec<Stream>) {
+        let internal = InternalObjects::default;
+        let caches = parts.wire(CacheAdapter::new(rest.clone(), internal()));
+        let templates = parts.wire(
+            TemplateAdapter::new(rest.clone(), internal()).with_caches(caches.engine.store.clone()),
+        );
+        let schemas = parts.wire(SchemaAdapter::new(rest.clone(), internal()));
+        let created_counters = infinispan_rest::CreatedCounters::default();
+        let counters = parts.wire(CounterAdapter::new(
+            rest.clone(),
+            internal(),
+            created_counters.clone(),
+        ));
+        let tasks = parts.wire(TaskAdapter::new(rest.clone(), internal()));
+        let sink = |engine: Arc<dyn stream::KindSink>| engine;
+        // The config event stream feeds caches and templates and owns the server's epoch; the
+        // other kinds have feeds of their own (infinispan_rest::events::feeds). Bulk work
+        // follows design D1's order within each stream; across them, dependencies wait and are
+        // re-triggered.
+        let streams: Vec<Stream> = vec![
+            (
+                "config",
+                vec![sink(templates.engine.clone()), sink(caches.engine.clone())],
+                rest.config_events(StreamOptions::default()),
+                true,
+            ),
+            (
+                "schemas",
+                vec![sink(schemas.engine.clone())],
+                rest.schema_feed(StreamOptions::default()),
+                false,
+            ),
+            (
+                "counters",
+                vec![sink(counters.engine.clone())],
+                rest.counter_feed(
+                    args.counter_list_interval,
+                    StreamOptions::default(),
+                    created_counters,
+                ),
+                false,
+            ),
+            (
+                "tasks",
+                vec![sink(tasks.engine.clone())],
+                rest.task_feed(StreamOptions::default()),
+                false,
+            ),
+        ];
+        let engines = Self {
+            caches,
+            templates,
+            schemas,
+            counters,
+            tasks,
+        };
+        (engines, streams)
+    }
+
+    /// Runs every engine until `stop` resolves.
+    async fn run(self, stop: impl Future<Output = ()> + Clone + Send + Sync + 'static) {
+        let Self {
+            caches,
+            templates,
+            schemas,
+            counters,
+            tasks,
+        } = self;
         futures::join!(
             schemas.run(stop.clone(), CONCURRENCY),
             templates.run(stop.clone(), CONCURRENCY),
@@ -382,16 +459,6 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
             caches.run(stop.clone(), CONCURRENCY),
             tasks.run(stop, CONCURRENCY),
         );
-    };
-    match leadership {
-        None => {
-            engine.await;
-            Ok(())
-        }
-        Some(leadership) => tokio::select! {
-            () = engine => Ok(()),
-            loss = leadership.hold() => Err(RunError::LeadershipLost(loss)),
-        },
     }
 }
 

@@ -12,6 +12,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use super::decision::{Claim, Origin};
+use super::locked::Locked;
 
 /// Who created the CR (label `infinispan.org/origin`).
 pub fn origin<K: ResourceExt>(cr: &K) -> Origin {
@@ -70,11 +71,17 @@ where
 /// docs/benchmark.md).
 #[derive(Debug)]
 pub struct ClaimIndex<K> {
+    index: Locked<Index>,
+    kind: std::marker::PhantomData<fn() -> K>,
+}
+
+/// The index itself, behind the lock of [`ClaimIndex`].
+#[derive(Debug, Default)]
+struct Index {
     namespace: Option<String>,
     by_name: Claims,
     /// Entries of a relist under way, swapped in when it is complete.
     relisting: Option<Claims>,
-    kind: std::marker::PhantomData<fn() -> K>,
 }
 
 /// Per server name, the names of the CRs that claim it.
@@ -83,19 +90,17 @@ type Claims = HashMap<Box<str>, Vec<Box<str>>>;
 impl<K> Default for ClaimIndex<K> {
     fn default() -> Self {
         Self {
-            namespace: None,
-            by_name: HashMap::new(),
-            relisting: None,
+            index: Locked::default(),
             kind: std::marker::PhantomData,
         }
     }
 }
 
-impl<K> ClaimIndex<K>
-where
-    K: ServerResource + kube::Resource<DynamicType = ()>,
-{
-    fn insert(&mut self, relist: bool, cr: &K) {
+impl Index {
+    fn insert<K>(&mut self, relist: bool, cr: &K)
+    where
+        K: ServerResource + kube::Resource<DynamicType = ()>,
+    {
         let Some(name) = cr.server_name() else {
             return;
         };
@@ -114,10 +119,10 @@ where
         }
     }
 
-    /// Follows one event of the watch. Returns the server names that lost a claimant: the
-    /// others that claim them (or the server-only path) must decide again (design N2: a
-    /// deleted winner hands over).
-    pub fn apply(&mut self, event: &watcher::Event<K>) -> Vec<String> {
+    fn apply<K>(&mut self, event: &watcher::Event<K>) -> Vec<String>
+    where
+        K: ServerResource + kube::Resource<DynamicType = ()>,
+    {
         match event {
             watcher::Event::Apply(cr) => {
                 self.insert(false, cr);
@@ -162,29 +167,45 @@ where
             }
         }
     }
+}
+
+impl<K> ClaimIndex<K>
+where
+    K: ServerResource + kube::Resource<DynamicType = ()>,
+{
+    /// Follows one event of the watch. Returns the server names that lost a claimant: the
+    /// others that claim them (or the server-only path) must decide again (design N2: a
+    /// deleted winner hands over).
+    pub fn apply(&self, event: &watcher::Event<K>) -> Vec<String> {
+        self.index.with(|index| index.apply(event))
+    }
 
     /// The CRs that claim `server_name`.
     pub fn claimants(&self, server_name: &str) -> Vec<ObjectRef<K>> {
-        self.by_name
-            .get(server_name)
-            .map(|claimants| {
-                claimants
-                    .iter()
-                    .map(|name| {
-                        let key = ObjectRef::new(name);
-                        match &self.namespace {
-                            Some(ns) => key.within(ns),
-                            None => key,
-                        }
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.index.with(|index| {
+            index
+                .by_name
+                .get(server_name)
+                .map(|claimants| {
+                    claimants
+                        .iter()
+                        .map(|name| {
+                            let key = ObjectRef::new(name);
+                            match &index.namespace {
+                                Some(ns) => key.within(ns),
+                                None => key,
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
     }
 
     /// Every server name some CR claims.
     pub fn names(&self) -> HashSet<String> {
-        self.by_name.keys().map(|name| name.to_string()).collect()
+        self.index
+            .with(|index| index.by_name.keys().map(|name| name.to_string()).collect())
     }
 }
 
@@ -265,7 +286,7 @@ mod index_tests {
 
     #[test]
     fn follows_the_watch_including_relists() {
-        let mut index = ClaimIndex::<Cache>::default();
+        let index = ClaimIndex::<Cache>::default();
         let a = cache("a", Some("shared"));
         let b = cache("b", Some("shared"));
         let c = cache("c", None);

@@ -54,6 +54,12 @@ pub fn after_removal(table: &mut impl Table) {
     }
 }
 
+/// Keeps the entries of `table` that `keep` accepts, then gives memory back if worth it.
+pub fn retain<K: Eq + Hash, V>(table: &mut HashMap<K, V>, keep: impl FnMut(&K, &mut V) -> bool) {
+    table.retain(keep);
+    after_removal(table);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

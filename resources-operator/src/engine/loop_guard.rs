@@ -7,10 +7,14 @@
 //! content write for it until the hold ends, `Ready=False, reason=WriteLoop` and one Warning
 //! Event say why. A loop then costs at most `LIMIT` writes per window plus hold.
 //!
-//! Pure bookkeeping with the clock passed in; the engine keeps one [`LoopGuard`] per kind.
+//! Pure bookkeeping with the clock passed in; the engine keeps one [`LoopGuard`] per kind. The
+//! engine's other bookkeeping of its own writes is in [`super::writes`].
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
+
+use super::decision::Action;
+use super::locked::Locked;
 
 /// Content writes for one object allowed within [`WINDOW`].
 pub const LIMIT: usize = 8;
@@ -28,6 +32,23 @@ pub const HOLD: Duration = Duration::from_secs(300);
 /// per cache held every cache after 8).
 pub fn counts(to_server: bool, cr_edited_since_sync: bool) -> bool {
     to_server || cr_edited_since_sync
+}
+
+/// Whether the guard watches `action`: a content write (not a finalizer, status or deletion)
+/// that [`counts`]; `cr_edited_since_sync`: the CR's generation is not the last synced one.
+pub fn guards(action: Action, cr_edited_since_sync: bool) -> bool {
+    let content_write = matches!(
+        action,
+        Action::CreateOnServer
+            | Action::UpdateServer
+            | Action::RecreateOnServer
+            | Action::UpdateCrSpecFromServer
+    );
+    content_write
+        && counts(
+            !matches!(action, Action::UpdateCrSpecFromServer),
+            cr_edited_since_sync,
+        )
 }
 
 /// What the guard says about a write.
@@ -48,15 +69,35 @@ struct Object {
 /// Write counts per object key (the CR's uid).
 #[derive(Debug, Default)]
 pub struct LoopGuard {
-    objects: HashMap<String, Object>,
+    objects: Locked<HashMap<String, Object>>,
 }
 
 impl LoopGuard {
     /// Whether a content write for `key` may happen at `now`.
-    pub fn check(&mut self, key: &str, now: Instant) -> Verdict {
-        let Some(object) = self.objects.get_mut(key) else {
-            return Verdict::Allowed;
-        };
+    pub fn check(&self, key: &str, now: Instant) -> Verdict {
+        self.objects.with(|objects| match objects.get_mut(key) {
+            Some(object) => object.check(now),
+            None => Verdict::Allowed,
+        })
+    }
+
+    /// Records a content write for `key` at `now`, and forgets objects without writes in the
+    /// window and not held (bounded memory).
+    pub fn wrote(&self, key: &str, now: Instant) {
+        self.objects.with(|objects| {
+            objects
+                .entry(key.to_string())
+                .or_default()
+                .writes
+                .push_back(now);
+            objects.retain(|_, object| object.active(now));
+        });
+    }
+}
+
+impl Object {
+    fn check(&mut self, now: Instant) -> Verdict {
+        let object = self;
         while object
             .writes
             .front()
@@ -87,24 +128,13 @@ impl LoopGuard {
         }
     }
 
-    /// Records a content write for `key` at `now`.
-    pub fn wrote(&mut self, key: &str, now: Instant) {
-        self.objects
-            .entry(key.to_string())
-            .or_default()
-            .writes
-            .push_back(now);
-    }
-
-    /// Forgets objects without writes in the window and not held (bounded memory).
-    pub fn prune(&mut self, now: Instant) {
-        self.objects.retain(|_, object| {
-            object.held_until.is_some_and(|until| now < until)
-                || object
-                    .writes
-                    .back()
-                    .is_some_and(|at| now.duration_since(*at) <= WINDOW)
-        });
+    /// Held, or written to within the window.
+    fn active(&self, now: Instant) -> bool {
+        self.held_until.is_some_and(|until| now < until)
+            || self
+                .writes
+                .back()
+                .is_some_and(|at| now.duration_since(*at) <= WINDOW)
     }
 }
 
@@ -114,7 +144,7 @@ mod tests {
 
     #[test]
     fn a_loop_is_held_and_released_after_the_hold() {
-        let mut guard = LoopGuard::default();
+        let guard = LoopGuard::default();
         let t0 = Instant::now();
         for i in 0..LIMIT {
             let now = t0 + Duration::from_secs(i as u64);
@@ -139,7 +169,7 @@ mod tests {
 
     #[test]
     fn writes_spread_over_time_never_trip_it() {
-        let mut guard = LoopGuard::default();
+        let guard = LoopGuard::default();
         let t0 = Instant::now();
         for i in 0..100u64 {
             let now = t0 + Duration::from_secs(i * 10);
@@ -159,11 +189,37 @@ mod tests {
     }
 
     #[test]
-    fn prune_forgets_quiet_objects() {
-        let mut guard = LoopGuard::default();
+    fn only_content_writes_are_guarded() {
+        for action in [
+            Action::CreateOnServer,
+            Action::UpdateServer,
+            Action::RecreateOnServer,
+        ] {
+            assert!(guards(action, false), "{action:?}");
+        }
+        assert!(guards(Action::UpdateCrSpecFromServer, true));
+        assert!(!guards(Action::UpdateCrSpecFromServer, false));
+        for action in [
+            Action::Nothing,
+            Action::AddFinalizer,
+            Action::RecordSynced,
+            Action::DeleteOnServer,
+            Action::DeleteCr,
+            Action::ReleaseFinalizer,
+        ] {
+            assert!(!guards(action, true), "{action:?}");
+        }
+    }
+
+    #[test]
+    fn a_write_forgets_quiet_objects() {
+        let guard = LoopGuard::default();
         let t0 = Instant::now();
         guard.wrote("a", t0);
-        guard.prune(t0 + WINDOW + Duration::from_secs(1));
-        assert!(guard.objects.is_empty());
+        guard.wrote("b", t0 + WINDOW + Duration::from_secs(1));
+        let keys: Vec<String> = guard
+            .objects
+            .with(|objects| objects.keys().cloned().collect());
+        assert_eq!(keys, ["b"]);
     }
 }

@@ -12,7 +12,12 @@
 //! - [`epoch`]: the server's epoch (markers the operator keeps on the server) that tells a
 //!   removal from a loss (design R2, R3).
 //! - [`catalog`]: the names of every server object, by kind, for dependencies (design D1).
-//! - [`loop_guard`]: holds an object another writer keeps fighting over (no endless loop).
+//! - The engine's bookkeeping between reconciles, each a small type of its own:
+//!   [`requests`] (the reconcile requests it sends, the `queue_depth` metric), [`waits`] (CRs
+//!   waiting for a dependency, D1), [`comparisons`] (the memo of the server's comparisons),
+//!   [`refusals`] (what the server refused, not sent again), [`writes`] (store copies that
+//!   predate our own writes; server events waiting for their CR write), [`loop_guard`] (holds an
+//!   object another writer keeps fighting over: no endless loop); all behind [`locked`].
 //! - [`order`]: bulk creation in design D1's order (Schema, Template, Counter, Cache, Task).
 //! - [`proto`]: the message types a schema declares (what indexed caches need, D1).
 //! - [`comparing`]: how much of the server's comparison a decision needs.
@@ -23,17 +28,23 @@ pub mod catalog;
 pub mod claims;
 pub mod compact;
 pub mod comparing;
+pub mod comparisons;
 pub mod controller;
 pub mod decision;
 pub mod digest;
 pub mod epoch;
 pub mod kind;
+pub mod locked;
 pub mod loop_guard;
 pub mod order;
 pub mod proto;
+pub mod refusals;
+pub mod requests;
 pub mod snapshot;
 pub mod status;
 pub mod stream;
+pub mod waits;
+pub mod writes;
 
 /// What the engines of every kind share about the server: its epoch, the names it has, and
 /// the order of bulk creation.

@@ -7,6 +7,7 @@
 //! event first, and a failed mirror creation is retried on the next event or reconnect.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::Stream;
 use futures::StreamExt;
@@ -134,138 +135,207 @@ pub async fn run<S, M>(
     S: Stream<Item = StreamItem> + Unpin,
     M: MarkerWriter,
 {
-    let kinds: Vec<EventKind> = sinks.iter().map(|sink| sink.event_kind()).collect();
-    let mut first_snapshot = true;
-    let mut connected = false;
-    // The server's epoch at the last complete replay of this stream.
-    let mut replayed_in: Option<String> = None;
+    let mut feed = Feed {
+        name,
+        kinds: sinks.iter().map(|sink| sink.event_kind()).collect(),
+        sinks,
+        others,
+        server,
+        metrics,
+        markers,
+        first_snapshot: true,
+        connected: false,
+        replayed_in: None,
+    };
     while let Some(item) = stream.next().await {
         match item {
-            StreamItem::Connected { connection, .. } => {
-                metrics.stream_connections.with_label_values(&[name]).inc();
-                tracing::info!(
-                    connection,
-                    stream = name,
-                    "server stream connected; snapshot under way"
-                );
-                connected = false;
-                if markers.is_some() {
-                    server.epoch.connecting();
-                }
-                server.catalog.connecting(&kinds);
-                for sink in &sinks {
-                    sink.connecting();
-                }
-            }
-            StreamItem::Event(event) => {
-                for appeared in server.catalog.apply(&event) {
-                    for sink in sinks.iter().chain(&others) {
-                        sink.dependency_appeared(&appeared);
-                    }
-                }
-                if let Some(markers) = &markers
-                    && server.epoch.apply(&event)
-                {
-                    // A marker was removed while connected: replace it; every CR is judged
-                    // again in the new epoch. (Markers are not objects of any kind.)
-                    if connected && server.epoch.current().is_none() {
-                        server.epoch.ensure(markers).await;
-                        for sink in sinks.iter().chain(&others) {
-                            sink.trigger_all();
-                        }
-                    }
-                    continue;
-                }
-                for sink in &sinks {
-                    if let Some(name) = sink.apply_event(&event)
-                        && connected
-                    {
-                        sink.object_changed(&name).await;
-                    }
-                }
-            }
+            StreamItem::Connected { connection, .. } => feed.connected(connection),
+            StreamItem::Event(event) => feed.event(&event).await,
             StreamItem::ReplayComplete { connection } => {
-                // The epoch first: the snapshot counts as reachable as soon as it is complete.
-                if let Some(markers) = &markers {
-                    server.epoch.complete_replay(markers).await;
-                }
-                server.catalog.replay_complete(&kinds);
-                let epoch = server.epoch.current();
-                let same_run = epoch.is_some() && epoch == replayed_in;
-                replayed_in = epoch;
-                for sink in &sinks {
-                    let gone = sink.replay_complete(same_run);
-                    tracing::info!(
-                        connection,
-                        kind = sink.kind(),
-                        objects = sink.objects(),
-                        gone,
-                        epoch = server.epoch.current(),
-                        "server snapshot complete"
-                    );
-                }
-                connected = true;
-                if first_snapshot {
-                    first_snapshot = false;
-                    // Mirrors are decided against a filled CR store, never an empty one.
-                    tracing::info!(stream = name, "waiting for the CR stores' initial lists");
-                    for sink in &sinks {
-                        if !sink.wait_for_store().await {
-                            tracing::error!(
-                                kind = sink.kind(),
-                                "a CR store is gone; stopping the stream"
-                            );
-                            return;
-                        }
-                    }
-                    for sink in &sinks {
-                        sink.set_ready();
-                    }
-                    tracing::info!(
-                        stream = name,
-                        "ready: CR stores and server snapshot complete"
-                    );
-                }
-                for sink in &sinks {
-                    sink.resync().await;
-                }
-                // The epoch is known again: the other feeds' objects are decided in it too
-                // (their unclaimed objects wait for a known epoch).
-                if markers.is_some() {
-                    for sink in &others {
-                        sink.resync().await;
-                    }
+                if !feed.replay_complete(connection).await {
+                    return;
                 }
             }
             StreamItem::Disconnected {
                 error,
                 retry_in,
                 failures,
-            } => {
-                metrics.stream_disconnects.with_label_values(&[name]).inc();
-                connected = false;
-                if markers.is_some() {
-                    server.epoch.disconnected();
-                }
-                for sink in &sinks {
-                    sink.disconnected();
-                }
-                if let infinispan_rest::Error::Tls { .. } = &error {
-                    // Retried like any failure, but a retry cannot fix it: say what must change.
-                    tracing::error!(
-                        %error,
-                        ?retry_in,
-                        failures,
-                        stream = name,
-                        "cannot connect to the server over TLS: nothing is synced until this is \
-                         fixed. A server certificate signed by a private CA needs that CA given \
-                         with --ca-bundle; otherwise check the server's certificate and \
-                         --infinispan-url"
-                    );
-                } else {
-                    tracing::warn!(%error, ?retry_in, failures, stream = name, "server stream disconnected");
+            } => feed.disconnected(&error, retry_in, failures),
+        }
+    }
+}
+
+/// One server stream feeding its engines (see [`run`]), and what it knows of its connection.
+struct Feed<M> {
+    name: &'static str,
+    sinks: Vec<Arc<dyn KindSink>>,
+    others: Vec<Arc<dyn KindSink>>,
+    /// The server objects of `sinks` (the catalog's keys).
+    kinds: Vec<EventKind>,
+    server: ServerState,
+    metrics: Metrics,
+    markers: Option<M>,
+    first_snapshot: bool,
+    /// Connected, and the replay of this connection complete.
+    connected: bool,
+    /// The server's epoch at the last complete replay of this stream.
+    replayed_in: Option<String>,
+}
+
+impl<M: MarkerWriter> Feed<M> {
+    /// A connection is made: its replay starts.
+    fn connected(&mut self, connection: u64) {
+        self.metrics
+            .stream_connections
+            .with_label_values(&[self.name])
+            .inc();
+        tracing::info!(
+            connection,
+            stream = self.name,
+            "server stream connected; snapshot under way"
+        );
+        self.connected = false;
+        if self.markers.is_some() {
+            self.server.epoch.connecting();
+        }
+        self.server.catalog.connecting(&self.kinds);
+        for sink in &self.sinks {
+            sink.connecting();
+        }
+    }
+
+    /// One event: into the catalog, the epoch (a marker) or the snapshot of its kind; once the
+    /// replay is complete, the CRs it concerns are reconciled.
+    async fn event(&self, event: &ConfigEvent) {
+        let Self {
+            server,
+            sinks,
+            others,
+            ..
+        } = self;
+        for appeared in server.catalog.apply(event) {
+            for sink in sinks.iter().chain(others) {
+                sink.dependency_appeared(&appeared);
+            }
+        }
+        if let Some(markers) = &self.markers
+            && server.epoch.apply(event)
+        {
+            // A marker was removed while connected: replace it; every CR is judged
+            // again in the new epoch. (Markers are not objects of any kind.)
+            if self.connected && server.epoch.current().is_none() {
+                server.epoch.ensure(markers).await;
+                for sink in sinks.iter().chain(others) {
+                    sink.trigger_all();
                 }
             }
+            return;
+        }
+        for sink in sinks {
+            if let Some(name) = sink.apply_event(event)
+                && self.connected
+            {
+                sink.object_changed(&name).await;
+            }
+        }
+    }
+
+    /// The replay is complete: the snapshot is, and everything is decided again in it. False
+    /// when a CR store is gone (the stream stops).
+    async fn replay_complete(&mut self, connection: u64) -> bool {
+        let epoch = &self.server.epoch;
+        // The epoch first: the snapshot counts as reachable as soon as it is complete.
+        if let Some(markers) = &self.markers {
+            epoch.complete_replay(markers).await;
+        }
+        self.server.catalog.replay_complete(&self.kinds);
+        let current = epoch.current();
+        let same_run = current.is_some() && current == self.replayed_in;
+        for sink in &self.sinks {
+            let gone = sink.replay_complete(same_run);
+            tracing::info!(
+                connection,
+                kind = sink.kind(),
+                objects = sink.objects(),
+                gone,
+                epoch = epoch.current(),
+                "server snapshot complete"
+            );
+        }
+        self.replayed_in = current;
+        self.connected = true;
+        if self.first_snapshot {
+            self.first_snapshot = false;
+            if !self.become_ready().await {
+                return false;
+            }
+        }
+        for sink in &self.sinks {
+            sink.resync().await;
+        }
+        // The epoch is known again: the other feeds' objects are decided in it too
+        // (their unclaimed objects wait for a known epoch).
+        if self.markers.is_some() {
+            for sink in &self.others {
+                sink.resync().await;
+            }
+        }
+        true
+    }
+
+    /// The first snapshot is complete: once the CR stores have their initial lists, the
+    /// engines are ready. Mirrors are decided against a filled CR store, never an empty one.
+    /// False when a CR store is gone.
+    async fn become_ready(&self) -> bool {
+        let name = self.name;
+        tracing::info!(stream = name, "waiting for the CR stores' initial lists");
+        for sink in &self.sinks {
+            if !sink.wait_for_store().await {
+                tracing::error!(
+                    kind = sink.kind(),
+                    "a CR store is gone; stopping the stream"
+                );
+                return false;
+            }
+        }
+        for sink in &self.sinks {
+            sink.set_ready();
+        }
+        tracing::info!(
+            stream = name,
+            "ready: CR stores and server snapshot complete"
+        );
+        true
+    }
+
+    /// The connection ended; the stream reconnects after `retry_in`.
+    fn disconnected(&mut self, error: &infinispan_rest::Error, retry_in: Duration, failures: u32) {
+        let name = self.name;
+        self.metrics
+            .stream_disconnects
+            .with_label_values(&[name])
+            .inc();
+        self.connected = false;
+        if self.markers.is_some() {
+            self.server.epoch.disconnected();
+        }
+        for sink in &self.sinks {
+            sink.disconnected();
+        }
+        if let infinispan_rest::Error::Tls { .. } = error {
+            // Retried like any failure, but a retry cannot fix it: say what must change.
+            tracing::error!(
+                %error,
+                ?retry_in,
+                failures,
+                stream = name,
+                "cannot connect to the server over TLS: nothing is synced until this is \
+                 fixed. A server certificate signed by a private CA needs that CA given \
+                 with --ca-bundle; otherwise check the server's certificate and \
+                 --infinispan-url"
+            );
+        } else {
+            tracing::warn!(%error, ?retry_in, failures, stream = name, "server stream disconnected");
         }
     }
 }

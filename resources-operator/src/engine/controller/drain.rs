@@ -9,9 +9,19 @@
 
 use std::sync::atomic::Ordering;
 
-use super::*;
+use common_crds::ServerResource;
+use common_crds::conditions::Reason;
+use common_crds::labels::RESOURCES_FINALIZER;
+use kube::runtime::controller::Action as Requeue;
+use kube::{Resource, ResourceExt};
+
+use super::reconcile::Outcome;
+use super::{Engine, EngineError};
 use crate::cluster::DrainCause;
-use crate::engine::decision::Origin;
+use crate::engine::claims;
+use crate::engine::decision::{Origin, Status};
+use crate::engine::kind::KindAdapter;
+use crate::engine::status::StatusUpdate;
 
 impl<A: KindAdapter> Engine<A> {
     /// Drains one CR.
@@ -19,7 +29,7 @@ impl<A: KindAdapter> Engine<A> {
         &self,
         cr: &A::Cr,
         cause: DrainCause,
-    ) -> Result<(&'static str, Requeue), EngineError> {
+    ) -> Result<Outcome, EngineError> {
         // The finalizer first: a status write would move the resourceVersion it is patched at.
         self.release_finalizer(cr).await?;
         if claims::origin(cr) == Origin::Kubernetes && cr.meta().deletion_timestamp.is_none() {

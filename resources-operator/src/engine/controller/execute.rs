@@ -1,7 +1,25 @@
 //! Executing a decision: the one write to the server or to the CR it asks for, the status
 //! write that records the last-synced state, the Event, and the write counters.
 
-use super::*;
+use std::time::Instant;
+
+use common_crds::ServerResource;
+use common_crds::common::LastSynced;
+use common_crds::conditions::Reason;
+use common_crds::labels::RESOURCES_FINALIZER;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::{Resource, ResourceExt};
+use operator_runtime::events::Event as KubeEvent;
+use serde_json::json;
+
+use super::{EPOCH_UNTRACKED, Engine, EngineError};
+use crate::engine::decision::{Action, Decision};
+use crate::engine::kind::KindAdapter;
+use crate::engine::order;
+use crate::engine::snapshot::Known;
+use crate::engine::status::{StatusUpdate, next_status};
 
 /// What an executed action leaves behind.
 pub(super) struct Executed<K> {
@@ -18,27 +36,14 @@ impl<A: KindAdapter> Engine<A> {
     pub(super) fn is_stale(&self, cr: &A::Cr) -> bool {
         let uid = cr.uid().unwrap_or_default();
         let version = cr.resource_version();
-        Self::lock(&self.replaced_versions, |replaced| {
-            match replaced.get(&uid) {
-                Some((old, at)) if Some(old) == version.as_ref() && at.elapsed() < STALE_LIMIT => {
-                    true
-                }
-                Some(_) => {
-                    replaced.remove(&uid);
-                    compact::after_removal(replaced);
-                    false
-                }
-                None => false,
-            }
-        })
+        self.replaced
+            .is_stale(&uid, version.as_deref(), Instant::now())
     }
 
     /// Records that we wrote the CR (replacing its current resourceVersion).
     pub(super) fn wrote(&self, cr: &A::Cr) {
         if let (Some(uid), Some(version)) = (cr.uid(), cr.resource_version()) {
-            Self::lock(&self.replaced_versions, |replaced| {
-                replaced.insert(uid, (version, Instant::now()))
-            });
+            self.replaced.wrote(uid, version, Instant::now());
         }
     }
 
@@ -81,6 +86,8 @@ impl<A: KindAdapter> Engine<A> {
         }
     }
 
+    /// Executes the one action of `decision` (the server object `known` is the one it was
+    /// decided on, in the epoch `decided_in`).
     pub(super) async fn execute(
         &self,
         cr: &A::Cr,
@@ -109,44 +116,12 @@ impl<A: KindAdapter> Engine<A> {
                 }
             }
             Action::CreateOnServer | Action::UpdateServer | Action::RecreateOnServer => {
-                if decision.action != Action::UpdateServer
-                    && !self
-                        .order
-                        .wait_turn(A::EVENT_KIND, super::super::order::BOUND)
-                        .await
-                {
-                    tracing::debug!(
-                        kind = self.kind(),
-                        server_name,
-                        "created without waiting longer for the kinds before it (bulk order)"
-                    );
-                }
-                match decision.action {
-                    Action::CreateOnServer => self.adapter.create(server_name, cr).await?,
-                    Action::UpdateServer => self.adapter.update(server_name, cr).await?,
-                    _ => {
-                        self.adapter.delete(server_name).await?;
-                        self.count_write("server", "delete");
-                        self.adapter.create(server_name, cr).await?;
-                    }
-                }
-                self.count_write("server", action_label(decision.action));
-                tracing::info!(kind = self.kind(), cr = cr.name_any(), server_name, action = ?decision.action, "server written");
-                if let Some(digest) = self.read_back(server_name).await? {
+                if let Some(digest) = self.write_server(cr, server_name, decision.action).await? {
                     executed.last_synced = Some(self.last_synced(generation, digest, decided_in));
                 }
             }
             Action::DeleteOnServer => {
-                self.adapter.delete(server_name).await?;
-                self.count_write("server", "delete");
-                self.snapshot.removed(server_name);
-                tracing::info!(
-                    kind = self.kind(),
-                    cr = cr.name_any(),
-                    server_name,
-                    "server object deleted"
-                );
-                self.release_finalizer(cr).await?;
+                self.delete_on_server(cr, server_name).await?;
                 executed.cr_gone = true;
             }
             Action::ReleaseFinalizer => {
@@ -154,69 +129,122 @@ impl<A: KindAdapter> Engine<A> {
                 executed.cr_gone = true;
             }
             Action::DeleteCr => {
-                // Guarded like every other write: a CR edited since it was decided on (a user's
-                // change racing the server's removal) is not deleted; the conflict requeues it
-                // and the next decision sees the edit.
-                let Some(resource_version) = self.release_finalizer(cr).await? else {
-                    executed.cr_gone = true;
-                    return Ok(executed);
-                };
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        resource_version: Some(resource_version),
-                        uid: cr.uid(),
-                    }),
-                    ..DeleteParams::default()
-                };
-                match self.api.delete(&cr.name_any(), &params).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    Err(error) => return Err(error.into()),
-                }
-                self.count_write("kubernetes", "delete");
-                tracing::info!(
-                    kind = self.kind(),
-                    cr = cr.name_any(),
-                    server_name,
-                    "CR deleted"
-                );
+                self.delete_cr(cr, server_name).await?;
                 executed.cr_gone = true;
             }
             Action::UpdateCrSpecFromServer => {
-                let Some(known) = known else {
-                    return Ok(executed);
-                };
-                let spec = self
-                    .adapter
-                    .spec_patch_from_server(cr, &known.object)
-                    .await?;
-                let patch = json!({
-                    "metadata": { "resourceVersion": cr.resource_version() },
-                    "spec": spec,
-                });
-                let after = self
-                    .api
-                    .patch(
-                        &cr.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await?;
-                self.wrote(cr);
-                self.count_write("kubernetes", "update_spec");
-                tracing::info!(
-                    kind = self.kind(),
-                    cr = cr.name_any(),
-                    server_name,
-                    "CR spec updated from the server"
-                );
-                let generation = after.meta().generation.unwrap_or_default();
-                executed.last_synced =
-                    Some(self.last_synced(generation, known.digest.clone(), decided_in));
-                executed.cr_after = Some(after);
+                if let Some(known) = known {
+                    let after = self.update_spec(cr, server_name, known).await?;
+                    let generation = after.meta().generation.unwrap_or_default();
+                    executed.last_synced =
+                        Some(self.last_synced(generation, known.digest.clone(), decided_in));
+                    executed.cr_after = Some(after);
+                }
             }
         }
         Ok(executed)
+    }
+
+    /// Creates, updates or recreates the server object from the CR (creations in bulk order,
+    /// design D1); returns its digest read back, `None` when it is gone already.
+    async fn write_server(
+        &self,
+        cr: &A::Cr,
+        server_name: &str,
+        action: Action,
+    ) -> Result<Option<String>, EngineError> {
+        if action != Action::UpdateServer
+            && !self.order.wait_turn(A::EVENT_KIND, order::BOUND).await
+        {
+            tracing::debug!(
+                kind = self.kind(),
+                server_name,
+                "created without waiting longer for the kinds before it (bulk order)"
+            );
+        }
+        match action {
+            Action::CreateOnServer => self.adapter.create(server_name, cr).await?,
+            Action::UpdateServer => self.adapter.update(server_name, cr).await?,
+            _ => {
+                self.adapter.delete(server_name).await?;
+                self.count_write("server", "delete");
+                self.adapter.create(server_name, cr).await?;
+            }
+        }
+        self.count_write("server", action_label(action));
+        tracing::info!(kind = self.kind(), cr = cr.name_any(), server_name, action = ?action, "server written");
+        self.read_back(server_name).await
+    }
+
+    /// Deletes the server object, then releases the CR's finalizer.
+    async fn delete_on_server(&self, cr: &A::Cr, server_name: &str) -> Result<(), EngineError> {
+        self.adapter.delete(server_name).await?;
+        self.count_write("server", "delete");
+        self.snapshot.removed(server_name);
+        tracing::info!(
+            kind = self.kind(),
+            cr = cr.name_any(),
+            server_name,
+            "server object deleted"
+        );
+        self.release_finalizer(cr).await?;
+        Ok(())
+    }
+
+    /// Deletes the CR without a server call: its finalizer first, then the CR.
+    async fn delete_cr(&self, cr: &A::Cr, server_name: &str) -> Result<(), EngineError> {
+        // Guarded like every other write: a CR edited since it was decided on (a user's
+        // change racing the server's removal) is not deleted; the conflict requeues it
+        // and the next decision sees the edit.
+        let Some(resource_version) = self.release_finalizer(cr).await? else {
+            return Ok(());
+        };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: Some(resource_version),
+                uid: cr.uid(),
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api.delete(&cr.name_any(), &params).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error.into()),
+        }
+        self.count_write("kubernetes", "delete");
+        tracing::info!(
+            kind = self.kind(),
+            cr = cr.name_any(),
+            server_name,
+            "CR deleted"
+        );
+        Ok(())
+    }
+
+    /// Rewrites the CR's spec from the server object `known` (design S2); returns the CR as
+    /// the API server returned it.
+    async fn update_spec(
+        &self,
+        cr: &A::Cr,
+        server_name: &str,
+        known: &Known<A::Object>,
+    ) -> Result<A::Cr, EngineError> {
+        let spec = self
+            .adapter
+            .spec_patch_from_server(cr, &known.object)
+            .await?;
+        let patch = json!({
+            "metadata": { "resourceVersion": cr.resource_version() },
+            "spec": spec,
+        });
+        let after = self.patch_cr(cr, &patch, "update_spec").await?;
+        tracing::info!(
+            kind = self.kind(),
+            cr = cr.name_any(),
+            server_name,
+            "CR spec updated from the server"
+        );
+        Ok(after)
     }
 
     /// Sets the CR's finalizers, guarded by its resourceVersion; returns the new one.
@@ -231,17 +259,29 @@ impl<A: KindAdapter> Engine<A> {
                 "finalizers": finalizers,
             }
         });
+        let patched = self.patch_cr(cr, &patch, "finalizer").await?;
+        Ok(patched.resource_version())
+    }
+
+    /// Merge-patches the CR (guarded by the resourceVersion the patch names) and records the
+    /// write (`operation`: its label in the writes metric).
+    async fn patch_cr(
+        &self,
+        cr: &A::Cr,
+        patch: &serde_json::Value,
+        operation: &str,
+    ) -> Result<A::Cr, EngineError> {
         let patched = self
             .api
             .patch(
                 &cr.name_any(),
                 &PatchParams::default(),
-                &Patch::Merge(&patch),
+                &Patch::Merge(patch),
             )
             .await?;
         self.wrote(cr);
-        self.count_write("kubernetes", "finalizer");
-        Ok(patched.resource_version())
+        self.count_write("kubernetes", operation);
+        Ok(patched)
     }
 
     /// Removes the operator's finalizer; returns the CR's resourceVersion after it (the same

@@ -2,9 +2,19 @@
 //! modes that mirror, created in one call with its labels, finalizer and owner reference; and
 //! the events of the config stream entering the snapshot.
 
-use futures::StreamExt;
+use std::collections::HashSet;
 
-use super::*;
+use common_crds::ServerResource;
+use common_crds::labels::{CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_SERVER, RESOURCES_FINALIZER};
+use futures::StreamExt;
+use kube::Resource;
+use kube::api::PostParams;
+use serde_json::json;
+
+use super::{Engine, EngineError};
+use crate::engine::decision::{Action, Comparison, Observation, decide};
+use crate::engine::kind::{KindAdapter, ServerChange};
+use crate::engine::snapshot::Known;
 
 /// Mirror CRs created at once by a resync.
 const MIRRORS_AT_ONCE: usize = 2;

@@ -6,11 +6,14 @@
 //! Event on the CR, the `invalid_crs` metric) and keeps what it knew of it, if anything: nothing
 //! is deleted because of it, and it is synced again once fixed.
 
+use kube::Resource;
 use kube::core::DeserializeGuard;
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::watcher::Event;
+use operator_runtime::events::Event as KubeEvent;
 
-use super::*;
+use super::Engine;
+use crate::engine::kind::KindAdapter;
 
 /// What screening one watch event gives: the event for the store (if any), and the unreadable
 /// objects it carried.

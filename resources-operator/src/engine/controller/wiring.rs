@@ -2,7 +2,29 @@
 //! feeding kube-runtime's `Controller`, and the trigger channel through which server events
 //! reach it.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use kube::api::Api;
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use operator_runtime::endpoint::Readiness;
+use operator_runtime::events::Recorder;
+use tokio::sync::watch;
+
+use super::{Engine, EngineError, Settings, cluster_selector};
+use crate::engine::claims::ClaimIndex;
+use crate::engine::kind::KindAdapter;
+use crate::engine::requests::RequestQueue;
+use crate::engine::snapshot::Snapshot;
+use crate::metrics::Metrics;
+
+/// Requeue after a failed reconcile.
+const ERROR_REQUEUE: Duration = Duration::from_secs(5);
 
 /// Builds the engine of one kind and runs its controller until `shutdown` resolves. The
 /// returned engine is also fed by the config stream (see [`super::stream`]).
@@ -37,6 +59,8 @@ impl<A: KindAdapter> Wiring<A> {
         let (store, writer) = reflector::store();
         let (trigger, trigger_rx) = mpsc::unbounded();
         let (ready, _) = watch::channel(false);
+        let kind = <A::Cr as common_crds::ServerResource>::KIND.as_str();
+        let requests = RequestQueue::new(trigger, metrics.queue_depth.clone(), kind);
         let engine = Arc::new(Engine {
             adapter,
             settings,
@@ -49,19 +73,18 @@ impl<A: KindAdapter> Wiring<A> {
             metrics,
             readiness,
             recorder,
-            trigger,
             ready,
             store_listed: watch::channel(false).0,
             stopping: watch::channel(false).0,
-            comparisons: Mutex::new(HashMap::new()),
-            refusals: Mutex::new(HashMap::new()),
-            replaced_versions: Mutex::new(HashMap::new()),
             drained: Default::default(),
-            waiting: Mutex::new(HashMap::new()),
-            claims: Mutex::new(claims::ClaimIndex::default()),
-            queued: Mutex::new(HashSet::new()),
-            events_pending: Mutex::new(HashMap::new()),
-            loop_guard: Mutex::default(),
+            requests,
+            claims: ClaimIndex::default(),
+            waits: Default::default(),
+            comparisons: Default::default(),
+            refusals: Default::default(),
+            replaced: Default::default(),
+            pending_events: Default::default(),
+            loop_guard: Default::default(),
         });
         Self {
             engine,
