@@ -14,6 +14,7 @@
 //! | server ConfigMap, reads the overlay ConfigMap | `configmaps`: get, create, patch, delete |
 //! | Services, ServiceAccounts | get, create, patch, delete |
 //! | StatefulSets, Deployments (watched: owned objects) | get, list, watch, create, patch, delete |
+//! | reads why its clusters' pods cannot run (their status: image pull, crash loop, scheduling), watched by label | `pods`: get, list, watch |
 //! | PodDisruptionBudgets | `policy` `poddisruptionbudgets`: get, create, patch, delete |
 //! | `spec.expose` Ingress | `networking.k8s.io` `ingresses`: get, create, patch, delete |
 //! | the resources operator's Role and RoleBinding | `roles`, `rolebindings`: get, create, patch, delete |
@@ -21,7 +22,8 @@
 //! | Events | `events.k8s.io` `events`: create, patch |
 //! | what it grants each resources operator (the API server refuses a Role granting more than its creator holds) | [`common_crds::rbac::grantable_rules`] |
 //!
-//! No wildcard. `pods/exec` is never needed: the operator reaches servers over REST.
+//! No wildcard. `pods/exec` and `pods/log` are never needed: the operator reaches servers over
+//! REST, and a container's last log lines reach it in the pod's status (its termination message).
 
 use common_crds::labels::API_GROUP;
 use common_crds::rbac::grantable_rules;
@@ -87,6 +89,7 @@ pub fn rules() -> Vec<PolicyRule> {
             &["statefulsets", "deployments"],
             &["get", "list", "watch", "create", "patch", "delete"],
         ),
+        rule("", &["pods"], &["get", "list", "watch"]),
         rule(
             "policy",
             &["poddisruptionbudgets"],
@@ -143,6 +146,13 @@ mod tests {
             assert!(allows(&rules, API_GROUP, kind, "patch"));
         }
         assert!(allows(&rules, "apps", "statefulsets", "watch"));
+        for verb in ["get", "list", "watch"] {
+            assert!(allows(&rules, "", "pods", verb), "pods {verb}");
+        }
+        // Reading pods only: never writing, deleting or entering them.
+        for verb in ["create", "patch", "update", "delete", "deletecollection"] {
+            assert!(!allows(&rules, "", "pods", verb), "pods {verb}");
+        }
         assert!(allows(&rules, "coordination.k8s.io", "leases", "delete"));
     }
 
@@ -157,7 +167,13 @@ mod tests {
             {
                 assert_ne!(text, "*", "{rule:?}");
             }
-            assert!(!rule.resources.iter().flatten().any(|r| r.contains("exec")));
+            assert!(
+                !rule
+                    .resources
+                    .iter()
+                    .flatten()
+                    .any(|r| r.contains("exec") || r == "pods/log")
+            );
         }
     }
 }

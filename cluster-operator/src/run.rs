@@ -7,6 +7,7 @@ use std::sync::Arc;
 use common_crds::Infinispan;
 use common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use operator_runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
@@ -286,6 +287,7 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
                     (
                         Api::<StatefulSet>::all(client.clone()),
                         Api::<Deployment>::all(client.clone()),
+                        Api::<Pod>::all(client.clone()),
                     )
                 },
                 context.clone(),
@@ -311,6 +313,7 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
                         (
                             Api::<StatefulSet>::namespaced(client.clone(), &ns),
                             Api::<Deployment>::namespaced(client.clone(), &ns),
+                            Api::<Pod>::namespaced(client.clone(), &ns),
                         )
                     },
                     context.clone(),

@@ -9,12 +9,20 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use std::process::Stdio;
+
+use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::{Api, LogParams};
 use kube::{Client, ResourceExt};
+use serde_json::json;
 
-use crate::{Testbed, eventually, parse_env_file};
+use crate::{Testbed, eventually, parse_env_file, repo_root};
+
+/// The chart the pod suites install.
+pub const CHART: &str = "helm/infinispan-operator";
+/// The server version the pod suites' clusters run (mapped to the image built here).
+pub const SERVER_VERSION: &str = "16.0.7";
 
 /// The images pushed to the testbed's registry, by content tag.
 #[derive(Clone, Debug)]
@@ -213,4 +221,68 @@ pub async fn logs_tail(client: &Client, namespace: &str, name: &str) -> String {
         }
     }
     out
+}
+
+/// The chart installed in `namespace` (watch scope `namespace`) with the images built here,
+/// waiting for the operator's Deployment; the values file is kept in `target/e2e-logs/<suite>/`.
+pub async fn helm_install(
+    testbed: &Testbed,
+    images: &Images,
+    suite: &str,
+    namespace: &str,
+    release: &str,
+) -> anyhow::Result<()> {
+    let (operator_repo, operator_tag) = split_reference(&images.cluster_operator)?;
+    let (resources_repo, resources_tag) = split_reference(&images.resources_operator)?;
+    let values = json!({
+        "image": {"repository": operator_repo, "tag": operator_tag},
+        "resourcesOperator": {"image": {"repository": resources_repo, "tag": resources_tag}},
+        "server": {"images": {SERVER_VERSION: images.server}},
+    });
+    let dir = repo_root().join("target/e2e-logs").join(suite);
+    std::fs::create_dir_all(&dir)?;
+    let values_file = dir.join(format!("{namespace}-values.json"));
+    std::fs::write(&values_file, serde_json::to_vec_pretty(&values)?)?;
+    helm(
+        testbed,
+        &[
+            "install",
+            release,
+            &repo_root().join(CHART).to_string_lossy(),
+            "--namespace",
+            namespace,
+            "--values",
+            &values_file.to_string_lossy(),
+            "--wait",
+            "--timeout",
+            "3m",
+        ],
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Runs the testbed's helm (its own config and cache under `target/e2e-logs/helm`) against the
+/// testbed; its stdout, or an error with both outputs.
+pub async fn helm(testbed: &Testbed, args: &[&str]) -> anyhow::Result<String> {
+    let home = repo_root().join("target/e2e-logs/helm");
+    let output = tokio::process::Command::new(testbed.run_dir.join("bin/helm"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .env("KUBECONFIG", &testbed.kubeconfig)
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .with_context(|| format!("running helm {}", args.join(" ")))?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    ensure!(
+        output.status.success(),
+        "helm {} failed:\n{}\n{stdout}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(stdout)
 }

@@ -22,13 +22,12 @@
 //! CPU and 2 GiB between them.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use common_crds::{Cache, Infinispan};
 use e2e::cluster_operator::condition;
-use e2e::pods::{Images, split_reference, wait_ready};
+use e2e::pods::{Images, SERVER_VERSION, helm, helm_install, wait_ready};
 use e2e::{TestNamespace, Testbed, eventually, install_crds, repo_root};
 use infinispan_rest::{ClientConfig, Credentials};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -37,70 +36,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-const CHART: &str = "helm/infinispan-operator";
-const SERVER_VERSION: &str = "16.0.7";
 /// Pods start within seconds once their image is on the node; a server needs up to a minute.
 const WAIT: Duration = Duration::from_secs(180);
-
-/// The chart installed in `namespace` (watch scope `namespace`) with the images built here.
-async fn helm_install(
-    testbed: &Testbed,
-    images: &Images,
-    namespace: &str,
-    release: &str,
-) -> anyhow::Result<()> {
-    let (operator_repo, operator_tag) = split_reference(&images.cluster_operator)?;
-    let (resources_repo, resources_tag) = split_reference(&images.resources_operator)?;
-    let values = json!({
-        "image": {"repository": operator_repo, "tag": operator_tag},
-        "resourcesOperator": {"image": {"repository": resources_repo, "tag": resources_tag}},
-        "server": {"images": {SERVER_VERSION: images.server}},
-    });
-    let dir = repo_root().join("target/e2e-logs/in-pods");
-    std::fs::create_dir_all(&dir)?;
-    let values_file = dir.join(format!("{namespace}-values.json"));
-    std::fs::write(&values_file, serde_json::to_vec_pretty(&values)?)?;
-    helm(
-        testbed,
-        &[
-            "install",
-            release,
-            &repo_root().join(CHART).to_string_lossy(),
-            "--namespace",
-            namespace,
-            "--values",
-            &values_file.to_string_lossy(),
-            "--wait",
-            "--timeout",
-            "3m",
-        ],
-    )
-    .await
-    .map(|_| ())
-}
-
-async fn helm(testbed: &Testbed, args: &[&str]) -> anyhow::Result<String> {
-    let home = repo_root().join("target/e2e-logs/helm");
-    let output = tokio::process::Command::new(testbed.run_dir.join("bin/helm"))
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .env("KUBECONFIG", &testbed.kubeconfig)
-        .args(args)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .with_context(|| format!("running helm {}", args.join(" ")))?;
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    ensure!(
-        output.status.success(),
-        "helm {} failed:\n{}\n{stdout}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(stdout)
-}
 
 /// The pod of the release's Deployment (exactly one).
 async fn operator_pod(client: &Client, namespace: &str) -> anyhow::Result<Pod> {
@@ -162,7 +99,14 @@ async fn the_chart_with_its_defaults_runs_the_operator_pod_restricted_and_scrape
     let images = Images::get(&testbed)?;
     let client = testbed.admin_client().await?;
     let ns = TestNamespace::create(&client, "pods-chart").await?;
-    helm_install(&testbed, &images, &ns.name, "infinispan-operator").await?;
+    helm_install(
+        &testbed,
+        &images,
+        "in-pods",
+        &ns.name,
+        "infinispan-operator",
+    )
+    .await?;
 
     let pod = operator_pod(&client, &ns.name).await?;
     let pod = wait_ready(&client, &ns.name, &pod.name_any(), WAIT).await?;
@@ -401,7 +345,14 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
     let client = testbed.admin_client().await?;
     install_crds(&client).await?;
     let ns = TestNamespace::create(&client, "pods-cluster").await?;
-    helm_install(&testbed, &images, &ns.name, "infinispan-operator").await?;
+    helm_install(
+        &testbed,
+        &images,
+        "in-pods",
+        &ns.name,
+        "infinispan-operator",
+    )
+    .await?;
 
     let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
     apply_cluster(&clusters, json!({"replicas": 2})).await?;
@@ -517,7 +468,14 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
     let client = testbed.admin_client().await?;
     install_crds(&client).await?;
     let ns = TestNamespace::create(&client, "pods-tls").await?;
-    helm_install(&testbed, &images, &ns.name, "infinispan-operator").await?;
+    helm_install(
+        &testbed,
+        &images,
+        "in-pods",
+        &ns.name,
+        "infinispan-operator",
+    )
+    .await?;
 
     let (ca, certificate, key) = server_certificate(&ns.name)?;
     let secret: Secret = serde_json::from_value(json!({
@@ -685,7 +643,14 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
     let client = testbed.admin_client().await?;
     install_crds(&client).await?;
     let ns = TestNamespace::create(&client, "pods-roll").await?;
-    helm_install(&testbed, &images, &ns.name, "infinispan-operator").await?;
+    helm_install(
+        &testbed,
+        &images,
+        "in-pods",
+        &ns.name,
+        "infinispan-operator",
+    )
+    .await?;
     let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
     apply_cluster(&clusters, json!({"replicas": 2})).await?;
     let cr = wait_cluster_ready(&client, &clusters, 2).await?;

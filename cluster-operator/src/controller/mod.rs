@@ -14,8 +14,15 @@
 //! 4. applies the resources operator's ServiceAccount, Role, RoleBinding and Deployment
 //!    ([`crate::build::resources_operator`]), or drains and removes them when
 //!    `spec.resourcesOperator.enabled` is false ([`teardown`]);
-//! 5. computes the status ([`status::compute`]) from the objects the API server returned and
-//!    writes it only when it changed.
+//! 5. computes the status ([`status::compute`]) from the objects the API server returned and,
+//!    while a server or the resources operator is not ready, from what their pods say
+//!    ([`pods::problem`]: an image that cannot be pulled, a container that keeps ending...), and
+//!    writes it only when it changed; a new pod problem also gets a Warning Event on the CR.
+//!
+//! Triggers: the CR, the StatefulSets and Deployments it owns, and the pods of its clusters
+//! (label `app.kubernetes.io/managed-by`, mapped to their CR by `infinispan.org/cluster`): a
+//! pod's status is where the kubelet says why it cannot run. The pods are listed (one label
+//! selected request) only by a reconcile that finds a workload not ready.
 //!
 //! A problem with the CR or what it references (a missing Secret, an unknown version, an object
 //! the API server refuses) stops the apply where it is: what was applied before keeps running,
@@ -30,6 +37,7 @@
 
 pub mod apply;
 pub mod credentials;
+pub mod pods;
 pub mod referenced;
 pub mod status;
 pub mod teardown;
@@ -39,14 +47,16 @@ use std::time::Duration;
 
 use common_crds::Infinispan;
 use common_crds::infinispan::InfinispanStatus;
-use common_crds::labels::{CLUSTER_FINALIZER, CLUSTER_OPERATOR_FIELD_MANAGER};
+use common_crds::labels::{CLUSTER_FINALIZER, CLUSTER_LABEL, CLUSTER_OPERATOR_FIELD_MANAGER};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use operator_runtime::events::{Event, EventType, Recorder};
@@ -140,19 +150,25 @@ where
         .map(|_| ())
 }
 
-/// Runs the controller over `api` (one namespace, or all) until `shutdown` completes.
+/// Runs the controller over `api` (one namespace, or all) until `shutdown` completes; `owned`
+/// gives the StatefulSets, Deployments and pods of the same scope.
 pub async fn run(
     api: Api<Infinispan>,
-    owned: impl Fn() -> (Api<StatefulSet>, Api<Deployment>),
+    owned: impl Fn() -> (Api<StatefulSet>, Api<Deployment>, Api<Pod>),
     context: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (stateful_sets, deployments) = owned();
+    let (stateful_sets, deployments, pods) = owned();
     let managed = format!("app.kubernetes.io/managed-by={CLUSTER_OPERATOR_FIELD_MANAGER}");
     let owned_config = watcher::Config::default().labels(&managed);
     Controller::new(api, watcher::Config::default())
         .owns(stateful_sets, owned_config.clone())
-        .owns(deployments, owned_config)
+        .owns(deployments, owned_config.clone())
+        // A pod is owned by its StatefulSet or ReplicaSet, not by the CR: mapped by its label.
+        .watches(pods, owned_config, |pod: Pod| {
+            let cluster = pod.labels().get(CLUSTER_LABEL)?;
+            Some(ObjectRef::new(cluster).within(&pod.namespace()?))
+        })
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
@@ -370,16 +386,25 @@ async fn apply_cluster(
         }
     };
 
+    let server_pods = Pods::of(stateful_set.as_ref(), cluster.spec.replicas);
+    let (pods_problem, resources_operator_problem) =
+        pod_problems(client, &namespace, &name, server_pods, resources_operator).await?;
     let observed = Observed {
         generation: cluster.meta().generation,
         problem: problem.clone(),
-        pods: Pods::of(stateful_set.as_ref(), cluster.spec.replicas),
+        pods: server_pods,
+        pods_problem,
         resources_operator,
+        resources_operator_problem,
         version,
         selector: server::selector(&name),
         operator_credentials_secret: read.as_ref().map(|r| r.operator_credentials.name_any()),
     };
     let previous = degraded_of(cluster.status.as_ref());
+    let previous_pods = [
+        reason_of(cluster.status.as_ref(), "Ready"),
+        reason_of(cluster.status.as_ref(), "ResourcesOperatorReady"),
+    ];
     let written = write_status(api, cluster, |current| {
         status::compute(current, &observed, Time(Timestamp::now()))
     })
@@ -396,7 +421,78 @@ async fn apply_cluster(
         )
         .await;
     }
+    // A new reason why pods cannot run, once (the kubelet's own Events are on the pods).
+    for (type_, previous) in ["Ready", "ResourcesOperatorReady"]
+        .into_iter()
+        .zip(previous_pods)
+    {
+        if let Some((reason, message)) = condition_of(Some(&written), type_)
+            && pods::REASONS.contains(&reason.as_str())
+            && previous.as_deref() != Some(reason.as_str())
+        {
+            publish(context, cluster, EventType::Warning, &reason, message).await;
+        }
+    }
     Ok(Action::requeue(requeue))
+}
+
+/// What keeps the server pods and the resources operator's pod from running, looked for only
+/// when they are not all ready. Without the right to list pods (RBAC of an older release) the
+/// conditions say what they said before this was looked for, with a warning in the log.
+async fn pod_problems(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    servers: Pods,
+    resources_operator: ResourcesOperator,
+) -> Result<(Option<Problem>, Option<Problem>), kube::Error> {
+    let servers_ready =
+        servers.desired == 0 || (servers.ready >= servers.desired && servers.settled);
+    let resources_operator_ready = !matches!(
+        resources_operator,
+        ResourcesOperator::Deployed { available: false }
+    );
+    if servers_ready && resources_operator_ready {
+        return Ok((None, None));
+    }
+    let selector = format!(
+        "app.kubernetes.io/instance={name},app.kubernetes.io/managed-by={CLUSTER_OPERATOR_FIELD_MANAGER}"
+    );
+    let listed = match Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await
+    {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(status)) if status.code == 403 => {
+            tracing::warn!(%namespace, cluster = %name, message = %status.message, "cannot list the cluster's pods: their problems are not reported (the operator's RBAC lacks pods list)");
+            return Ok((None, None));
+        }
+        Err(error) => return Err(error),
+    };
+    let of = |selector: std::collections::BTreeMap<String, String>| -> Vec<Pod> {
+        listed
+            .iter()
+            .filter(|pod| {
+                let labels = pod.labels();
+                selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+            })
+            .cloned()
+            .collect()
+    };
+    let server_problem = if servers_ready {
+        None
+    } else {
+        pods::problem(pods::Workload::Server, &of(server::selector_labels(name)))
+    };
+    let resources_operator_problem = if resources_operator_ready {
+        None
+    } else {
+        pods::problem(
+            pods::Workload::ResourcesOperator,
+            &of(resources_operator::selector_labels(name)),
+        )
+    };
+    Ok((server_problem, resources_operator_problem))
 }
 
 /// When the current drain began: the `lastTransitionTime` of `ResourcesOperatorReady` with
@@ -407,6 +503,20 @@ fn draining_since(status: Option<&InfinispanStatus>) -> Option<Timestamp> {
         .iter()
         .find(|c| c.type_ == "ResourcesOperatorReady" && c.reason == "Draining")
         .map(|c| c.last_transition_time.0)
+}
+
+/// The reason and message of the condition `type_`.
+fn condition_of(status: Option<&InfinispanStatus>, type_: &str) -> Option<(String, String)> {
+    status?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.reason.clone(), c.message.clone()))
+}
+
+/// The reason of the condition `type_`.
+fn reason_of(status: Option<&InfinispanStatus>, type_: &str) -> Option<String> {
+    condition_of(status, type_).map(|(reason, _)| reason)
 }
 
 /// The reason and message of a `Degraded=True` condition.

@@ -4,10 +4,15 @@
 //!
 //! | type | True | False |
 //! |---|---|---|
-//! | `Ready` | `AllReplicasReady`: every server pod asked for is ready | `ReplicasNotReady` (k of n ready), `Stopped` (replicas 0) |
+//! | `Ready` | `AllReplicasReady`: every server pod asked for is ready | `Stopped` (replicas 0); what keeps a server pod from running, read from the pods ([`super::pods`]): `ImagePullFailed`, `ServerCrashLooping`, `ServerFailing`, `Unschedulable` (k of n ready, then the pod, its container and image, the kubelet's or the scheduler's message or the end of the container's termination message, and what to do); else `ReplicasNotReady` (k of n ready: pods being created or starting) |
 //! | `Progressing` | `RollingOut`: the StatefulSet has not caught up with its spec (new pods, a roll, a scale) | `Stable` |
 //! | `Degraded` | the reason of the problem that keeps the operator from applying the CR (a missing or invalid Secret or ConfigMap, an unknown version, a refused apply): the last applied objects keep running | `AsExpected` |
-//! | `ResourcesOperatorReady` | `Available` | `Deploying`, `Disabled`, `Draining` |
+//! | `ResourcesOperatorReady` | `Available` | `Disabled`, `Draining`; what keeps its pod from running ([`super::pods`]: `ImagePullFailed`, `CrashLooping`, `Failing`, `Unschedulable`); else `Deploying` |
+//!
+//! `Degraded` is about the operator's side (it cannot apply the CR); a pod that cannot run is
+//! the cluster's side: the objects are applied and Kubernetes cannot run them, which `Ready`
+//! (or `ResourcesOperatorReady`) says with the reason, so that `kubectl get infinispan` shows it
+//! in its `Reason` column. A Warning Event on the CR goes with each new such reason.
 //!
 //! Every condition carries the CR's `metadata.generation`; `lastTransitionTime` moves only on a
 //! change of status ([`set_condition`]), and the controller writes the status only when
@@ -16,7 +21,7 @@
 use common_crds::conditions::{ConditionStatus, ConditionType, new_condition, set_condition};
 use common_crds::infinispan::InfinispanStatus;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// Why the CR cannot be applied as it is (shown as `Degraded=True`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,7 +103,11 @@ pub struct Observed {
     pub generation: Option<i64>,
     pub problem: Option<Problem>,
     pub pods: Pods,
+    /// What keeps a server pod from running ([`super::pods::problem`]).
+    pub pods_problem: Option<Problem>,
     pub resources_operator: ResourcesOperator,
+    /// What keeps the resources operator's pod from running.
+    pub resources_operator_problem: Option<Problem>,
     /// The server version the pods run (from the image applied), once known.
     pub version: Option<String>,
     /// Label selector of the server pods (the scale subresource's).
@@ -133,6 +142,16 @@ pub fn compute(
             ConditionStatus::True,
             "AllReplicasReady",
             format!("{} of {} server pods ready", pods.ready, pods.desired),
+        )
+    } else if let Some(problem) = &observed.pods_problem {
+        condition(
+            ConditionType::Ready,
+            ConditionStatus::False,
+            &problem.reason,
+            format!(
+                "{} of {} server pods ready: {}",
+                pods.ready, pods.desired, problem.message
+            ),
         )
     } else {
         condition(
@@ -183,7 +202,51 @@ pub fn compute(
     };
     set_condition(&mut conditions, degraded);
 
-    let resources_operator = match observed.resources_operator {
+    let resources_operator = match (
+        observed.resources_operator,
+        &observed.resources_operator_problem,
+    ) {
+        (ResourcesOperator::Deployed { available: false }, Some(problem)) => condition(
+            ConditionType::ResourcesOperatorReady,
+            ConditionStatus::False,
+            &problem.reason,
+            format!(
+                "the resources operator's Deployment has no available pod at its current version: {}",
+                problem.message
+            ),
+        ),
+        (state, _) => resources_operator_condition(state, condition),
+    };
+    set_condition(&mut conditions, resources_operator);
+
+    // Keep the documented order whatever order an older status had.
+    let order = |c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| {
+        ConditionType::ALL
+            .iter()
+            .position(|t| t.as_str() == c.type_)
+            .unwrap_or(usize::MAX)
+    };
+    conditions.sort_by_key(order);
+    status.conditions = conditions;
+    status.observed_generation = generation;
+    status.replicas = Some(pods.current);
+    status.ready_replicas = Some(pods.ready);
+    status.selector = Some(observed.selector.clone());
+    if observed.version.is_some() {
+        status.version = observed.version.clone();
+    }
+    if observed.operator_credentials_secret.is_some() {
+        status.operator_credentials_secret = observed.operator_credentials_secret.clone();
+    }
+    status
+}
+
+/// `ResourcesOperatorReady` from the state of the resources operator alone.
+fn resources_operator_condition(
+    state: ResourcesOperator,
+    condition: impl Fn(ConditionType, ConditionStatus, &str, String) -> Condition,
+) -> Condition {
+    match state {
         ResourcesOperator::Disabled => condition(
             ConditionType::ResourcesOperatorReady,
             ConditionStatus::False,
@@ -208,29 +271,7 @@ pub fn compute(
             "Deploying",
             "the resources operator's Deployment has no available pod at its current version yet".into(),
         ),
-    };
-    set_condition(&mut conditions, resources_operator);
-
-    // Keep the documented order whatever order an older status had.
-    let order = |c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| {
-        ConditionType::ALL
-            .iter()
-            .position(|t| t.as_str() == c.type_)
-            .unwrap_or(usize::MAX)
-    };
-    conditions.sort_by_key(order);
-    status.conditions = conditions;
-    status.observed_generation = generation;
-    status.replicas = Some(pods.current);
-    status.ready_replicas = Some(pods.ready);
-    status.selector = Some(observed.selector.clone());
-    if observed.version.is_some() {
-        status.version = observed.version.clone();
     }
-    if observed.operator_credentials_secret.is_some() {
-        status.operator_credentials_secret = observed.operator_credentials_secret.clone();
-    }
-    status
 }
 
 /// The status of a CR being deleted while its resources operator drains: `current` with
@@ -276,7 +317,9 @@ mod tests {
             generation: Some(3),
             problem: None,
             pods,
+            pods_problem: None,
             resources_operator: ResourcesOperator::Deployed { available: true },
+            resources_operator_problem: None,
             version: Some("16.0.7".into()),
             selector: "app.kubernetes.io/instance=demo,app.kubernetes.io/name=infinispan".into(),
             operator_credentials_secret: Some("demo-operator-credentials".into()),
@@ -484,6 +527,98 @@ mod tests {
                 (condition.status.as_str(), condition.reason.as_str()),
                 (status, reason)
             );
+        }
+    }
+
+    #[test]
+    fn a_pod_problem_is_the_reason_ready_is_false() {
+        let pull = Problem {
+            reason: "ImagePullFailed".into(),
+            message: "pod demo-0: container infinispan (image x:1): the image cannot be pulled: not found; check spec.image".into(),
+        };
+        let stuck = Pods {
+            desired: 2,
+            current: 2,
+            ready: 1,
+            settled: false,
+        };
+        let mut input = observed(stuck);
+        input.pods_problem = Some(pull.clone());
+        let status = compute(None, &input, at(10));
+        let ready = get(&status, "Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "ImagePullFailed")
+        );
+        assert_eq!(
+            ready.message,
+            format!("1 of 2 server pods ready: {}", pull.message)
+        );
+        // The operator applied everything: not Degraded, and no other condition moves.
+        assert_eq!(get(&status, "Degraded").reason, "AsExpected");
+        assert_eq!(get(&status, "Progressing").reason, "RollingOut");
+        // Unchanged: nothing to write.
+        assert_eq!(compute(Some(&status), &input, at(20)), status);
+        // Fixed: back to the pods' count, then ready.
+        input.pods_problem = None;
+        let starting = compute(Some(&status), &input, at(30));
+        assert_eq!(get(&starting, "Ready").reason, "ReplicasNotReady");
+        assert_eq!(get(&starting, "Ready").last_transition_time, at(10));
+        // A problem left over while every pod is ready (a stale list) does not hide it.
+        let mut all = observed(Pods {
+            desired: 2,
+            current: 2,
+            ready: 2,
+            settled: true,
+        });
+        all.pods_problem = Some(pull);
+        assert_eq!(
+            get(&compute(None, &all, at(40)), "Ready").reason,
+            "AllReplicasReady"
+        );
+        // A stopped cluster has no pods to complain about.
+        let mut stopped = observed(Pods {
+            settled: true,
+            ..Pods::default()
+        });
+        stopped.pods_problem = input.pods_problem.clone();
+        assert_eq!(
+            get(&compute(None, &stopped, at(40)), "Ready").reason,
+            "Stopped"
+        );
+    }
+
+    #[test]
+    fn a_resources_operator_pod_problem_is_the_reason_it_is_not_ready() {
+        let crash = Problem {
+            reason: "CrashLooping".into(),
+            message: "pod resources-operator-demo-abc: container resources-operator keeps ending"
+                .into(),
+        };
+        for (state, reason) in [
+            (
+                ResourcesOperator::Deployed { available: false },
+                "CrashLooping",
+            ),
+            // An available Deployment serves; the roll of a bad pod shows while it is not.
+            (ResourcesOperator::Deployed { available: true }, "Available"),
+            (ResourcesOperator::Draining, "Draining"),
+            (ResourcesOperator::Disabled, "Disabled"),
+        ] {
+            let mut input = observed(Pods::default());
+            input.resources_operator = state;
+            input.resources_operator_problem = Some(crash.clone());
+            let status = compute(None, &input, at(1));
+            let condition = get(&status, "ResourcesOperatorReady");
+            assert_eq!(condition.reason, reason, "{state:?}");
+            if reason == "CrashLooping" {
+                assert_eq!(condition.status, "False");
+                assert!(
+                    condition.message.ends_with(&crash.message),
+                    "{}",
+                    condition.message
+                );
+            }
         }
     }
 }
