@@ -145,11 +145,68 @@ where
     }
 }
 
-/// A namespace of one test. Tests delete it at their end; one left behind by a failed test
-/// stays for inspection and goes with the testbed.
+/// A namespace of one test. Tests delete it at their end. One a failed test leaves behind (the
+/// value dropped without [`TestNamespace::delete`]) is described into
+/// `target/e2e-logs/namespaces/<name>.txt` (its pods, the pods' logs and its Events) and then
+/// deleted: on the testbed's node its pods would keep their CPU and memory requests and starve
+/// the suites after it. `E2E_KEEP_NAMESPACES=1` keeps it as it is, for inspection.
 pub struct TestNamespace {
     pub name: String,
     client: Client,
+    deleted: bool,
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if self.deleted || std::env::var_os("E2E_KEEP_NAMESPACES").is_some_and(|v| v == "1") {
+            return;
+        }
+        let kubectl = run_dir().join("bin/kubectl");
+        let kubeconfig = run_dir().join("kubeconfig");
+        let run = |args: &[&str]| {
+            std::process::Command::new(&kubectl)
+                .env("KUBECONFIG", &kubeconfig)
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map(|o| {
+                    let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
+                    text.push_str(&String::from_utf8_lossy(&o.stderr));
+                    text
+                })
+                .unwrap_or_else(|e| format!("running {}: {e}\n", kubectl.display()))
+        };
+        let ns = self.name.as_str();
+        let mut report = String::new();
+        for args in [
+            vec!["-n", ns, "get", "all,pvc,configmaps,secrets", "-o", "wide"],
+            vec!["-n", ns, "get", "events", "--sort-by=.lastTimestamp"],
+            vec![
+                "-n",
+                ns,
+                "logs",
+                "--all-containers",
+                "--prefix",
+                "--tail=200",
+                "-l",
+                "app.kubernetes.io/managed-by",
+            ],
+        ] {
+            report.push_str(&format!("$ kubectl {}\n", args.join(" ")));
+            report.push_str(&run(&args));
+            report.push('\n');
+        }
+        let dir = repo_root().join("target/e2e-logs/namespaces");
+        let file = dir.join(format!("{ns}.txt"));
+        let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, report));
+        let deleted = run(&["delete", "namespace", ns, "--wait=false"]);
+        eprintln!(
+            "namespace {ns} of a failed test: described in {} ({}), {} (E2E_KEEP_NAMESPACES=1 keeps it)",
+            file.display(),
+            written.map_or_else(|e| e.to_string(), |()| "written".into()),
+            deleted.trim()
+        );
+    }
 }
 
 impl std::fmt::Debug for TestNamespace {
@@ -183,16 +240,18 @@ impl TestNamespace {
         Ok(Self {
             name,
             client: client.clone(),
+            deleted: false,
         })
     }
 }
 
 impl TestNamespace {
     /// Deletes the namespace (the controller-manager finishes the deletion in the background).
-    pub async fn delete(self) -> anyhow::Result<()> {
+    pub async fn delete(mut self) -> anyhow::Result<()> {
         Api::<Namespace>::all(self.client.clone())
             .delete(&self.name, &DeleteParams::background())
             .await?;
+        self.deleted = true;
         Ok(())
     }
 }

@@ -17,19 +17,24 @@
 //!   operator's pod syncs both ways over TLS.
 //! - A new server image (`spec.image`: the second tag of the same server `make images` pushes)
 //!   rolls the two pods one by one: one of them is always Ready, both end on the new image.
+//! - A `Backup` of a two-server cluster and a `Restore` into a second cluster, carried out by the
+//!   cluster operator's pod (the server job on pod 0, reached through the headless Service and
+//!   CoreDNS; the archive streamed from one cluster to the other): the entry and the counter
+//!   value arrive, the target's resources operator pod mirrors the restored cache as a CR, and
+//!   deleting the Backup removes its archive.
 //!
-//! The suites share the node: the cluster test runs alone (a mutex), its two servers request 0.4
-//! CPU and 2 GiB between them.
+//! The suites share the node: the cluster tests run one at a time (a mutex), their servers request
+//! 0.2 CPU and 1 GiB each (three at most).
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
-use common_crds::{Cache, Infinispan};
+use common_crds::{Backup, Cache, Infinispan, Restore};
 use e2e::cluster_operator::condition;
 use e2e::pods::{Images, SERVER_VERSION, helm, helm_install, wait_ready};
 use e2e::{TestNamespace, Testbed, eventually, install_crds, repo_root};
-use infinispan_rest::{ClientConfig, Credentials};
+use infinispan_rest::{ClientConfig, CounterConfig, CounterStorage, Credentials};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -228,9 +233,13 @@ async fn operator_credentials(
     Ok(Credentials::new(field("username")?, field("password")?))
 }
 
-/// Applies the `Infinispan` CR `demo`: `spec` over the version and the small requests every
+/// Applies the `Infinispan` CR `name`: `spec` over the version and the small requests every
 /// cluster of this suite uses (the node has two CPUs, shared with the other suites' pods).
-async fn apply_cluster(clusters: &Api<Infinispan>, spec: serde_json::Value) -> anyhow::Result<()> {
+async fn apply_cluster(
+    clusters: &Api<Infinispan>,
+    name: &str,
+    spec: serde_json::Value,
+) -> anyhow::Result<()> {
     let mut full = json!({
         "version": SERVER_VERSION,
         "container": {"resources": {
@@ -243,12 +252,12 @@ async fn apply_cluster(clusters: &Api<Infinispan>, spec: serde_json::Value) -> a
     }
     let cr: Infinispan = serde_json::from_value(json!({
         "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
-        "metadata": {"name": "demo"},
+        "metadata": {"name": name},
         "spec": full,
     }))?;
     clusters
         .patch(
-            "demo",
+            name,
             &PatchParams::apply("e2e-user").force(),
             &Patch::Apply(&cr),
         )
@@ -256,23 +265,29 @@ async fn apply_cluster(clusters: &Api<Infinispan>, spec: serde_json::Value) -> a
     Ok(())
 }
 
-/// Waits until the `replicas` server pods are Ready and the CR says `Ready=True`.
+/// Waits until the `replicas` server pods of cluster `name` are Ready and its CR says
+/// `Ready=True`.
 async fn wait_cluster_ready(
     client: &Client,
     clusters: &Api<Infinispan>,
+    name: &str,
     replicas: usize,
 ) -> anyhow::Result<Infinispan> {
     let namespace = clusters.namespace().context("namespaced")?;
     for index in 0..replicas {
-        wait_ready(client, namespace, &format!("demo-{index}"), WAIT).await?;
+        wait_ready(client, namespace, &format!("{name}-{index}"), WAIT).await?;
     }
-    eventually("the Infinispan CR Ready=True", WAIT, || {
-        let clusters = clusters.clone();
-        async move {
-            let cr = clusters.get("demo").await?;
-            Ok(matches!(condition(&cr, "Ready"), Some(("True", _, _))).then_some(cr))
-        }
-    })
+    eventually(
+        &format!("the Infinispan CR {name} Ready=True"),
+        WAIT,
+        || {
+            let clusters = clusters.clone();
+            async move {
+                let cr = clusters.get(name).await?;
+                Ok(matches!(condition(&cr, "Ready"), Some(("True", _, _))).then_some(cr))
+            }
+        },
+    )
     .await
 }
 
@@ -315,24 +330,33 @@ async fn wait_members_and_ready(
     .await
 }
 
-/// Deletes the CR and waits until it, its pods and its volumes are gone.
-async fn delete_cluster(client: &Client, clusters: &Api<Infinispan>) -> anyhow::Result<()> {
+/// Deletes the CR `name` and waits until it, its pods and its volumes are gone.
+async fn delete_cluster(
+    client: &Client,
+    clusters: &Api<Infinispan>,
+    name: &str,
+) -> anyhow::Result<()> {
     let namespace = clusters.namespace().context("namespaced")?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
-    clusters.delete("demo", &DeleteParams::default()).await?;
-    eventually("the cluster, its pods and volumes gone", WAIT, || {
-        let clusters = clusters.clone();
-        let pods = pods.clone();
-        let claims = claims.clone();
-        async move {
-            let selector = ListParams::default().labels("app.kubernetes.io/instance=demo");
-            let gone = clusters.get_opt("demo").await?.is_none()
-                && pods.list(&selector).await?.items.is_empty()
-                && claims.list(&selector).await?.items.is_empty();
-            Ok(gone.then_some(()))
-        }
-    })
+    clusters.delete(name, &DeleteParams::default()).await?;
+    let instance = format!("app.kubernetes.io/instance={name}");
+    eventually(
+        &format!("the cluster {name}, its pods and volumes gone"),
+        WAIT,
+        || {
+            let clusters = clusters.clone();
+            let pods = pods.clone();
+            let claims = claims.clone();
+            let selector = ListParams::default().labels(&instance);
+            async move {
+                let gone = clusters.get_opt(name).await?.is_none()
+                    && pods.list(&selector).await?.items.is_empty()
+                    && claims.list(&selector).await?.items.is_empty();
+                Ok(gone.then_some(()))
+            }
+        },
+    )
     .await
 }
 
@@ -355,8 +379,8 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
     .await?;
 
     let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
-    apply_cluster(&clusters, json!({"replicas": 2})).await?;
-    let cr = wait_cluster_ready(&client, &clusters, 2).await?;
+    apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
 
     // One cluster of two members, seen over REST through the client Service.
     let rest = rest_client(&client, &ns.name, &cr).await?;
@@ -426,7 +450,7 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
     }
 
     // Deleting the CR drains and removes everything it made, the data volumes included.
-    delete_cluster(&client, &clusters).await?;
+    delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
 }
 
@@ -488,13 +512,11 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
         .create(&Default::default(), &secret)
         .await?;
     let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
-    apply_cluster(
-        &clusters,
-        json!({"replicas": 1, "security": {"endpointEncryption": {"type": "Secret", "certSecretName": "demo-tls"}}}),
+    apply_cluster(&clusters, "demo", json!({"replicas": 1, "security": {"endpointEncryption": {"type": "Secret", "certSecretName": "demo-tls"}}}),
     )
     .await?;
     // Ready: the kubelet's HTTPS probes answered, so the init container wrote the keystore.
-    let cr = wait_cluster_ready(&client, &clusters, 1).await?;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 1).await?;
     let pod = Api::<Pod>::namespaced(client.clone(), &ns.name)
         .get("demo-0")
         .await?;
@@ -535,7 +557,7 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
     wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
     sync_both_ways(&client, &ns.name, &rest, "over-tls", "from-rest-tls").await?;
 
-    delete_cluster(&client, &clusters).await?;
+    delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
 }
 
@@ -652,12 +674,17 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
     )
     .await?;
     let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
-    apply_cluster(&clusters, json!({"replicas": 2})).await?;
-    let cr = wait_cluster_ready(&client, &clusters, 2).await?;
+    apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
     let rest = rest_client(&client, &ns.name, &cr).await?;
 
     // The same server, another image (the second tag `make images` pushes).
-    apply_cluster(&clusters, json!({"replicas": 2, "image": images.server_b})).await?;
+    apply_cluster(
+        &clusters,
+        "demo",
+        json!({"replicas": 2, "image": images.server_b}),
+    )
+    .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     let deadline = tokio::time::Instant::now() + WAIT * 2;
     let mut least_ready = 2;
@@ -697,6 +724,195 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
         "no pod was ever replaced (at least one must have been down)"
     );
     wait_members_and_ready(&rest, &clusters, 2).await?;
-    delete_cluster(&client, &clusters).await?;
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}
+
+/// `curl --digest` against a cluster address as the operators' user (the credentials go to curl
+/// on its standard input, never on its command line): the status code and the body.
+async fn curl_digest(
+    credentials: &Credentials,
+    method: &str,
+    url: &str,
+    body: Option<&str>,
+) -> anyhow::Result<(u16, String)> {
+    let mut command = tokio::process::Command::new("curl");
+    command
+        .args([
+            "-sS",
+            "--digest",
+            "-K",
+            "-",
+            "-X",
+            method,
+            "-w",
+            "\n%{http_code}",
+        ])
+        .arg(url)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(body) = body {
+        command.args(["-H", "Content-Type: text/plain", "--data-binary", body]);
+    }
+    let mut child = command.spawn().context("running curl")?;
+    let config = format!(
+        "user = \"{}:{}\"\n",
+        credentials.username, credentials.password
+    );
+    let mut stdin = child.stdin.take().context("curl's stdin")?;
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, config.as_bytes()).await?;
+    drop(stdin);
+    let output = child.wait_with_output().await?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').context("curl printed no status")?;
+    Ok((code.trim().parse()?, body.to_string()))
+}
+
+/// The phase of the Backup or Restore `name` once it is `Succeeded` (fails at once on `Failed`,
+/// with the conditions).
+async fn wait_succeeded<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    eventually(&format!("{name} Succeeded"), WAIT, || {
+        let api = api.clone();
+        async move {
+            let object = serde_json::to_value(api.get(name).await?)?;
+            match object["status"]["phase"].as_str() {
+                Some("Succeeded") => Ok(Some(())),
+                Some("Failed") => bail!("{name} failed: {}", object["status"]["conditions"]),
+                _ => Ok(None),
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> anyhow::Result<()> {
+    let _only = CLUSTER.lock().await;
+    let testbed = Testbed::get()?;
+    let images = Images::get(&testbed)?;
+    let client = testbed.admin_client().await?;
+    install_crds(&client).await?;
+    let ns = TestNamespace::create(&client, "pods-backup").await?;
+    helm_install(
+        &testbed,
+        &images,
+        "in-pods",
+        &ns.name,
+        "infinispan-operator",
+    )
+    .await?;
+    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
+    apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
+    apply_cluster(&clusters, "restored", json!({"replicas": 1})).await?;
+    let source = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
+    let target = wait_cluster_ready(&client, &clusters, "restored", 1).await?;
+
+    // What the backup holds: a distributed cache with an entry, a counter at 7.
+    let rest = rest_client(&client, &ns.name, &source).await?;
+    let credentials = operator_credentials(&client, &ns.name, &source).await?;
+    let source_url = rest.config().base_url.clone();
+    rest.create_cache_from_template("people", "org.infinispan.DIST_SYNC", Default::default())
+        .await?;
+    let entry = format!("{source_url}/rest/v2/caches/people/alice");
+    let (code, body) = curl_digest(&credentials, "PUT", &entry, Some("engineer")).await?;
+    ensure!(code == 204 || code == 200, "PUT entry: {code} {body}");
+    rest.create_counter(
+        "visits",
+        &CounterConfig::Strong {
+            initial_value: 0,
+            storage: CounterStorage::Persistent,
+            lower_bound: None,
+            upper_bound: None,
+            lifespan: None,
+        },
+    )
+    .await?;
+    rest.counter_add("visits", 7).await?;
+
+    // The cluster operator's pod runs the server's backup on pod demo-0 (reached through the
+    // headless Service by the cluster's DNS), then streams the archive into `restored`.
+    let backups: Api<Backup> = Api::namespaced(client.clone(), &ns.name);
+    let backup: Backup = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Backup",
+        "metadata": {"name": "nightly"}, "spec": {"cluster": "demo"},
+    }))?;
+    backups
+        .patch(
+            "nightly",
+            &PatchParams::apply("e2e-user"),
+            &Patch::Apply(&backup),
+        )
+        .await?;
+    wait_succeeded(&backups, "nightly").await?;
+    let restores: Api<Restore> = Api::namespaced(client.clone(), &ns.name);
+    let restore: Restore = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Restore",
+        "metadata": {"name": "nightly-into-restored"},
+        "spec": {"cluster": "restored", "backup": "nightly"},
+    }))?;
+    restores
+        .patch(
+            "nightly-into-restored",
+            &PatchParams::apply("e2e-user"),
+            &Patch::Apply(&restore),
+        )
+        .await?;
+    wait_succeeded(&restores, "nightly-into-restored").await?;
+
+    // The target has the cache with its entry and the counter with its value, and its
+    // resources operator mirrors the restored cache as a Cache CR of `restored`.
+    let target_rest = rest_client(&client, &ns.name, &target).await?;
+    let target_url = target_rest.config().base_url.clone();
+    let (code, body) = curl_digest(
+        &operator_credentials(&client, &ns.name, &target).await?,
+        "GET",
+        &format!("{target_url}/rest/v2/caches/people/alice"),
+        None,
+    )
+    .await?;
+    ensure!(
+        code == 200 && body == "engineer",
+        "the restored entry: {code} {body}"
+    );
+    ensure!(
+        target_rest.counter_value("visits").await? == 7,
+        "the restored counter"
+    );
+    let caches: Api<Cache> = Api::namespaced(client.clone(), &ns.name);
+    eventually(
+        "a Cache CR of `restored` for the restored cache",
+        WAIT,
+        || {
+            let caches = caches.clone();
+            async move {
+                let list = caches
+                    .list(&ListParams::default().labels("infinispan.org/cluster=restored"))
+                    .await?;
+                Ok(list
+                    .items
+                    .iter()
+                    .any(|c| {
+                        c.spec.common.name.as_deref() == Some("people") || c.name_any() == "people"
+                    })
+                    .then_some(()))
+            }
+        },
+    )
+    .await?;
+
+    // Deleting the Backup deletes its archive on the server (the finalizer), then the CR.
+    backups.delete("nightly", &DeleteParams::default()).await?;
+    eventually("the Backup gone with its archive", WAIT, || {
+        let backups = backups.clone();
+        async move { Ok(backups.get_opt("nightly").await?.is_none().then_some(())) }
+    })
+    .await?;
+
+    delete_cluster(&client, &clusters, "restored").await?;
+    delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
 }
