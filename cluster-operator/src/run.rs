@@ -249,6 +249,7 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
                 instance: std::env::var("POD_NAME").ok(),
             },
         ),
+        backoff: Arc::default(),
     });
     tracing::info!(?scope, "cluster operator starting");
     match args.label_policy {

@@ -1,5 +1,6 @@
 //! Status conditions: their types, the reasons of resource kinds (design "Conditions on resource
-//! kinds"), and [`set_condition`], which moves `lastTransitionTime` only on a real change so that
+//! kinds"), the reasons of an `Infinispan` CR's problems ([`ProblemReason`]), and
+//! [`set_condition`], which moves `lastTransitionTime` only on a real change so that
 //! an idle operator writes nothing (design L1).
 
 use std::fmt;
@@ -171,6 +172,140 @@ impl fmt::Display for Reason {
     }
 }
 
+/// Why a condition of an `Infinispan` CR reports a problem: `Degraded=True` (the cluster
+/// operator cannot apply the CR as it is), or `Ready` / `ResourcesOperatorReady` `False` because
+/// a pod cannot run. Exactly the reasons users see in the status and in Warning Events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProblemReason {
+    /// A Secret the CR names does not exist.
+    MissingSecret,
+    /// The ConfigMap of `spec.configMapName` does not exist.
+    MissingConfigMap,
+    /// The CR's name, namespace or uid cannot name the cluster's objects.
+    InvalidCluster,
+    /// The operator's own settings (cluster domain, image) cannot give the server's objects.
+    InvalidSettings,
+    /// `spec.version` has no image, is malformed or is too old.
+    UnsupportedVersion,
+    /// The identities Secret (or the operators' credentials) cannot be read as users.
+    InvalidIdentities,
+    /// The overlay ConfigMap cannot be used.
+    InvalidConfigOverlay,
+    /// The TLS Secret is not named, or cannot be used.
+    InvalidTlsSecret,
+    /// A log category of `spec.logging` cannot be used.
+    InvalidLogging,
+    /// The CR or the settings cannot give the resources operator's objects.
+    InvalidResourcesOperator,
+    /// The API server refused an object (invalid, or its change forbidden).
+    Refused,
+    /// Pods: an image cannot be pulled.
+    ImagePullFailed,
+    /// Pods: a server container keeps ending.
+    ServerCrashLooping,
+    /// Pods: a server container ended, or cannot be created or run.
+    ServerFailing,
+    /// Pods: a resources operator container keeps ending.
+    CrashLooping,
+    /// Pods: a resources operator container ended, or cannot be created or run.
+    Failing,
+    /// Pods: no node can take a pod.
+    Unschedulable,
+}
+
+impl ProblemReason {
+    /// Every reason.
+    pub const ALL: [ProblemReason; 17] = [
+        Self::MissingSecret,
+        Self::MissingConfigMap,
+        Self::InvalidCluster,
+        Self::InvalidSettings,
+        Self::UnsupportedVersion,
+        Self::InvalidIdentities,
+        Self::InvalidConfigOverlay,
+        Self::InvalidTlsSecret,
+        Self::InvalidLogging,
+        Self::InvalidResourcesOperator,
+        Self::Refused,
+        Self::ImagePullFailed,
+        Self::ServerCrashLooping,
+        Self::ServerFailing,
+        Self::CrashLooping,
+        Self::Failing,
+        Self::Unschedulable,
+    ];
+
+    /// The `reason` of the condition (and of the Warning Event).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::MissingSecret => "MissingSecret",
+            Self::MissingConfigMap => "MissingConfigMap",
+            Self::InvalidCluster => "InvalidCluster",
+            Self::InvalidSettings => "InvalidSettings",
+            Self::UnsupportedVersion => "UnsupportedVersion",
+            Self::InvalidIdentities => "InvalidIdentities",
+            Self::InvalidConfigOverlay => "InvalidConfigOverlay",
+            Self::InvalidTlsSecret => "InvalidTlsSecret",
+            Self::InvalidLogging => "InvalidLogging",
+            Self::InvalidResourcesOperator => "InvalidResourcesOperator",
+            Self::Refused => "Refused",
+            Self::ImagePullFailed => "ImagePullFailed",
+            Self::ServerCrashLooping => "ServerCrashLooping",
+            Self::ServerFailing => "ServerFailing",
+            Self::CrashLooping => "CrashLooping",
+            Self::Failing => "Failing",
+            Self::Unschedulable => "Unschedulable",
+        }
+    }
+
+    /// The reason of that name, if it is one.
+    pub fn parse(reason: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == reason)
+    }
+
+    /// Whether the pods say it (`Ready` or `ResourcesOperatorReady`), not the cluster operator
+    /// (`Degraded`).
+    pub const fn is_pod_problem(self) -> bool {
+        matches!(
+            self,
+            Self::ImagePullFailed
+                | Self::ServerCrashLooping
+                | Self::ServerFailing
+                | Self::CrashLooping
+                | Self::Failing
+                | Self::Unschedulable
+        )
+    }
+
+    /// Whether the problem can go away without a change of the CR: something it references (a
+    /// Secret, a ConfigMap) or something outside it (an admission policy that refused an
+    /// object) may change. The others need a new spec (or new operator settings, which
+    /// restart the operator).
+    pub const fn may_clear_by_itself(self) -> bool {
+        matches!(
+            self,
+            Self::MissingSecret
+                | Self::MissingConfigMap
+                | Self::InvalidIdentities
+                | Self::InvalidConfigOverlay
+                | Self::InvalidTlsSecret
+                | Self::Refused
+        ) || self.is_pod_problem()
+    }
+}
+
+impl fmt::Display for ProblemReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for ProblemReason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// A condition, stamped with `now` as its `lastTransitionTime` (which [`set_condition`] keeps
 /// from the existing condition when the status did not change).
 pub fn new_condition(
@@ -243,6 +378,33 @@ pub fn is_condition_true(conditions: &[Condition], type_: ConditionType) -> bool
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn problem_reasons_read_back_and_split_pods_from_the_operator() {
+        for reason in ProblemReason::ALL {
+            assert_eq!(ProblemReason::parse(reason.as_str()), Some(reason));
+            assert_eq!(reason.to_string(), reason.as_str());
+        }
+        assert_eq!(ProblemReason::parse("AllReplicasReady"), None);
+        let pods: Vec<_> = ProblemReason::ALL
+            .into_iter()
+            .filter(|r| r.is_pod_problem())
+            .map(ProblemReason::as_str)
+            .collect();
+        assert_eq!(
+            pods,
+            [
+                "ImagePullFailed",
+                "ServerCrashLooping",
+                "ServerFailing",
+                "CrashLooping",
+                "Failing",
+                "Unschedulable"
+            ]
+        );
+        assert!(ProblemReason::MissingSecret.may_clear_by_itself());
+        assert!(!ProblemReason::UnsupportedVersion.may_clear_by_itself());
+    }
     use k8s_openapi::jiff::Timestamp;
 
     fn at(second: i64) -> Time {

@@ -1,12 +1,21 @@
 //! Server-side apply under the cluster operator's one field manager, and deletion of what the
-//! CR no longer asks for (only objects the CR controls).
+//! CR no longer asks for (only objects the CR controls): the server's objects in their order
+//! ([`apply_server`]), the resources operator's ([`apply_resources_operator`]), and the
+//! finalizer writes.
 
+use common_crds::Infinispan;
+use common_crds::conditions::ProblemReason;
 use common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER;
 use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use super::status::Problem;
+use crate::build::{expose, resources_operator, server};
 
 /// The API server refused an object (its own message, for the `Degraded` condition).
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +42,90 @@ pub enum ApplyError {
     },
 }
 
+impl ApplyError {
+    /// The problem the user must fix (the API server refused an object), or the error itself
+    /// when the API server failed (worth a retry with backoff).
+    pub fn into_problem(self) -> Result<Problem, Self> {
+        match self {
+            Self::Refused(refused) => Ok(Problem::new(ProblemReason::Refused, refused)),
+            error => Err(error),
+        }
+    }
+}
+
+/// The owner reference every object of `cluster` carries.
+pub fn owner_reference(cluster: &Infinispan) -> OwnerReference {
+    let mut owner = cluster
+        .controller_owner_ref(&())
+        .unwrap_or_else(|| OwnerReference {
+            api_version: Infinispan::api_version(&()).into_owned(),
+            kind: Infinispan::kind(&()).into_owned(),
+            name: cluster.name_any(),
+            uid: cluster.uid().unwrap_or_default(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        });
+    owner.block_owner_deletion = Some(true);
+    owner
+}
+
+/// Writes `finalizers` on the object `name`, only if it is still at `resource_version`.
+pub(crate) async fn patch_finalizers<K>(
+    api: &Api<K>,
+    name: &str,
+    resource_version: &str,
+    finalizers: Vec<String>,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": resource_version, "finalizers": finalizers }
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}
+
+/// Applies the server's objects in order (ConfigMap, identities Secret, Services: headless,
+/// client and the operators', the `spec.expose` Service or Ingress, StatefulSet,
+/// PodDisruptionBudget), deleting a left-over optional one; returns the StatefulSet as applied.
+pub async fn apply_server(
+    client: &kube::Client,
+    cluster: &Infinispan,
+    objects: &server::Objects,
+    exposed: &expose::Exposed,
+) -> Result<StatefulSet, ApplyError> {
+    let name = cluster.name_any();
+    apply(client, &objects.config_map).await?;
+    let identities = server::identities_secret_name(&name);
+    let secret = objects.identities_secret.as_ref();
+    apply_or_remove(client, cluster, secret, &identities).await?;
+    apply(client, &objects.ping_service).await?;
+    apply(client, &objects.client_service).await?;
+    apply(client, &objects.operator_service).await?;
+    let external = expose::external_service_name(&name);
+    apply_or_remove(client, cluster, exposed.service.as_ref(), &external).await?;
+    let ingress = expose::ingress_name(&name);
+    apply_or_remove(client, cluster, exposed.ingress.as_ref(), &ingress).await?;
+    let stateful_set = apply(client, &objects.stateful_set).await?;
+    let budget = objects.pod_disruption_budget.as_ref();
+    let budget_name = server::stateful_set_name(&name);
+    apply_or_remove(client, cluster, budget, &budget_name).await?;
+    Ok(stateful_set)
+}
+
+/// Applies the resources operator's objects; returns its Deployment as applied.
+pub async fn apply_resources_operator(
+    client: &kube::Client,
+    objects: &resources_operator::Objects,
+) -> Result<Deployment, ApplyError> {
+    apply(client, &objects.service_account).await?;
+    apply(client, &objects.role).await?;
+    apply(client, &objects.role_binding).await?;
+    apply(client, &objects.deployment).await
+}
+
 /// Applies `object` (forcing ownership of its fields) and returns what the API server holds
 /// after it.
 pub async fn apply<K>(client: &kube::Client, object: &K) -> Result<K, ApplyError>
@@ -53,13 +146,12 @@ where
 }
 
 /// Applies `desired` when the CR asks for it, else deletes the left-over `name` the CR
-/// controls (an optional object the CR no longer asks for).
+/// `cluster` controls (an optional object the CR no longer asks for).
 pub async fn apply_or_remove<K>(
     client: &kube::Client,
+    cluster: &Infinispan,
     desired: Option<&K>,
-    namespace: &str,
     name: &str,
-    owner_uid: &str,
 ) -> Result<(), ApplyError>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
@@ -70,9 +162,13 @@ where
 {
     match desired {
         Some(object) => apply(client, object).await.map(|_| ()),
-        None => delete_owned::<K>(client, namespace, name, owner_uid)
-            .await
-            .map(|_| ()),
+        None => {
+            let namespace = cluster.namespace().unwrap_or_default();
+            let owner_uid = cluster.uid().unwrap_or_default();
+            delete_owned::<K>(client, &namespace, name, &owner_uid)
+                .await
+                .map(|_| ())
+        }
     }
 }
 

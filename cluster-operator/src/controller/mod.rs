@@ -2,22 +2,25 @@
 //! operator, applied with server-side apply under one field manager
 //! ([`CLUSTER_OPERATOR_FIELD_MANAGER`]), and reports what it sees in the CR's status.
 //!
-//! One reconcile of a live CR:
+//! One reconcile of a live CR (`apply_cluster`, in this order):
 //!
 //! 1. puts the cluster operator's finalizer ([`CLUSTER_FINALIZER`]) on the CR (its own write);
 //! 2. reads what the CR references ([`referenced`]; generates the operators' credentials and,
 //!    unless the user names one, the application identities Secret);
-//! 3. builds the server objects ([`crate::build::server`]) and applies them in order
-//!    (ConfigMap, identities Secret, Services: headless, client and the operators', the
-//!    `spec.expose` Service or Ingress, StatefulSet, PodDisruptionBudget), deleting a left-over
-//!    identities Secret, external Service, Ingress or budget the CR no longer asks for;
-//! 4. applies the resources operator's ServiceAccount, Role, RoleBinding and Deployment
-//!    ([`crate::build::resources_operator`]), or drains and removes them when
-//!    `spec.resourcesOperator.enabled` is false ([`teardown`]);
-//! 5. computes the status ([`status::compute`]) from the objects the API server returned and,
-//!    while a server or the resources operator is not ready, from what their pods say
-//!    ([`pods::problem`]: an image that cannot be pulled, a container that keeps ending...), and
-//!    writes it only when it changed; a new pod problem also gets a Warning Event on the CR.
+//! 3. validates and builds, without a call to the API server ([`desired`]): the server objects
+//!    ([`crate::build::server`]) and the resources operator's ServiceAccount, Role, RoleBinding
+//!    and Deployment ([`crate::build::resources_operator`]);
+//! 4. applies them ([`apply`]): the server objects in order (ConfigMap, identities Secret,
+//!    Services: headless, client and the operators', the `spec.expose` Service or Ingress,
+//!    StatefulSet, PodDisruptionBudget), deleting a left-over identities Secret, external
+//!    Service, Ingress or budget the CR no longer asks for; then the resources operator's, or,
+//!    when `spec.resourcesOperator.enabled` is false, drains and removes them ([`teardown`]);
+//!    the result is what was applied ([`report::Applied`]);
+//! 5. computes the status ([`status::compute`]) from what was applied and, while a server or
+//!    the resources operator is not ready, from what their pods say ([`pods::problem`]: an image
+//!    that cannot be pulled, a container that keeps ending...), and writes it only when it
+//!    changed; a new problem gets a Warning Event on the CR ([`report`]);
+//! 6. says when to look again ([`retry`]).
 //!
 //! Triggers: the CR, the StatefulSets and Deployments it owns, and the pods of its clusters
 //! (label `app.kubernetes.io/managed-by`, mapped to their CR by `infinispan.org/cluster`): a
@@ -25,11 +28,14 @@
 //! selected request) only by a reconcile that finds a workload not ready.
 //!
 //! A problem with the CR or what it references (a missing Secret, an unknown version, an object
-//! the API server refuses) stops the apply where it is: what was applied before keeps running,
-//! the status says `Degraded=True` with the reason, a Warning Event is published once per new
-//! problem, and the CR is looked at again after [`PROBLEM_RETRY`] (user Secrets and ConfigMaps
-//! are not watched: the operator would need to cache every Secret of the namespaces it
-//! watches). The API server failing is an error: retried with kube-runtime's backoff.
+//! the API server refuses; a
+//! [`ProblemReason`](common_crds::conditions::ProblemReason)) stops the apply where it is: what was applied
+//! before keeps running, the status says `Degraded=True` with the reason, and a Warning Event
+//! is published once per new problem. The CR is looked at again on its next change, or, when
+//! the problem may clear without one (a referenced Secret or ConfigMap, an admission policy),
+//! after [`PROBLEM_RETRY`]: user Secrets and ConfigMaps are not watched (the operator would
+//! need to cache every Secret of the namespaces it watches). The API server failing is an
+//! error: retried with an exponential backoff per CR ([`retry::Backoff`]).
 //!
 //! Deletion: the resources operator drains ([`teardown`]), then the finalizer is removed and the
 //! garbage collector deletes every object the CR controls (server, data volumes, Secrets the
@@ -37,8 +43,11 @@
 
 pub mod apply;
 pub mod credentials;
+pub mod desired;
 pub mod pods;
 pub mod referenced;
+pub mod report;
+pub mod retry;
 pub mod status;
 pub mod teardown;
 
@@ -46,34 +55,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common_crds::Infinispan;
+use common_crds::conditions::ConditionType;
 use common_crds::infinispan::InfinispanStatus;
 use common_crds::labels::{CLUSTER_FINALIZER, CLUSTER_LABEL, CLUSTER_OPERATOR_FIELD_MANAGER};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
-use operator_runtime::events::{Event, EventType, Recorder};
-use serde::de::DeserializeOwned;
+use operator_runtime::events::{EventType, Recorder};
 
-use crate::build::{expose, resources_operator, server};
-use apply::{ApplyError, apply, apply_or_remove};
-use status::{Observed, Pods, Problem, ResourcesOperator};
+use crate::build::{resources_operator, server};
+pub use apply::owner_reference;
+use apply::{ApplyError, patch_finalizers};
+use desired::Desired;
+use report::{Applied, publish, write_status};
+pub use retry::{DRAIN_POLL, PROBLEM_RETRY, RESYNC};
+use status::{Problem, ResourcesOperator};
 use teardown::Drain;
-
-/// How soon a CR with a problem the user must fix is looked at again.
-pub const PROBLEM_RETRY: Duration = Duration::from_secs(30);
-/// How often a settled CR is looked at again without any event (drift of objects the
-/// controller does not watch).
-pub const RESYNC: Duration = Duration::from_secs(600);
-/// How often a drain in progress is looked at.
-pub const DRAIN_POLL: Duration = Duration::from_secs(2);
 
 /// Operator-wide settings of the controller.
 #[derive(Clone, Debug)]
@@ -94,6 +98,8 @@ pub struct Context {
     pub settings: Settings,
     /// One for the process: a repeated Event counts into the first one's series.
     pub recorder: Recorder,
+    /// The failures in a row of each CR whose last reconcile failed.
+    pub backoff: Arc<retry::Backoff<ObjectRef<Infinispan>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -114,40 +120,6 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error(transparent)]
     Reference(#[from] referenced::ReferenceError),
-}
-
-/// The owner reference every object of `cluster` carries.
-pub fn owner_reference(cluster: &Infinispan) -> OwnerReference {
-    let mut owner = cluster
-        .controller_owner_ref(&())
-        .unwrap_or_else(|| OwnerReference {
-            api_version: Infinispan::api_version(&()).into_owned(),
-            kind: Infinispan::kind(&()).into_owned(),
-            name: cluster.name_any(),
-            uid: cluster.uid().unwrap_or_default(),
-            controller: Some(true),
-            block_owner_deletion: None,
-        });
-    owner.block_owner_deletion = Some(true);
-    owner
-}
-
-/// Writes `finalizers` on the object `name`, only if it is still at `resource_version`.
-pub(crate) async fn patch_finalizers<K>(
-    api: &Api<K>,
-    name: &str,
-    resource_version: &str,
-    finalizers: Vec<String>,
-) -> Result<(), kube::Error>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let patch = serde_json::json!({
-        "metadata": { "resourceVersion": resource_version, "finalizers": finalizers }
-    });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
 }
 
 /// Runs the controller over `api` (one namespace, or all) until `shutdown` completes; `owned`
@@ -179,17 +151,25 @@ pub async fn run(
         .await;
 }
 
-fn error_policy(cluster: Arc<Infinispan>, error: &Error, _: Arc<Context>) -> Action {
+/// The API server failed: retried after a backoff that grows with the CR's failures in a row.
+fn error_policy(cluster: Arc<Infinispan>, error: &Error, context: Arc<Context>) -> Action {
     tracing::warn!(
         cluster = %cluster.name_any(),
         namespace = %cluster.namespace().unwrap_or_default(),
         %error,
         "reconcile failed; retrying"
     );
-    Action::requeue(Duration::from_secs(5))
+    Action::requeue(context.backoff.failed(ObjectRef::from_obj(&*cluster)))
 }
 
+/// One reconcile; a success forgets the CR's failures.
 async fn reconcile(cluster: Arc<Infinispan>, context: Arc<Context>) -> Result<Action, Error> {
+    let action = reconcile_cluster(&cluster, &context).await?;
+    context.backoff.succeeded(&ObjectRef::from_obj(&*cluster));
+    Ok(action)
+}
+
+async fn reconcile_cluster(cluster: &Infinispan, context: &Context) -> Result<Action, Error> {
     let namespace = cluster.namespace().unwrap_or_default();
     let api: Api<Infinispan> = Api::namespaced(context.client.clone(), &namespace);
     let has_finalizer = cluster.finalizers().iter().any(|f| f == CLUSTER_FINALIZER);
@@ -197,7 +177,7 @@ async fn reconcile(cluster: Arc<Infinispan>, context: Arc<Context>) -> Result<Ac
         if !has_finalizer {
             return Ok(Action::await_change());
         }
-        return finalize(&api, &cluster, &context).await;
+        return finalize(&api, cluster, context).await;
     }
     if !has_finalizer {
         let mut finalizers = cluster.finalizers().to_vec();
@@ -212,7 +192,7 @@ async fn reconcile(cluster: Arc<Infinispan>, context: Arc<Context>) -> Result<Ac
         // The write's watch event brings the CR back.
         return Ok(Action::await_change());
     }
-    apply_cluster(&api, &cluster, &context).await
+    apply_cluster(&api, cluster, context).await
 }
 
 /// Deletion: drain, then release the CR.
@@ -281,7 +261,8 @@ async fn drain_step(
         let note = format!(
             "the resources operator did not release {released} CRs within {timeout:?}: their finalizers were removed by the cluster operator"
         );
-        publish(context, cluster, EventType::Warning, "DrainTimeout", note).await;
+        let recorder = &context.recorder;
+        publish(recorder, cluster, EventType::Warning, "DrainTimeout", note).await;
     }
     Ok(step)
 }
@@ -293,379 +274,133 @@ fn elapsed_since(since: Timestamp) -> Duration {
     Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
 }
 
-/// A live CR: apply, then report.
+/// A live CR, step by step (the module's list from step 2).
 async fn apply_cluster(
     api: &Api<Infinispan>,
     cluster: &Infinispan,
     context: &Context,
 ) -> Result<Action, Error> {
-    let name = cluster.name_any();
-    let namespace = cluster.namespace().unwrap_or_default();
     let client = &context.client;
-    let mut problem: Option<Problem> = None;
-    let mut version = None;
-    let mut stateful_set: Option<StatefulSet> = None;
-
-    // The referenced objects, then the server.
+    // 2. What the CR references: a missing or unusable object is a problem.
     let read = match referenced::read(client, cluster).await {
-        Ok(read) => Some(read),
-        Err(error) if error.is_transient() => return Err(error.into()),
-        Err(error) => {
-            problem = Some(Problem {
-                reason: error.reason().to_string(),
-                message: error.to_string(),
-            });
-            None
-        }
+        Ok(read) => Ok(read),
+        Err(error) => Err(error.into_problem()?),
     };
-    if let Some(read) = &read {
-        match apply_server(client, cluster, &context.settings.server, &read.referenced).await {
-            Ok((applied, image_version)) => {
-                stateful_set = Some(applied);
-                version = Some(image_version);
-            }
-            Err(ServerApplyError::Problem(found)) => problem = Some(found),
-            Err(ServerApplyError::Api(error)) => return Err(error.into()),
-        }
-    }
-    if stateful_set.is_none() {
-        stateful_set = Api::<StatefulSet>::namespaced(client.clone(), &namespace)
-            .get_opt(&server::stateful_set_name(&name))
-            .await?;
-    }
-
-    // The resources operator.
-    let mut requeue = if problem.is_some() {
-        PROBLEM_RETRY
-    } else {
-        RESYNC
-    };
-    let resources_operator = if cluster.spec.resources_operator.enabled {
-        match &read {
-            Some(read) => {
-                let mut settings = context.settings.resources_operator.clone();
-                settings.credentials_secret = read.operator_credentials.name_any();
-                settings.credentials_revision = Some(read.credentials_revision.clone());
-                settings.server_ca = read.server_ca;
-                match resources_operator::build(cluster, &settings) {
-                    Ok(objects) => match apply_resources_operator(client, objects).await {
-                        Ok(deployment) => ResourcesOperator::deployed(Some(&deployment)),
-                        Err(ApplyError::Refused(refused)) => {
-                            problem.get_or_insert(Problem {
-                                reason: "Refused".into(),
-                                message: refused.to_string(),
-                            });
-                            ResourcesOperator::deployed(None)
-                        }
-                        Err(error) => return Err(error.into()),
-                    },
-                    Err(error) => {
-                        problem.get_or_insert(Problem {
-                            reason: "InvalidResourcesOperator".into(),
-                            message: error.to_string(),
-                        });
-                        ResourcesOperator::deployed(None)
-                    }
-                }
-            }
-            None => ResourcesOperator::deployed(
-                Api::<Deployment>::namespaced(client.clone(), &namespace)
-                    .get_opt(&common_crds::rbac::resources_operator_name(&name))
-                    .await?
-                    .as_ref(),
-            ),
-        }
-    } else {
-        let since = draining_since(cluster.status.as_ref()).unwrap_or_else(Timestamp::now);
-        match drain_step(context, cluster, since).await? {
-            Drain::Waiting { .. } => {
-                requeue = DRAIN_POLL;
-                ResourcesOperator::Draining
-            }
-            Drain::Done { .. } => ResourcesOperator::Disabled,
-        }
-    };
-
-    let server_pods = Pods::of(stateful_set.as_ref(), cluster.spec.replicas);
-    let (pods_problem, resources_operator_problem) =
-        pod_problems(client, &namespace, &name, server_pods, resources_operator).await?;
-    let observed = Observed {
-        generation: cluster.meta().generation,
-        problem: problem.clone(),
-        pods: server_pods,
-        pods_problem,
-        resources_operator,
-        resources_operator_problem,
-        version,
-        selector: server::selector(&name),
-        operator_credentials_secret: read.as_ref().map(|r| r.operator_credentials.name_any()),
-    };
-    let previous = degraded_of(cluster.status.as_ref());
-    let previous_pods = [
-        reason_of(cluster.status.as_ref(), "Ready"),
-        reason_of(cluster.status.as_ref(), "ResourcesOperatorReady"),
-    ];
-    let written = write_status(api, cluster, |current| {
-        status::compute(current, &observed, Time(Timestamp::now()))
-    })
-    .await?;
-    if let Some(problem) = &problem
-        && degraded_of(Some(&written)) != previous
-    {
-        publish(
-            context,
+    // 3. Validate and build.
+    let settings = &context.settings;
+    let desired = read.map(|read| {
+        desired::build(
             cluster,
-            EventType::Warning,
-            &problem.reason,
-            problem.message.clone(),
+            &settings.server,
+            &settings.resources_operator,
+            &read,
         )
-        .await;
-    }
-    // A new reason why pods cannot run, once (the kubelet's own Events are on the pods).
-    for (type_, previous) in ["Ready", "ResourcesOperatorReady"]
-        .into_iter()
-        .zip(previous_pods)
-    {
-        if let Some((reason, message)) = condition_of(Some(&written), type_)
-            && pods::REASONS.contains(&reason.as_str())
-            && previous.as_deref() != Some(reason.as_str())
-        {
-            publish(context, cluster, EventType::Warning, &reason, message).await;
-        }
-    }
-    Ok(Action::requeue(requeue))
+    });
+    // 4. Apply.
+    let applied = apply_desired(context, cluster, desired).await?;
+    // 5. Report.
+    report::report(api, client, &context.recorder, cluster, &applied).await?;
+    // 6. When to look again.
+    let draining = applied.resources_operator == ResourcesOperator::Draining;
+    Ok(retry::after_apply(
+        applied.problem.map(|problem| problem.reason),
+        draining,
+    ))
 }
 
-/// What keeps the server pods and the resources operator's pod from running, looked for only
-/// when they are not all ready. Without the right to list pods (RBAC of an older release) the
-/// conditions say what they said before this was looked for, with a warning in the log.
-async fn pod_problems(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-    servers: Pods,
-    resources_operator: ResourcesOperator,
-) -> Result<(Option<Problem>, Option<Problem>), kube::Error> {
-    let servers_ready =
-        servers.desired == 0 || (servers.ready >= servers.desired && servers.settled);
-    let resources_operator_ready = !matches!(
-        resources_operator,
-        ResourcesOperator::Deployed { available: false }
-    );
-    if servers_ready && resources_operator_ready {
-        return Ok((None, None));
+/// Step 4: the server, then the resources operator; where nothing was applied, what runs.
+async fn apply_desired(
+    context: &Context,
+    cluster: &Infinispan,
+    desired: Result<Desired, Problem>,
+) -> Result<Applied, Error> {
+    let client = &context.client;
+    let (server, resources_operator, operator_credentials_secret) = match desired {
+        Ok(desired) => (
+            desired.server,
+            desired.resources_operator,
+            Some(desired.operator_credentials_secret),
+        ),
+        Err(problem) => (Err(problem), None, None),
+    };
+    let mut problem = None;
+    let (mut stateful_set, mut version) = (None, None);
+    match server {
+        Ok(server) => match refused(
+            apply::apply_server(client, cluster, &server.objects, &server.exposed).await,
+        )? {
+            Ok(applied) => (stateful_set, version) = (Some(applied), Some(server.version)),
+            Err(refused) => problem = Some(refused),
+        },
+        Err(invalid) => problem = Some(invalid),
     }
-    let selector = format!(
-        "app.kubernetes.io/instance={name},app.kubernetes.io/managed-by={CLUSTER_OPERATOR_FIELD_MANAGER}"
-    );
-    let listed = match Api::<Pod>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().labels(&selector))
-        .await
-    {
-        Ok(list) => list.items,
-        Err(kube::Error::Api(status)) if status.code == 403 => {
-            tracing::warn!(%namespace, cluster = %name, message = %status.message, "cannot list the cluster's pods: their problems are not reported (the operator's RBAC lacks pods list)");
-            return Ok((None, None));
+    if stateful_set.is_none() {
+        let namespace = cluster.namespace().unwrap_or_default();
+        stateful_set = Api::<StatefulSet>::namespaced(client.clone(), &namespace)
+            .get_opt(&server::stateful_set_name(&cluster.name_any()))
+            .await?;
+    }
+    let (resources_operator, resources_operator_problem) =
+        apply_resources_operator(context, cluster, resources_operator).await?;
+    Ok(Applied {
+        stateful_set,
+        version,
+        resources_operator,
+        // The server's problem comes first.
+        problem: problem.or(resources_operator_problem),
+        operator_credentials_secret,
+    })
+}
+
+/// The resources operator: drained when disabled; else applied when built, or read when
+/// nothing was (`desired` is `None` when what the CR references could not be read).
+async fn apply_resources_operator(
+    context: &Context,
+    cluster: &Infinispan,
+    desired: Option<Result<resources_operator::Objects, Problem>>,
+) -> Result<(ResourcesOperator, Option<Problem>), Error> {
+    let client = &context.client;
+    if !cluster.spec.resources_operator.enabled {
+        let since = draining_since(cluster.status.as_ref()).unwrap_or_else(Timestamp::now);
+        let state = match drain_step(context, cluster, since).await? {
+            Drain::Waiting { .. } => ResourcesOperator::Draining,
+            Drain::Done { .. } => ResourcesOperator::Disabled,
+        };
+        return Ok((state, None));
+    }
+    let objects = match desired {
+        Some(Ok(objects)) => objects,
+        Some(Err(invalid)) => return Ok((ResourcesOperator::deployed(None), Some(invalid))),
+        None => {
+            let namespace = cluster.namespace().unwrap_or_default();
+            let found = Api::<Deployment>::namespaced(client.clone(), &namespace)
+                .get_opt(&common_crds::rbac::resources_operator_name(
+                    &cluster.name_any(),
+                ))
+                .await?;
+            return Ok((ResourcesOperator::deployed(found.as_ref()), None));
         }
-        Err(error) => return Err(error),
     };
-    let of = |selector: std::collections::BTreeMap<String, String>| -> Vec<Pod> {
-        listed
-            .iter()
-            .filter(|pod| {
-                let labels = pod.labels();
-                selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-            })
-            .cloned()
-            .collect()
-    };
-    let server_problem = if servers_ready {
-        None
-    } else {
-        pods::problem(pods::Workload::Server, &of(server::selector_labels(name)))
-    };
-    let resources_operator_problem = if resources_operator_ready {
-        None
-    } else {
-        pods::problem(
-            pods::Workload::ResourcesOperator,
-            &of(resources_operator::selector_labels(name)),
-        )
-    };
-    Ok((server_problem, resources_operator_problem))
+    Ok(
+        match refused(apply::apply_resources_operator(client, &objects).await)? {
+            Ok(deployment) => (ResourcesOperator::deployed(Some(&deployment)), None),
+            Err(refused) => (ResourcesOperator::deployed(None), Some(refused)),
+        },
+    )
+}
+
+/// An apply the API server refused is a problem of the input; its failure is an error.
+fn refused<T>(result: Result<T, ApplyError>) -> Result<Result<T, Problem>, Error> {
+    match result {
+        Ok(applied) => Ok(Ok(applied)),
+        Err(error) => Ok(Err(error.into_problem()?)),
+    }
 }
 
 /// When the current drain began: the `lastTransitionTime` of `ResourcesOperatorReady` with
 /// reason `Draining`.
 fn draining_since(status: Option<&InfinispanStatus>) -> Option<Timestamp> {
-    status?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "ResourcesOperatorReady" && c.reason == "Draining")
+    report::condition_of(status, ConditionType::ResourcesOperatorReady)
+        .filter(|c| c.reason == status::DRAINING)
         .map(|c| c.last_transition_time.0)
-}
-
-/// The reason and message of the condition `type_`.
-fn condition_of(status: Option<&InfinispanStatus>, type_: &str) -> Option<(String, String)> {
-    status?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.reason.clone(), c.message.clone()))
-}
-
-/// The reason of the condition `type_`.
-fn reason_of(status: Option<&InfinispanStatus>, type_: &str) -> Option<String> {
-    condition_of(status, type_).map(|(reason, _)| reason)
-}
-
-/// The reason and message of a `Degraded=True` condition.
-fn degraded_of(status: Option<&InfinispanStatus>) -> Option<(String, String)> {
-    status?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Degraded" && c.status == "True")
-        .map(|c| (c.reason.clone(), c.message.clone()))
-}
-
-enum ServerApplyError {
-    Problem(Problem),
-    Api(ApplyError),
-}
-
-impl From<ApplyError> for ServerApplyError {
-    fn from(error: ApplyError) -> Self {
-        match error {
-            ApplyError::Refused(refused) => Self::Problem(Problem {
-                reason: "Refused".into(),
-                message: refused.to_string(),
-            }),
-            error => Self::Api(error),
-        }
-    }
-}
-
-/// Builds and applies the server objects; returns the StatefulSet as applied and the version it
-/// runs.
-async fn apply_server(
-    client: &kube::Client,
-    cluster: &Infinispan,
-    settings: &server::Settings,
-    referenced: &server::Referenced,
-) -> Result<(StatefulSet, String), ServerApplyError> {
-    let image = settings.images.resolve(cluster).map_err(|error| {
-        ServerApplyError::Problem(Problem {
-            reason: error.reason().to_string(),
-            message: error.to_string(),
-        })
-    })?;
-    let objects = server::build(cluster, settings, referenced).map_err(|error| {
-        ServerApplyError::Problem(Problem {
-            reason: error.reason().to_string(),
-            message: error.to_string(),
-        })
-    })?;
-    let namespace = cluster.namespace().unwrap_or_default();
-    let name = cluster.name_any();
-    let uid = cluster.uid().unwrap_or_default();
-    apply(client, &objects.config_map).await?;
-    apply_or_remove(
-        client,
-        objects.identities_secret.as_ref(),
-        &namespace,
-        &server::identities_secret_name(&name),
-        &uid,
-    )
-    .await?;
-    apply(client, &objects.ping_service).await?;
-    apply(client, &objects.client_service).await?;
-    apply(client, &objects.operator_service).await?;
-    let exposed = expose::build(cluster);
-    apply_or_remove(
-        client,
-        exposed.service.as_ref(),
-        &namespace,
-        &expose::external_service_name(&name),
-        &uid,
-    )
-    .await?;
-    apply_or_remove(
-        client,
-        exposed.ingress.as_ref(),
-        &namespace,
-        &expose::ingress_name(&name),
-        &uid,
-    )
-    .await?;
-    let stateful_set = apply(client, &objects.stateful_set).await?;
-    apply_or_remove(
-        client,
-        objects.pod_disruption_budget.as_ref(),
-        &namespace,
-        &server::stateful_set_name(&name),
-        &uid,
-    )
-    .await?;
-    Ok((stateful_set, image.version))
-}
-
-/// Applies the resources operator's objects; returns its Deployment as applied.
-async fn apply_resources_operator(
-    client: &kube::Client,
-    objects: resources_operator::Objects,
-) -> Result<Deployment, ApplyError> {
-    apply(client, &objects.service_account).await?;
-    apply(client, &objects.role).await?;
-    apply(client, &objects.role_binding).await?;
-    apply(client, &objects.deployment).await
-}
-
-/// Writes the status `next(current)` when it differs from the CR's.
-async fn write_status(
-    api: &Api<Infinispan>,
-    cluster: &Infinispan,
-    next: impl FnOnce(Option<&InfinispanStatus>) -> InfinispanStatus,
-) -> Result<InfinispanStatus, kube::Error> {
-    let current = cluster.status.as_ref();
-    let new = next(current);
-    if current == Some(&new) {
-        return Ok(new);
-    }
-    let patch = serde_json::json!({ "status": new });
-    match api
-        .patch_status(
-            &cluster.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(new),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(new),
-        Err(error) => Err(error),
-    }
-}
-
-/// Publishes an Event on the CR (failures are logged: an Event is never worth a retry).
-async fn publish(
-    context: &Context,
-    cluster: &Infinispan,
-    type_: EventType,
-    reason: &str,
-    note: String,
-) {
-    let event = Event {
-        type_,
-        reason: reason.to_string(),
-        note: Some(note),
-        action: "Reconcile".to_string(),
-        secondary: None,
-    };
-    if let Err(error) = context
-        .recorder
-        .publish(&event, &cluster.object_ref(&()))
-        .await
-    {
-        tracing::warn!(%error, "publishing an Event failed");
-    }
 }

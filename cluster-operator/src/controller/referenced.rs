@@ -5,6 +5,7 @@
 //! `Degraded` condition shows it).
 
 use common_crds::Infinispan;
+use common_crds::conditions::ProblemReason;
 use common_crds::infinispan::EncryptionType;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
@@ -12,6 +13,7 @@ use kube::api::PostParams;
 use sha2::{Digest, Sha256};
 
 use super::credentials;
+use super::status::Problem;
 use crate::build::server::{BuildError, ConfigOverlay, Identities, Referenced, TlsCertificate};
 
 /// A referenced object is missing or cannot be used.
@@ -34,20 +36,16 @@ pub enum ReferenceError {
 }
 
 impl ReferenceError {
-    /// The `Degraded` reason.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Self::MissingSecret { .. } => "MissingSecret",
-            Self::MissingConfigMap { .. } => "MissingConfigMap",
+    /// The problem the user must fix (a missing or unusable object), or the error itself when
+    /// the API server or the random source failed (worth a retry with backoff).
+    pub fn into_problem(self) -> Result<Problem, Self> {
+        let reason = match &self {
+            Self::MissingSecret { .. } => ProblemReason::MissingSecret,
+            Self::MissingConfigMap { .. } => ProblemReason::MissingConfigMap,
             Self::Invalid(error) => error.reason(),
-            Self::Random(_) | Self::Api(_) => "ApiError",
-        }
-    }
-
-    /// Whether retrying soon can help without anyone changing anything (the API server
-    /// failed); otherwise the user must act and a slow retry is enough.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Api(_) | Self::Random(_))
+            Self::Random(_) | Self::Api(_) => return Err(self),
+        };
+        Ok(Problem::new(reason, self))
     }
 }
 
@@ -69,7 +67,7 @@ pub async fn read(client: &kube::Client, cluster: &Infinispan) -> Result<Read, R
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let name = cluster.metadata.name.clone().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    let owner = super::owner_reference(cluster);
+    let owner = super::apply::owner_reference(cluster);
 
     let operator_credentials = get_or_create(
         &secrets,

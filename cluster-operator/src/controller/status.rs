@@ -18,18 +18,34 @@
 //! change of status ([`set_condition`]), and the controller writes the status only when
 //! [`compute`] returns something other than what the CR holds.
 
-use common_crds::conditions::{ConditionStatus, ConditionType, new_condition, set_condition};
+use common_crds::conditions::{
+    ConditionStatus, ConditionType, ProblemReason, new_condition, set_condition,
+};
 use common_crds::infinispan::InfinispanStatus;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-/// Why the CR cannot be applied as it is (shown as `Degraded=True`).
+/// The reason of `ResourcesOperatorReady=False` while the resources operator drains.
+pub const DRAINING: &str = "Draining";
+
+/// Why the CR cannot be applied as it is (shown as `Degraded=True`), or why its pods cannot run
+/// (shown by `Ready` or `ResourcesOperatorReady`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     /// A stable reason (`MissingSecret`, `InvalidTlsSecret`, `UnsupportedVersion`...).
-    pub reason: String,
+    pub reason: ProblemReason,
     /// What is wrong and what to do, never a secret value.
     pub message: String,
+}
+
+impl Problem {
+    /// `reason` with the message `message`.
+    pub fn new(reason: ProblemReason, message: impl ToString) -> Self {
+        Self {
+            reason,
+            message: message.to_string(),
+        }
+    }
 }
 
 /// The server pods, as the StatefulSet reports them.
@@ -128,96 +144,13 @@ pub fn compute(
     };
     let pods = observed.pods;
     let mut conditions = status.conditions.clone();
-
-    let ready = if pods.desired == 0 {
-        condition(
-            ConditionType::Ready,
-            ConditionStatus::False,
-            "Stopped",
-            "spec.replicas is 0: the cluster is stopped; its data volumes are kept".into(),
-        )
-    } else if pods.ready >= pods.desired && pods.settled {
-        condition(
-            ConditionType::Ready,
-            ConditionStatus::True,
-            "AllReplicasReady",
-            format!("{} of {} server pods ready", pods.ready, pods.desired),
-        )
-    } else if let Some(problem) = &observed.pods_problem {
-        condition(
-            ConditionType::Ready,
-            ConditionStatus::False,
-            &problem.reason,
-            format!(
-                "{} of {} server pods ready: {}",
-                pods.ready, pods.desired, problem.message
-            ),
-        )
-    } else {
-        condition(
-            ConditionType::Ready,
-            ConditionStatus::False,
-            "ReplicasNotReady",
-            format!("{} of {} server pods ready", pods.ready, pods.desired),
-        )
-    };
-    set_condition(&mut conditions, ready);
-
-    let progressing = if pods.settled {
-        condition(
-            ConditionType::Progressing,
-            ConditionStatus::False,
-            "Stable",
-            format!("{} server pods at the current configuration", pods.current),
-        )
-    } else {
-        condition(
-            ConditionType::Progressing,
-            ConditionStatus::True,
-            "RollingOut",
-            format!(
-                "the StatefulSet is moving to {} pods at the current configuration ({} exist)",
-                pods.desired, pods.current
-            ),
-        )
-    };
-    set_condition(&mut conditions, progressing);
-
-    let degraded = match &observed.problem {
-        Some(problem) => condition(
-            ConditionType::Degraded,
-            ConditionStatus::True,
-            &problem.reason,
-            format!(
-                "{}; the objects applied before keep running until this is fixed",
-                problem.message
-            ),
-        ),
-        None => condition(
-            ConditionType::Degraded,
-            ConditionStatus::False,
-            "AsExpected",
-            "every object of the CR is applied".into(),
-        ),
-    };
-    set_condition(&mut conditions, degraded);
-
-    let resources_operator = match (
-        observed.resources_operator,
-        &observed.resources_operator_problem,
-    ) {
-        (ResourcesOperator::Deployed { available: false }, Some(problem)) => condition(
-            ConditionType::ResourcesOperatorReady,
-            ConditionStatus::False,
-            &problem.reason,
-            format!(
-                "the resources operator's Deployment has no available pod at its current version: {}",
-                problem.message
-            ),
-        ),
-        (state, _) => resources_operator_condition(state, condition),
-    };
-    set_condition(&mut conditions, resources_operator);
+    set_condition(&mut conditions, ready_condition(observed, condition));
+    set_condition(&mut conditions, progressing_condition(pods, condition));
+    set_condition(&mut conditions, degraded_condition(observed, condition));
+    set_condition(
+        &mut conditions,
+        resources_operator_ready(observed, condition),
+    );
 
     // Keep the documented order whatever order an older status had.
     let order = |c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| {
@@ -241,6 +174,117 @@ pub fn compute(
     status
 }
 
+/// `Ready`: the server pods, or what keeps one from running.
+fn ready_condition(
+    observed: &Observed,
+    condition: impl Fn(ConditionType, ConditionStatus, &str, String) -> Condition,
+) -> Condition {
+    let pods = observed.pods;
+    if pods.desired == 0 {
+        condition(
+            ConditionType::Ready,
+            ConditionStatus::False,
+            "Stopped",
+            "spec.replicas is 0: the cluster is stopped; its data volumes are kept".into(),
+        )
+    } else if pods.ready >= pods.desired && pods.settled {
+        condition(
+            ConditionType::Ready,
+            ConditionStatus::True,
+            "AllReplicasReady",
+            format!("{} of {} server pods ready", pods.ready, pods.desired),
+        )
+    } else if let Some(problem) = &observed.pods_problem {
+        condition(
+            ConditionType::Ready,
+            ConditionStatus::False,
+            problem.reason.as_str(),
+            format!(
+                "{} of {} server pods ready: {}",
+                pods.ready, pods.desired, problem.message
+            ),
+        )
+    } else {
+        condition(
+            ConditionType::Ready,
+            ConditionStatus::False,
+            "ReplicasNotReady",
+            format!("{} of {} server pods ready", pods.ready, pods.desired),
+        )
+    }
+}
+
+/// `Progressing`: whether the StatefulSet has caught up.
+fn progressing_condition(
+    pods: Pods,
+    condition: impl Fn(ConditionType, ConditionStatus, &str, String) -> Condition,
+) -> Condition {
+    if pods.settled {
+        condition(
+            ConditionType::Progressing,
+            ConditionStatus::False,
+            "Stable",
+            format!("{} server pods at the current configuration", pods.current),
+        )
+    } else {
+        condition(
+            ConditionType::Progressing,
+            ConditionStatus::True,
+            "RollingOut",
+            format!(
+                "the StatefulSet is moving to {} pods at the current configuration ({} exist)",
+                pods.desired, pods.current
+            ),
+        )
+    }
+}
+
+/// `Degraded`: the problem that keeps the operator from applying the CR.
+fn degraded_condition(
+    observed: &Observed,
+    condition: impl Fn(ConditionType, ConditionStatus, &str, String) -> Condition,
+) -> Condition {
+    match &observed.problem {
+        Some(problem) => condition(
+            ConditionType::Degraded,
+            ConditionStatus::True,
+            problem.reason.as_str(),
+            format!(
+                "{}; the objects applied before keep running until this is fixed",
+                problem.message
+            ),
+        ),
+        None => condition(
+            ConditionType::Degraded,
+            ConditionStatus::False,
+            "AsExpected",
+            "every object of the CR is applied".into(),
+        ),
+    }
+}
+
+/// `ResourcesOperatorReady`: its state, or what keeps its pod from running.
+fn resources_operator_ready(
+    observed: &Observed,
+    condition: impl Fn(ConditionType, ConditionStatus, &str, String) -> Condition,
+) -> Condition {
+    match (
+        observed.resources_operator,
+        &observed.resources_operator_problem,
+    ) {
+        (ResourcesOperator::Deployed { available: false }, Some(problem)) => condition(
+            ConditionType::ResourcesOperatorReady,
+            ConditionStatus::False,
+            problem.reason.as_str(),
+            format!(
+                "the resources operator's Deployment has no available pod at its current version: {}",
+                problem.message
+            ),
+        ),
+        (state, _) => resources_operator_condition(state, condition),
+    }
+}
+
 /// `ResourcesOperatorReady` from the state of the resources operator alone.
 fn resources_operator_condition(
     state: ResourcesOperator,
@@ -256,7 +300,7 @@ fn resources_operator_condition(
         ResourcesOperator::Draining => condition(
             ConditionType::ResourcesOperatorReady,
             ConditionStatus::False,
-            "Draining",
+            DRAINING,
             "the resources operator is releasing its finalizers before it is removed".into(),
         ),
         ResourcesOperator::Deployed { available: true } => condition(
@@ -289,7 +333,7 @@ pub fn deleting(
         new_condition(
             ConditionType::ResourcesOperatorReady,
             ConditionStatus::False,
-            "Draining",
+            DRAINING,
             format!(
                 "the cluster is being deleted: {holding} CRs still hold the resources operator's finalizer"
             ),
@@ -436,7 +480,7 @@ mod tests {
             settled: true,
         });
         input.problem = Some(Problem {
-            reason: "MissingSecret".into(),
+            reason: ProblemReason::MissingSecret,
             message:
                 "Secret ns/tls (spec.security.endpointEncryption.certSecretName) does not exist"
                     .into(),
@@ -533,7 +577,7 @@ mod tests {
     #[test]
     fn a_pod_problem_is_the_reason_ready_is_false() {
         let pull = Problem {
-            reason: "ImagePullFailed".into(),
+            reason: ProblemReason::ImagePullFailed,
             message: "pod demo-0: container infinispan (image x:1): the image cannot be pulled: not found; check spec.image".into(),
         };
         let stuck = Pods {
@@ -591,7 +635,7 @@ mod tests {
     #[test]
     fn a_resources_operator_pod_problem_is_the_reason_it_is_not_ready() {
         let crash = Problem {
-            reason: "CrashLooping".into(),
+            reason: ProblemReason::CrashLooping,
             message: "pod resources-operator-demo-abc: container resources-operator keeps ending"
                 .into(),
         };

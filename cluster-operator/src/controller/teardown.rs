@@ -108,7 +108,7 @@ pub async fn drain(
             .into_iter()
             .filter(|f| f != RESOURCES_FINALIZER)
             .collect();
-        match super::patch_finalizers(
+        match super::apply::patch_finalizers(
             &resource_api(client, &namespace, kind),
             &cr,
             &resource_version,

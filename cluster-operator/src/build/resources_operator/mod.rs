@@ -9,7 +9,7 @@
 
 mod deployment;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 mod url;
 
 use std::collections::BTreeMap;

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use common_crds::Infinispan;
+use common_crds::conditions::ProblemReason;
 use common_crds::infinispan::{EncryptionType, LogLevel};
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -221,23 +222,27 @@ pub enum BuildError {
 impl BuildError {
     /// A stable, low-cardinality name of the error (condition reasons, Event reasons, metric
     /// labels).
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> ProblemReason {
         match self {
-            Self::MissingMetadata(_) | Self::InvalidName { .. } => "InvalidCluster",
-            Self::InvalidClusterDomain { .. } | Self::EmptyImage { .. } => "InvalidSettings",
+            Self::MissingMetadata(_) | Self::InvalidName { .. } => ProblemReason::InvalidCluster,
+            Self::InvalidClusterDomain { .. } | Self::EmptyImage { .. } => {
+                ProblemReason::InvalidSettings
+            }
             Self::UnknownVersion { .. }
             | Self::InvalidVersion { .. }
-            | Self::UnsupportedVersion { .. } => "UnsupportedVersion",
+            | Self::UnsupportedVersion { .. } => ProblemReason::UnsupportedVersion,
             Self::MissingIdentities
             | Self::SecretKey { .. }
             | Self::InvalidIdentities { .. }
             | Self::InvalidUser { .. }
-            | Self::DuplicateUser { .. } => "InvalidIdentities",
-            Self::MissingOverlay { .. } | Self::InvalidOverlay { .. } => "InvalidConfigOverlay",
+            | Self::DuplicateUser { .. } => ProblemReason::InvalidIdentities,
+            Self::MissingOverlay { .. } | Self::InvalidOverlay { .. } => {
+                ProblemReason::InvalidConfigOverlay
+            }
             Self::MissingTlsSecretName
             | Self::MissingTlsCertificate { .. }
-            | Self::InvalidTlsSecret { .. } => "InvalidTlsSecret",
-            Self::InvalidLogCategory { .. } => "InvalidLogging",
+            | Self::InvalidTlsSecret { .. } => ProblemReason::InvalidTlsSecret,
+            Self::InvalidLogCategory { .. } => ProblemReason::InvalidLogging,
         }
     }
 }

@@ -9,7 +9,7 @@
 
 mod config;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 mod inputs;
 mod names;
 mod referenced;

@@ -29,28 +29,29 @@
 //! messages do not change while the problem stays the same (the kubelet's alternating
 //! `ErrImagePull` / `ImagePullBackOff` give one message), except for the restart count.
 
+use common_crds::conditions::ProblemReason;
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus, Pod};
 use kube::ResourceExt;
 
 use super::status::Problem;
-use text::{clip, log_summary, pull_detail, without_rpc_wrapping};
+use text::{PULL_REASONS, clip, log_summary, pull_detail, without_rpc_wrapping};
 
 mod text;
 
 /// Reason: an image cannot be pulled.
-pub const IMAGE_PULL_FAILED: &str = "ImagePullFailed";
+pub const IMAGE_PULL_FAILED: &str = ProblemReason::ImagePullFailed.as_str();
 /// Reason: a server container keeps ending.
-pub const SERVER_CRASH_LOOPING: &str = "ServerCrashLooping";
+pub const SERVER_CRASH_LOOPING: &str = ProblemReason::ServerCrashLooping.as_str();
 /// Reason: a server container ended, or cannot be created or run.
-pub const SERVER_FAILING: &str = "ServerFailing";
+pub const SERVER_FAILING: &str = ProblemReason::ServerFailing.as_str();
 /// Reason: a resources operator container keeps ending.
-pub const CRASH_LOOPING: &str = "CrashLooping";
+pub const CRASH_LOOPING: &str = ProblemReason::CrashLooping.as_str();
 /// Reason: a resources operator container ended, or cannot be created or run.
-pub const FAILING: &str = "Failing";
+pub const FAILING: &str = ProblemReason::Failing.as_str();
 /// Reason: no node can take a pod.
-pub const UNSCHEDULABLE: &str = "Unschedulable";
+pub const UNSCHEDULABLE: &str = ProblemReason::Unschedulable.as_str();
 
-/// Every reason [`problem`] gives.
+/// Every reason [`problem`] gives (those of [`ProblemReason::is_pod_problem`]).
 pub const REASONS: [&str; 6] = [
     IMAGE_PULL_FAILED,
     SERVER_CRASH_LOOPING,
@@ -58,16 +59,6 @@ pub const REASONS: [&str; 6] = [
     CRASH_LOOPING,
     FAILING,
     UNSCHEDULABLE,
-];
-
-/// Waiting reasons of a container whose image cannot be pulled.
-const PULL_REASONS: [&str; 6] = [
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "ErrImageNeverPull",
-    "RegistryUnavailable",
-    "SignatureValidationFailed",
 ];
 
 /// Waiting reasons of a container the runtime cannot create or start.
@@ -93,17 +84,17 @@ pub enum Workload {
 }
 
 impl Workload {
-    fn crash_looping(self) -> &'static str {
+    fn crash_looping(self) -> ProblemReason {
         match self {
-            Self::Server => SERVER_CRASH_LOOPING,
-            Self::ResourcesOperator => CRASH_LOOPING,
+            Self::Server => ProblemReason::ServerCrashLooping,
+            Self::ResourcesOperator => ProblemReason::CrashLooping,
         }
     }
 
-    fn failing(self) -> &'static str {
+    fn failing(self) -> ProblemReason {
         match self {
-            Self::Server => SERVER_FAILING,
-            Self::ResourcesOperator => FAILING,
+            Self::Server => ProblemReason::ServerFailing,
+            Self::ResourcesOperator => ProblemReason::Failing,
         }
     }
 
@@ -177,7 +168,7 @@ fn pod_problem(workload: Workload, pod: &Pod) -> Option<Problem> {
         .filter(|c| c.reason.as_deref() == Some("Unschedulable"))
     {
         return Some(Problem {
-            reason: UNSCHEDULABLE.into(),
+            reason: ProblemReason::Unschedulable,
             message: format!(
                 "pod {name} cannot be scheduled: {}; {}",
                 clip(
@@ -233,7 +224,7 @@ fn container_problem(
         let message = waiting.message.as_deref().unwrap_or_default();
         if PULL_REASONS.contains(&reason) {
             return Some(Problem {
-                reason: IMAGE_PULL_FAILED.into(),
+                reason: ProblemReason::ImagePullFailed,
                 message: format!(
                     "{what}: the image cannot be pulled: {}; {}",
                     clip(&pull_detail(reason, message), DETAIL_MAX),
@@ -244,7 +235,7 @@ fn container_problem(
         if reason == "CrashLoopBackOff" {
             let previous = last_terminated(container);
             return Some(Problem {
-                reason: workload.crash_looping().into(),
+                reason: workload.crash_looping(),
                 message: format!(
                     "{what} keeps ending ({}); {}: read its log ({logs}){}",
                     ended(container, previous),
@@ -255,7 +246,7 @@ fn container_problem(
         }
         if FAILING_REASONS.contains(&reason) {
             return Some(Problem {
-                reason: workload.failing().into(),
+                reason: workload.failing(),
                 message: format!(
                     "{what} cannot be started: {reason}: {}",
                     clip(without_rpc_wrapping(message.trim()), DETAIL_MAX)
@@ -275,7 +266,7 @@ fn container_problem(
             (workload.failing(), "ended")
         };
         return Some(Problem {
-            reason: reason.into(),
+            reason,
             message: format!(
                 "{what} {verb} ({}); {}: read its log ({}){}",
                 ended(container, Some(terminated)),
@@ -292,7 +283,7 @@ fn container_problem(
         && let Some(previous) = last_terminated(container)
     {
         return Some(Problem {
-            reason: workload.crash_looping().into(),
+            reason: workload.crash_looping(),
             message: format!(
                 "{what} keeps ending ({}; it runs again and has not started yet); {}: read its log ({logs}){}",
                 ended(container, Some(previous)),

@@ -1,7 +1,15 @@
 //! The words of a pod's status made fit for a condition (pure): a pull error without the
 //! back-off's and gRPC's wrapping, a log's last lines without stack frames or secrets, clipped.
 
-use super::PULL_REASONS;
+/// Waiting reasons of a container whose image cannot be pulled.
+pub(super) const PULL_REASONS: [&str; 6] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "RegistryUnavailable",
+    "SignatureValidationFailed",
+];
 
 /// The longest part of a termination message a condition carries.
 const SUMMARY_MAX: usize = 1200;
