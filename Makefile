@@ -33,15 +33,18 @@ images: testbed-up ## build the operator and server images here (no Docker) and 
 	$(TESTBED)/push-images.sh all
 
 .PHONY: crds
+# The CRDs come from the operator binary (`cluster-operator crd`), everything else from the
+# generators of the tools crate (`xtask`, tools/).
+XTASK := $(CARGO) run -q -p tools --bin xtask --
 crds: ## regenerate the CRD, admission-policy and RBAC-rules YAML for the Helm chart, the OLM bundle (CRDs, CSV, metadata) and catalog, and docs/crd-reference.md
 	mkdir -p helm/infinispan-operator/crds helm/infinispan-operator/files olm/bundle/manifests
 	$(CARGO) run -q -p cluster-operator -- crd > helm/infinispan-operator/crds/infinispan.org.yaml
-	$(CARGO) run -q -p cluster-operator -- admission-policy > helm/infinispan-operator/files/label-policy.yaml
-	$(CARGO) run -q -p cluster-operator -- resources-operator-rules > helm/infinispan-operator/files/resources-operator-rules.yaml
-	$(CARGO) run -q -p cluster-operator -- cluster-operator-rules > helm/infinispan-operator/files/cluster-operator-rules.yaml
 	$(CARGO) run -q -p cluster-operator -- crd --split olm/bundle/manifests
-	$(CARGO) run -q -p cluster-operator -- olm --dir olm
-	$(CARGO) run -q -p cluster-operator -- crd-reference > docs/crd-reference.md
+	$(XTASK) admission-policy > helm/infinispan-operator/files/label-policy.yaml
+	$(XTASK) resources-operator-rules > helm/infinispan-operator/files/resources-operator-rules.yaml
+	$(XTASK) cluster-operator-rules > helm/infinispan-operator/files/cluster-operator-rules.yaml
+	$(XTASK) olm --dir olm
+	$(XTASK) crd-reference > docs/crd-reference.md
 
 .PHONY: bundle-validate
 bundle-validate: ## validate the OLM bundle (operator-sdk, operatorframework suite: no error, no warning) and the catalog (opm); tools from testbed-build

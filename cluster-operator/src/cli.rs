@@ -24,26 +24,6 @@ pub enum Command {
     /// Print the CustomResourceDefinitions of the eight kinds (Infinispan, Backup, Restore, Cache,
     /// Template, Counter, Schema, Task) as one multi-document YAML.
     Crd(CrdArgs),
-    /// Print the ValidatingAdmissionPolicy that keeps the infinispan.org/cluster label of resource
-    /// CRs, and its binding, as YAML.
-    AdmissionPolicy,
-    /// Print the RBAC rules of the resources operator without their per-cluster names (what the
-    /// cluster operator must hold to grant each cluster's Role), as a YAML list with a comment
-    /// header; the Helm chart includes it.
-    ResourcesOperatorRules,
-    /// Print the cluster operator's own RBAC rules (in every watched namespace; for all
-    /// namespaces as a ClusterRole) and, under `labelPolicyRules`, the optional cluster-wide rules
-    /// that let it apply the label policy itself, as YAML with a comment header; the Helm chart
-    /// and the OLM bundle include them.
-    ClusterOperatorRules,
-    /// Print the reference of the eight CRDs as Markdown, generated from their OpenAPI schemas:
-    /// per kind its names, printer columns and, per object level, every field with its type,
-    /// default, constraints, CEL rules and description (docs/crd-reference.md is this output).
-    CrdReference,
-    /// Write the OLM files generated from the operator's sources under DIR (the repository's
-    /// `olm/`): the ClusterServiceVersion and metadata/annotations.yaml of the bundle, and the
-    /// file-based catalog. The bundle's CRDs come from `crd --split`.
-    Olm(OlmArgs),
     /// Run the controller: every `Infinispan` CR in the watched namespaces becomes a server
     /// cluster and its resources operator.
     ///
@@ -228,14 +208,6 @@ fn parse_fs_group(text: &str) -> Result<FsGroup, String> {
         .ok_or_else(|| format!("{text:?} is not a group id (a number >= 0) or `none`"))
 }
 
-#[derive(Debug, Args)]
-pub struct OlmArgs {
-    /// The directory to write into: bundle/manifests/infinispan-operator.clusterserviceversion.yaml,
-    /// bundle/metadata/annotations.yaml, catalog/infinispan-operator/catalog.yaml below it.
-    #[arg(long, value_name = "DIR")]
-    pub dir: PathBuf,
-}
-
 /// Who installs the label policy: see [`RunArgs::label_policy`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LabelPolicy {
@@ -275,14 +247,6 @@ mod tests {
             parse(&["cluster-operator", "crd", "--split", "out"]),
             Ok(Command::Crd(CrdArgs { split: Some(dir) })) if dir == Path::new("out")
         ));
-        assert!(matches!(
-            parse(&["cluster-operator", "admission-policy"]),
-            Ok(Command::AdmissionPolicy)
-        ));
-        assert!(matches!(
-            parse(&["cluster-operator", "resources-operator-rules"]),
-            Ok(Command::ResourcesOperatorRules)
-        ));
         let Ok(Command::Run(run)) = parse(&["cluster-operator", "run"]) else {
             panic!("run parses");
         };
@@ -319,20 +283,20 @@ mod tests {
         assert_eq!(run.server_urls.len(), 2);
         assert!(parse(&["cluster-operator", "run", "--server-url=nope"]).is_err());
         assert!(parse(&["cluster-operator", "run", "--server-fs-group=-1"]).is_err());
-        assert!(matches!(
-            parse(&["cluster-operator", "cluster-operator-rules"]),
-            Ok(Command::ClusterOperatorRules)
-        ));
-        assert!(matches!(
-            parse(&["cluster-operator", "crd-reference"]),
-            Ok(Command::CrdReference)
-        ));
-        assert!(matches!(
-            parse(&["cluster-operator", "olm", "--dir", "olm"]),
-            Ok(Command::Olm(OlmArgs { dir })) if dir == Path::new("olm")
-        ));
-        assert!(parse(&["cluster-operator", "olm"]).is_err());
         assert!(parse(&["cluster-operator"]).is_err());
         assert!(parse(&["cluster-operator", "crds"]).is_err());
+        // The generators of the other install artifacts are the tools crate's (`xtask`).
+        for generator in [
+            "admission-policy",
+            "resources-operator-rules",
+            "cluster-operator-rules",
+            "crd-reference",
+            "olm",
+        ] {
+            assert!(
+                parse(&["cluster-operator", generator]).is_err(),
+                "{generator}"
+            );
+        }
     }
 }

@@ -43,7 +43,7 @@ pub async fn ensure(client: &kube::Client) -> Outcome {
     let outcome = match applied.await {
         Ok(()) => Outcome::Applied,
         Err(kube::Error::Api(status)) if status.code == 403 => Outcome::NotPermitted(format!(
-            "the label policy {} is not applied by the operator (it may not: {}); install it with the Helm chart or `cluster-operator admission-policy | kubectl apply -f -`, or CRs can be moved between clusters by relabelling them",
+            "the label policy {} is not applied by the operator (it may not: {}); install it with the Helm chart or `kubectl apply -f` of the chart's files/label-policy.yaml, or CRs can be moved between clusters by relabelling them",
             policy.name_any(),
             status.message
         )),

@@ -1,7 +1,7 @@
 //! The cluster operator's own permissions: one ClusterRole's rules, bound with a RoleBinding
 //! in each watched namespace (or a ClusterRoleBinding when it watches all namespaces). Defined
-//! once, here: the Helm chart and the OLM bundle carry [`rules`] (printed by `cluster-operator
-//! cluster-operator-rules`), and the end-to-end suites run the operator under exactly these.
+//! once, here: the Helm chart and the OLM bundle carry [`rules`] (printed by `xtask
+//! cluster-operator-rules`, the tools crate), and the end-to-end suites run the operator under exactly these.
 //!
 //! | what | rule |
 //! |---|---|

@@ -1,6 +1,6 @@
 //! The install artifacts generated from the types of this crate: the eight CRDs and the
 //! admission policy that guards the cluster label (design N3). `cluster-operator crd` and
-//! `cluster-operator admission-policy` print them; the Helm chart and the OLM bundle carry
+//! `xtask admission-policy` (the tools crate) print them; the Helm chart and the OLM bundle carry
 //! committed copies that a test compares with these.
 
 use k8s_openapi::api::admissionregistration::v1::{

@@ -214,7 +214,7 @@ fn opm_validates_the_catalog_and_rejects_a_broken_one() -> anyhow::Result<()> {
     let broken = Scratch::copy_of("catalog")?;
     let path = broken.0.join("infinispan-operator/catalog.yaml");
     let text = std::fs::read_to_string(&path)?;
-    let entry = format!("- name: {}", cluster_operator::olm::csv_name());
+    let entry = format!("- name: {}", tools::olm::csv_name());
     ensure!(
         text.contains(&entry),
         "no channel entry {entry:?} in the catalog"
@@ -293,7 +293,7 @@ fn the_catalog_bundle_entry_is_what_opm_renders() -> anyhow::Result<()> {
     let rendered: Value =
         serde_json::from_str(&output[start..]).context("opm render's JSON document")?;
     let ours = catalog_bundle()?;
-    let bundle_image = cluster_operator::olm::BUNDLE_IMAGE;
+    let bundle_image = tools::olm::BUNDLE_IMAGE;
 
     ensure!(rendered["schema"] == "olm.bundle", "{}", rendered["schema"]);
     for field in ["name", "package"] {
@@ -1016,7 +1016,7 @@ async fn the_install_strategy_is_accepted_and_its_pod_admitted_as_restricted() -
 
         // The controller-manager creates the operator's pod from the Deployment, and the
         // namespace's restricted Pod Security profile admits it.
-        let name = cluster_operator::olm::csv::DEPLOYMENT_NAME;
+        let name = tools::olm::deployment::DEPLOYMENT_NAME;
         for namespace in [&operators.name, &all.name] {
             let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
             let client = &client;
@@ -1266,7 +1266,7 @@ async fn the_operator_runs_as_the_csv_deployment_says() -> anyhow::Result<()> {
 
         let container = csv_container(&csv)?;
         ensure!(
-            container.image.as_deref() == Some(cluster_operator::olm::OPERATOR_IMAGE),
+            container.image.as_deref() == Some(tools::olm::OPERATOR_IMAGE),
             "{:?}",
             container.image
         );

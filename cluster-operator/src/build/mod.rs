@@ -22,4 +22,4 @@ mod snapshot;
 mod test_support;
 
 pub use identity::{MissingMetadata, PART_OF};
-pub(crate) use pod::runtime_default;
+pub use pod::runtime_default;

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// The seccomp profile the restricted Pod Security profile asks for: the runtime's default.
-pub(crate) fn runtime_default() -> SeccompProfile {
+pub fn runtime_default() -> SeccompProfile {
     SeccompProfile {
         type_: "RuntimeDefault".to_string(),
         localhost_profile: None,

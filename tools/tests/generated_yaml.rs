@@ -1,6 +1,7 @@
 //! The committed copies of the generated manifests (Helm chart, OLM bundle) and of the CRD
-//! reference (docs/crd-reference.md) must be what the binary generates now: a change to the API
-//! types without `make crds` fails here.
+//! reference (docs/crd-reference.md) must be what `make crds` generates now: a change to the API
+//! types without `make crds` fails here. The CRDs are `cluster-operator crd`'s (its library's
+//! [`cluster_operator::manifests`]), the rest is what the `xtask` binary prints or writes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,15 +15,15 @@ fn repo_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".."))
 }
 
-/// Standard output of `cluster-operator <args>`, which must succeed.
+/// Standard output of `xtask <args>`, which must succeed.
 fn run(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_cluster-operator"))
+    let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(args)
         .output()
-        .expect("cluster-operator runs");
+        .expect("xtask runs");
     assert!(
         output.status.success(),
-        "cluster-operator {}: {}",
+        "xtask {}: {}",
         args.join(" "),
         String::from_utf8_lossy(&output.stderr)
     );
@@ -54,7 +55,7 @@ fn assert_same(relative: &str, generated: &str) {
 fn helm_chart_crds_are_up_to_date() {
     assert_same(
         "helm/infinispan-operator/crds/infinispan.org.yaml",
-        &run(&["crd"]),
+        &cluster_operator::manifests::crds().expect("the CRDs"),
     );
 }
 
@@ -84,13 +85,8 @@ fn helm_chart_cluster_operator_rules_are_up_to_date() {
 
 #[test]
 fn olm_bundle_crds_are_up_to_date() {
-    let dir = std::env::temp_dir().join(format!("cluster-operator-crds-{}", std::process::id()));
-    let dir_arg = dir.to_str().expect("UTF-8 temporary directory");
-    assert_eq!(
-        run(&["crd", "--split", dir_arg]),
-        "",
-        "--split prints nothing"
-    );
+    let dir = std::env::temp_dir().join(format!("xtask-crds-{}", std::process::id()));
+    cluster_operator::manifests::write_crd_files(&dir).expect("the CRD files");
     let mut generated: Vec<String> = std::fs::read_dir(&dir)
         .expect("split directory")
         .filter_map(|entry| entry.ok().and_then(|e| e.file_name().into_string().ok()))
@@ -123,15 +119,15 @@ fn crd_reference_is_up_to_date() {
     let committed = committed("docs/crd-reference.md");
     assert!(
         committed == generated,
-        "docs/crd-reference.md is not what `cluster-operator crd-reference` prints now: run \
-         `make crds` (or `cargo run -q -p cluster-operator -- crd-reference > \
-         docs/crd-reference.md`) and commit the result"
+        "docs/crd-reference.md is not what `xtask crd-reference` prints now: run `make crds` \
+         (or `cargo run -q -p tools -- crd-reference > docs/crd-reference.md`) and commit the \
+         result"
     );
 }
 
 #[test]
 fn olm_csv_metadata_and_catalog_are_up_to_date() {
-    let dir = std::env::temp_dir().join(format!("cluster-operator-olm-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("xtask-olm-{}", std::process::id()));
     let dir_arg = dir.to_str().expect("UTF-8 temporary directory");
     assert_eq!(run(&["olm", "--dir", dir_arg]), "", "olm prints nothing");
     let files = [

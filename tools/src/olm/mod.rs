@@ -1,6 +1,6 @@
 //! The OLM packaging of the cluster operator, generated from the same sources as the code: the
 //! ClusterServiceVersion ([`csv`]), the bundle's `metadata/annotations.yaml` and the file-based
-//! catalog ([`catalog`]). `cluster-operator olm --dir olm` writes them (`make crds` runs it,
+//! catalog ([`catalog`]). `xtask olm --dir olm` writes them (`make crds` runs it,
 //! next to `cluster-operator crd --split olm/bundle/manifests` for the bundle's CRDs); a test
 //! fails when the committed copies are stale.
 //!
@@ -11,9 +11,12 @@
 
 pub mod catalog;
 pub mod csv;
+pub mod deployment;
+pub mod owned;
 
 use std::path::{Path, PathBuf};
 
+use cluster_operator::manifests::{self, ManifestError};
 use common_crds::generate::GenerateError;
 
 /// Generating or writing the OLM files failed.
@@ -22,21 +25,11 @@ pub enum OlmError {
     #[error(transparent)]
     Generate(#[from] GenerateError),
     #[error("building the ClusterServiceVersion: {0}")]
-    Csv(#[from] csv::CsvError),
+    Csv(#[from] owned::CsvError),
     #[error("serializing the alm-examples annotation: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("creating directory {}: {source}", path.display())]
-    CreateDir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("writing {}: {source}", path.display())]
-    WriteFile {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] ManifestError),
 }
 
 /// The OLM package.
@@ -96,16 +89,9 @@ pub fn write_files(dir: &Path) -> Result<Vec<PathBuf>, OlmError> {
         .map(|file| {
             let path = dir.join(file.path);
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|source| OlmError::CreateDir {
-                    path: parent.to_path_buf(),
-                    source,
-                })?;
+                manifests::create_dir(parent)?;
             }
-            std::fs::write(&path, file.content).map_err(|source| OlmError::WriteFile {
-                path: path.clone(),
-                source,
-            })?;
-            Ok(path)
+            Ok(manifests::write_file(&path, &file.content)?)
         })
         .collect()
 }
