@@ -1,6 +1,7 @@
 //! End-to-end: Schema CRs and the server's Protobuf schemas in sync (issue "part 2"): K1, S2
 //! (a replacement flows both ways), K3, S1, S3, names normalised to `.proto` (no second CR),
-//! and a schema the server stores with errors (`SchemaError` with its message, cleared by a fix).
+//! a schema the server stores with errors (`SchemaError` with its message, cleared by a fix), and
+//! a CR deletion that waited for the operator winning over a server change made meanwhile (#20).
 
 use anyhow::{Context, ensure};
 use common_crds::Schema;
@@ -182,6 +183,82 @@ async fn schema_error_shown_and_cleared() -> anyhow::Result<()> {
                 .await?;
             f.wait_kind::<Schema>(&name, "Synced").await?;
             wait_server_schema(f, &server_name, Some(&fixed)).await?;
+            Ok(())
+        }
+        .await;
+        let _ = f.rest.delete_schema(&server_name).await;
+        result
+    })
+    .await
+}
+
+/// Issue #20 (chaos seed 202, `conflictWinner: Server`): a Schema CR deleted while the operator
+/// cannot reach the server, then changed on the server before the operator carried the deletion
+/// out. The deletion wins, whatever the winner (design: "CR deleted x server changed"): the
+/// schema goes from the server, the CR goes, and no mirror CR brings the server's change back.
+#[tokio::test]
+async fn a_cr_deletion_wins_over_a_server_change_made_while_it_waited() -> anyhow::Result<()> {
+    let testbed = e2e::Testbed::get()?;
+    let proxy = e2e::proxy::FaultProxy::for_url(&testbed.infinispan_url).await?;
+    let options = Options {
+        spec: json!({"resourcesOperator": {"conflictWinner": "Server"}}),
+        infinispan_url: Some(proxy.url()),
+        test_url: Some(testbed.infinispan_url.clone()),
+        ..Options::default()
+    };
+    let proxy = &proxy;
+    with_options_fixture("sch-del", options, async |f| {
+        let f = &*f;
+        let name = unique("sch-del");
+        let server_name = format!("{name}.proto");
+        let api = schemas(f);
+        let m = protobuf_message("D");
+        let v1 = format!("message {m} {{ optional string a = 1; }}");
+        let v2 = format!("message {m} {{ optional string a = 1; optional int32 b = 2; }}");
+        let result = async {
+            api.create(
+                &PostParams::default(),
+                &schema_cr(&name, Some(&server_name), &v1)?,
+            )
+            .await?;
+            f.wait_kind::<Schema>(&name, "Synced").await?;
+            wait_server_schema(f, &server_name, Some(&v1)).await?;
+
+            // Every connection of the operator to the server frozen; the CR deleted, then the
+            // schema changed on the server.
+            proxy.stall(true);
+            api.delete(&name, &DeleteParams::default()).await?;
+            f.rest.put_schema(&server_name, &v2).await?;
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            let waiting = api.get_opt(&name).await?;
+            ensure!(
+                waiting
+                    .as_ref()
+                    .is_some_and(|cr| cr.metadata.deletion_timestamp.is_some()),
+                "the deletion should wait for the operator (its finalizer): {waiting:?}"
+            );
+
+            // The operator reaches the server again: the deletion is carried out.
+            proxy.stall(false);
+            proxy.cut();
+            wait_server_schema(f, &server_name, None).await?;
+            let (api_ref, name_ref) = (&api, name.as_str());
+            eventually("the deleted Schema CR goes", SLOW, || async move {
+                Ok(api_ref.get_opt(name_ref).await?.is_none().then_some(()))
+            })
+            .await
+            .map_err(|e| f.operator.with_log(e))?;
+            // And stays gone: no mirror of the server's change, nothing recreated.
+            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+            let mirror = common_crds::naming::mirror_name(CLUSTER, &server_name);
+            ensure!(
+                api.get_opt(&mirror).await?.is_none(),
+                "a mirror CR {mirror} brought the server's change back"
+            );
+            ensure!(
+                server_schema(f, &server_name).await?.is_none(),
+                "the schema is back on the server"
+            );
             Ok(())
         }
         .await;

@@ -302,7 +302,12 @@ pub fn allowed(kind: Kind, view: &SlotView, rules: impl Into<Rules>) -> Vec<(Sid
 /// - Server create: no server object and no CR (a CR waiting for K1, or a deletion waiting
 ///   for its finalizer, would meet the new object in a race).
 /// - Server edit (caches, schemas, tasks): with winner Kubernetes only when no CR change is
-///   waiting ([`SlotView::kube_settled`]); with winner Server always.
+///   waiting ([`SlotView::kube_settled`]); with winner Server whenever no CR deletion is
+///   waiting. A CR deletion wins over a server change made before it is carried out (design:
+///   "CR deleted x server changed: the deletion wins", whatever `conflictWinner` says), but once
+///   the operator has deleted the object, and while it has not released the finalizer yet, a
+///   `PUT` of a schema or a task creates a new object, which is mirrored: the end depends on the
+///   operator's timing (issue #20, seed 202: the oracle expected the mirror, the deletion won).
 /// - Server delete: only when no CR change is waiting (an unsynced CR edit wins over a
 ///   removal and recreates the object; a synced one lets the CR go), and the CR's record names
 ///   the server's current run ([`CrView::recorded_in_run`]): after a server restart, until the
@@ -327,7 +332,12 @@ pub fn allowed_bidirectional(kind: Kind, view: &SlotView, winner: Winner) -> Vec
     if !on_server && claimants == 0 {
         out.push((Side::Server, Action::Create));
     }
-    if on_server && server_editable(kind) && (winner == Winner::Server || view.kube_settled()) {
+    let none_deleting = !view.user.iter().chain(&view.mirror).any(|cr| cr.deleting);
+    if on_server
+        && server_editable(kind)
+        && none_deleting
+        && (winner == Winner::Server || view.kube_settled())
+    {
         out.push((Side::Server, Action::Edit));
     }
     if on_server && view.kube_settled() && view.claimant().is_none_or(|cr| cr.recorded_in_run) {
@@ -760,6 +770,34 @@ mod tests {
         assert!(got.contains(&(Side::Server, Action::Edit)));
         assert!(!got.contains(&(Side::Server, Action::Delete)));
         assert!(!got.contains(&(Side::Kube, Action::Edit)));
+    }
+
+    #[test]
+    fn no_server_edit_while_a_cr_deletion_waits_whatever_the_winner() {
+        // Issue #20 (seed 202, winner Server): #133 cr delete, #147 server edit while every
+        // operator connection was stalled; the deletion won, as the design says, and the oracle
+        // had expected the server's edit with a mirror CR.
+        for kind in [Kind::Cache, Kind::Schema, Kind::Task] {
+            let view = SlotView {
+                user: Some(CrView {
+                    deleting: true,
+                    ..synced(3)
+                }),
+                mirror: None,
+                server: Some(Some(3)),
+            };
+            for winner in [Winner::Kubernetes, Winner::Server] {
+                let got = allowed(kind, &view, winner);
+                assert!(
+                    !got.contains(&(Side::Server, Action::Edit)),
+                    "{kind:?} {winner:?}: {got:?}"
+                );
+            }
+            // Once the CR is gone, the server may change it again (a create, the object being
+            // removed).
+            let gone = SlotView { user: None, ..view };
+            assert!(allowed(kind, &gone, Winner::Server).contains(&(Side::Server, Action::Edit)));
+        }
     }
 
     #[test]
