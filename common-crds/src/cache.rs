@@ -4,7 +4,10 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{ResourceKind, ResourceSpecCommon, ResourceStatus, UpdateStrategy, Updates};
+use crate::common::{
+    ResourceSpecCommon, ResourceStatus, UpdateStrategy, Updates, impl_server_resource,
+};
+use crate::kind::ResourceKind;
 
 /// Message of the rule that asks for exactly one of `template` and `templateName`.
 pub const TEMPLATE_XOR_MESSAGE: &str =
@@ -56,6 +59,8 @@ pub struct CacheSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updates: Option<Updates>,
 }
+
+impl_server_resource!(Cache => ResourceKind::Cache);
 
 impl CacheSpec {
     /// `updates.strategy`, defaulted.

@@ -1,13 +1,13 @@
 //! Spec and status pieces shared by the resource kinds (Cache, Template, Counter, Schema, Task),
 //! and by Backup and Restore.
 
-use std::fmt;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::KubeSchema;
 use kube::core::Rule;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::kind::ResourceKind;
 
 /// Longest server-side name (`spec.name`) of a resource.
 pub const MAX_SERVER_NAME_LEN: usize = 255;
@@ -15,56 +15,6 @@ pub const MAX_SERVER_NAME_LEN: usize = 255;
 /// Longest configuration document, schema or script a CR may carry (1 MiB; etcd refuses objects
 /// above 1.5 MiB anyway).
 pub const MAX_DOCUMENT_LEN: usize = 1024 * 1024;
-
-/// The five kinds the resources operator keeps in sync with the server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ResourceKind {
-    Cache,
-    Template,
-    Counter,
-    Schema,
-    Task,
-}
-
-impl ResourceKind {
-    /// Every kind, in the order objects are created when many are created at once (design D1):
-    /// schemas, templates, counters, caches, tasks.
-    pub const CREATION_ORDER: [ResourceKind; 5] = [
-        Self::Schema,
-        Self::Template,
-        Self::Counter,
-        Self::Cache,
-        Self::Task,
-    ];
-
-    /// The Kubernetes kind.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Cache => "Cache",
-            Self::Template => "Template",
-            Self::Counter => "Counter",
-            Self::Schema => "Schema",
-            Self::Task => "Task",
-        }
-    }
-
-    /// The plural resource name (`caches`, ...).
-    pub const fn plural(self) -> &'static str {
-        match self {
-            Self::Cache => "caches",
-            Self::Template => "templates",
-            Self::Counter => "counters",
-            Self::Schema => "schemas",
-            Self::Task => "tasks",
-        }
-    }
-}
-
-impl fmt::Display for ResourceKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// What happens on the server when the CR is deleted.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -249,29 +199,24 @@ pub trait ServerResource: kube::Resource<DynamicType = ()> {
     }
 }
 
+/// `impl ServerResource for $cr` as `$kind`, for a CRD type with `spec.common` and `status`
+/// (each kind's file says it of its own type).
 macro_rules! impl_server_resource {
-    ($($cr:ty => $kind:expr),* $(,)?) => {$(
-        impl ServerResource for $cr {
-            const KIND: ResourceKind = $kind;
+    ($cr:ty => $kind:expr) => {
+        impl $crate::common::ServerResource for $cr {
+            const KIND: $crate::kind::ResourceKind = $kind;
 
-            fn spec_common(&self) -> &ResourceSpecCommon {
+            fn spec_common(&self) -> &$crate::common::ResourceSpecCommon {
                 &self.spec.common
             }
 
-            fn resource_status(&self) -> Option<&ResourceStatus> {
+            fn resource_status(&self) -> Option<&$crate::common::ResourceStatus> {
                 self.status.as_ref()
             }
         }
-    )*};
+    };
 }
-
-impl_server_resource! {
-    crate::cache::Cache => ResourceKind::Cache,
-    crate::template::Template => ResourceKind::Template,
-    crate::counter::Counter => ResourceKind::Counter,
-    crate::schema::Schema => ResourceKind::Schema,
-    crate::task::Task => ResourceKind::Task,
-}
+pub(crate) use impl_server_resource;
 
 /// Schema transform for the types of this crate: Rust doc comments keep their line breaks in
 /// schemars' descriptions, which `kubectl explain` would show as ragged lines. This joins the

@@ -4,7 +4,10 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{ResourceKind, ResourceSpecCommon, ResourceStatus, UpdateStrategy, Updates};
+use crate::common::{
+    ResourceSpecCommon, ResourceStatus, UpdateStrategy, Updates, impl_server_resource,
+};
+use crate::kind::ResourceKind;
 
 /// A clustered counter on an Infinispan server. Bounds are for strong counters only,
 /// concurrencyLevel for weak ones only; lowerBound must be less than upperBound and the initial
@@ -88,6 +91,8 @@ pub struct CounterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updates: Option<Updates>,
 }
+
+impl_server_resource!(Counter => ResourceKind::Counter);
 
 impl CounterSpec {
     /// `updates.strategy`, defaulted.

@@ -14,9 +14,9 @@ use kube::CustomResourceExt;
 
 use crate::backup::Backup;
 use crate::cache::Cache;
-use crate::common::ResourceKind;
 use crate::counter::Counter;
 use crate::infinispan::Infinispan;
+use crate::kind::ResourceKind;
 use crate::labels::{API_GROUP, CLUSTER_LABEL};
 use crate::restore::Restore;
 use crate::schema::Schema;
@@ -37,19 +37,24 @@ pub enum GenerateError {
     },
 }
 
-/// The eight CRDs, in a stable order: Infinispan, Backup, Restore, Cache, Template, Counter,
-/// Schema, Task.
+/// The eight CRDs, in a stable order: Infinispan, Backup, Restore, then the resource kinds in
+/// [`ResourceKind::LISTED`] order (Cache, Template, Counter, Schema, Task).
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
-    vec![
-        Infinispan::crd(),
-        Backup::crd(),
-        Restore::crd(),
-        Cache::crd(),
-        Template::crd(),
-        Counter::crd(),
-        Schema::crd(),
-        Task::crd(),
-    ]
+    [Infinispan::crd(), Backup::crd(), Restore::crd()]
+        .into_iter()
+        .chain(ResourceKind::LISTED.map(resource_crd))
+        .collect()
+}
+
+/// The CRD of a resource kind: the one place that maps a [`ResourceKind`] to its type.
+pub fn resource_crd(kind: ResourceKind) -> CustomResourceDefinition {
+    match kind {
+        ResourceKind::Cache => Cache::crd(),
+        ResourceKind::Template => Template::crd(),
+        ResourceKind::Counter => Counter::crd(),
+        ResourceKind::Schema => Schema::crd(),
+        ResourceKind::Task => Task::crd(),
+    }
 }
 
 /// File name of a CRD in the OLM bundle: `infinispan.org_<plural>.yaml`.
@@ -102,7 +107,7 @@ pub fn label_policy() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBi
                     api_versions: Some(vec!["*".to_string()]),
                     operations: Some(vec!["CREATE".to_string(), "UPDATE".to_string()]),
                     resources: Some(
-                        ResourceKind::CREATION_ORDER
+                        ResourceKind::ALL
                             .iter()
                             .map(|kind| kind.plural().to_string())
                             .collect(),
@@ -294,6 +299,21 @@ mod tests {
             path.strip_prefix(typed)
                 .is_some_and(|rest| !rest.is_empty())
         })
+    }
+
+    #[test]
+    fn the_registry_says_what_the_crd_types_say() {
+        for kind in ResourceKind::ALL {
+            let crd = resource_crd(kind);
+            let info = kind.info();
+            assert_eq!(crd.spec.names.kind, info.kind);
+            assert_eq!(crd.spec.names.plural, info.plural, "{kind}");
+            assert_eq!(
+                crd.spec.names.short_names,
+                Some(vec![info.short_name.to_string()]),
+                "{kind}"
+            );
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ pub const API_GROUP: &str = "infinispan.org";
 /// Label naming the `Infinispan` cluster (same namespace) a resource belongs to. The resources
 /// operator of a cluster selects its CRs by this label. Required on Cache, Template, Counter,
 /// Schema and Task; it can neither be changed nor removed once set (design N3, enforced by the
-/// admission policy of [`crate::generate::label_policy`]).
+/// admission policy of `generate::label_policy`).
 pub const CLUSTER_LABEL: &str = "infinispan.org/cluster";
 
 /// Label saying who created a resource CR: a user ([`ORIGIN_KUBERNETES`]) or the resources

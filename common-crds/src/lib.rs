@@ -8,7 +8,8 @@
 //! - [`backup`], [`restore`]: `Backup` and `Restore` v2alpha1 (cluster operator).
 //! - [`cache`], [`template`], [`counter`], [`schema`], [`task`]: the five resource kinds v2alpha1,
 //!   kept in sync with the server by each cluster's resources operator; [`common`] holds what they
-//!   share.
+//!   share, [`kind`] the registry of them ([`ResourceKind`], every list of the kinds derives
+//!   from it).
 //! - [`rbac`]: the ServiceAccount, Role and RoleBinding of one cluster's resources operator, and
 //!   the name of its leader-election Lease.
 
@@ -19,6 +20,7 @@ pub mod conditions;
 pub mod counter;
 pub mod generate;
 pub mod infinispan;
+pub mod kind;
 pub mod labels;
 pub mod naming;
 pub mod rbac;
@@ -29,9 +31,10 @@ pub mod template;
 
 pub use backup::{Backup, BackupSpec, BackupStatus};
 pub use cache::{Cache, CacheSpec};
-pub use common::{ResourceKind, ResourceSpecCommon, ResourceStatus, ServerResource};
+pub use common::{ResourceSpecCommon, ResourceStatus, ServerResource};
 pub use counter::{Counter, CounterSpec};
 pub use infinispan::{Infinispan, InfinispanSpec, InfinispanStatus};
+pub use kind::{KindInfo, ResourceKind};
 pub use restore::{Restore, RestoreSpec, RestoreStatus};
 pub use schema::{Schema, SchemaSpec};
 pub use task::{Task, TaskSpec};

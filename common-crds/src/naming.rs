@@ -3,7 +3,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::common::ResourceKind;
+use crate::kind::ResourceKind;
 
 /// Longest name [`mirror_name`] returns.
 ///

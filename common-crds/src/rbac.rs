@@ -40,9 +40,9 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
-use crate::common::ResourceKind;
 use crate::generate::GenerateError;
 use crate::infinispan::Infinispan;
+use crate::kind::ResourceKind;
 use crate::labels::{API_GROUP, CLUSTER_LABEL};
 
 /// Verbs on the five resource kinds.
@@ -115,13 +115,13 @@ pub fn rules(scope: OperatorScope<'_>) -> Vec<PolicyRule> {
     vec![
         rule(
             API_GROUP,
-            ResourceKind::CREATION_ORDER.map(|kind| kind.plural().to_string()),
+            ResourceKind::ALL.map(|kind| kind.plural().to_string()),
             &RESOURCE_VERBS,
             None,
         ),
         rule(
             API_GROUP,
-            ResourceKind::CREATION_ORDER.map(|kind| format!("{}/status", kind.plural())),
+            ResourceKind::ALL.map(|kind| format!("{}/status", kind.plural())),
             &STATUS_VERBS,
             None,
         ),
@@ -426,7 +426,7 @@ mod tests {
     #[test]
     fn every_resource_kind_with_its_status() {
         let rules = rules(SCOPE);
-        for kind in ResourceKind::CREATION_ORDER {
+        for kind in ResourceKind::ALL {
             let plural = kind.plural();
             for verb in RESOURCE_VERBS {
                 assert!(

@@ -4,7 +4,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{ResourceKind, ResourceSpecCommon, ResourceStatus};
+use crate::common::{ResourceSpecCommon, ResourceStatus, impl_server_resource};
+use crate::kind::ResourceKind;
 
 /// A Protobuf schema on an Infinispan server.
 #[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -36,3 +37,5 @@ pub struct SchemaSpec {
     #[schemars(length(min = 1, max = 1048576))]
     pub schema: String,
 }
+
+impl_server_resource!(Schema => ResourceKind::Schema);

@@ -4,7 +4,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{ResourceKind, ResourceSpecCommon, ResourceStatus};
+use crate::common::{ResourceSpecCommon, ResourceStatus, impl_server_resource};
+use crate::kind::ResourceKind;
 
 /// A server task (a script) on an Infinispan server.
 #[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -37,3 +38,5 @@ pub struct TaskSpec {
     #[schemars(length(min = 1, max = 1048576))]
     pub script: String,
 }
+
+impl_server_resource!(Task => ResourceKind::Task);

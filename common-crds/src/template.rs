@@ -4,7 +4,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{ResourceKind, ResourceSpecCommon, ResourceStatus, UpdateStrategy, Updates};
+use crate::common::{
+    ResourceSpecCommon, ResourceStatus, UpdateStrategy, Updates, impl_server_resource,
+};
+use crate::kind::ResourceKind;
 
 /// A cache configuration template on an Infinispan server.
 #[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -42,6 +45,8 @@ pub struct TemplateSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updates: Option<Updates>,
 }
+
+impl_server_resource!(Template => ResourceKind::Template);
 
 impl TemplateSpec {
     /// `updates.strategy`, defaulted.

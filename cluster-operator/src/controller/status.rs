@@ -18,6 +18,7 @@
 //! change of status ([`set_condition`]), and the controller writes the status only when
 //! [`compute`] returns something other than what the CR holds.
 
+use common_crds::ResourceKind;
 use common_crds::conditions::{
     ConditionStatus, ConditionType, ProblemReason, new_condition, set_condition,
 };
@@ -295,7 +296,10 @@ fn resources_operator_condition(
             ConditionType::ResourcesOperatorReady,
             ConditionStatus::False,
             "Disabled",
-            "spec.resourcesOperator.enabled is false: Cache, Template, Counter, Schema and Task CRs are not synced".into(),
+            format!(
+                "spec.resourcesOperator.enabled is false: {} CRs are not synced",
+                ResourceKind::phrase(|kind| kind.to_string())
+            ),
         ),
         ResourcesOperator::Draining => condition(
             ConditionType::ResourcesOperatorReady,
@@ -313,7 +317,8 @@ fn resources_operator_condition(
             ConditionType::ResourcesOperatorReady,
             ConditionStatus::False,
             "Deploying",
-            "the resources operator's Deployment has no available pod at its current version yet".into(),
+            "the resources operator's Deployment has no available pod at its current version yet"
+                .into(),
         ),
     }
 }

@@ -62,7 +62,7 @@ async fn holding(
 ) -> Result<Vec<(ResourceKind, String, Vec<String>, String)>, kube::Error> {
     let selector = format!("{CLUSTER_LABEL}={cluster}");
     let mut found = Vec::new();
-    for kind in ResourceKind::CREATION_ORDER {
+    for kind in ResourceKind::ALL {
         let list = resource_api(client, namespace, kind)
             .list_metadata(&ListParams::default().labels(&selector))
             .await?;

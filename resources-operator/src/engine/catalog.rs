@@ -41,13 +41,7 @@ impl Needed {
     pub fn describe(&self) -> String {
         match self {
             Self::Object { kind, name } => {
-                let kind = match kind {
-                    EventKind::Cache => "Cache",
-                    EventKind::Template => "Template",
-                    EventKind::Schema => "Schema",
-                    EventKind::Counter => "Counter",
-                    EventKind::Task => "Task",
-                };
+                let kind = super::server_kind::resource_kind(*kind);
                 format!("{kind} {name:?} on the server")
             }
             Self::MessageType(name) => {

@@ -312,7 +312,7 @@ impl<A: KindAdapter> Engine<A> {
         if !self.ready.send_replace(true) {
             self.readiness.part_ready();
         }
-        self.order.set_ready(A::EVENT_KIND);
+        self.order.set_ready(A::KIND);
     }
 
     /// Waits for the first complete server snapshot, unless draining: a drain needs no server

@@ -6,15 +6,16 @@
 use std::fmt::Debug;
 use std::future::Future;
 
-use common_crds::ServerResource;
 use common_crds::common::UpdateStrategy;
 use common_crds::conditions::Reason;
+use common_crds::{ResourceKind, ServerResource};
 use infinispan_rest::{ConfigEvent, EventKind};
 use kube::core::NamespaceResourceScope;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::decision::{Comparison, Dependencies, KindCapabilities};
+use super::server_kind::event_kind;
 
 /// What an event of the config stream says about one object of a kind.
 #[derive(Clone, Debug, PartialEq)]
@@ -132,8 +133,11 @@ pub trait KindAdapter: Send + Sync + 'static {
     /// The server object, normalised (as the event stream and a read give it).
     type Object: Clone + Debug + PartialEq + Send + Sync + 'static;
 
+    /// The kind (its CR type's).
+    const KIND: ResourceKind = <Self::Cr as ServerResource>::KIND;
+
     /// Which events of the config stream are about this kind.
-    const EVENT_KIND: EventKind;
+    const EVENT_KIND: EventKind = event_kind(Self::KIND);
 
     /// What the server can do with this kind.
     fn capabilities(&self) -> KindCapabilities;

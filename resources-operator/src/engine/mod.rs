@@ -4,7 +4,8 @@
 //! - [`decision`]: the pure function at its heart: given what is observed about one object (its
 //!   CR, the server's current object, what was last synced) and the cluster's sync settings,
 //!   what must happen. No I/O; unit- and property-tested.
-//! - [`kind`]: the [`kind::KindAdapter`] trait a kind implements.
+//! - [`kind`]: the [`kind::KindAdapter`] trait a kind implements; [`server_kind`]: the one
+//!   mapping of a resource kind to the server's event kind.
 //! - [`controller`]: the CR watch, the per-key queue (kube-runtime's `Controller`) and the
 //!   reconcile of one CR (observe, decide, execute, status).
 //! - [`stream`]: the server's config event stream: the snapshot, reconcile triggers, and the
@@ -18,7 +19,8 @@
 //!   [`refusals`] (what the server refused, not sent again), [`writes`] (store copies that
 //!   predate our own writes; server events waiting for their CR write), [`loop_guard`] (holds an
 //!   object another writer keeps fighting over: no endless loop); all behind [`locked`].
-//! - [`order`]: bulk creation in design D1's order (Schema, Template, Counter, Cache, Task).
+//! - [`order`]: bulk creation in design D1's order (`ResourceKind::ALL`: Schema, Template,
+//!   Counter, Cache, Task).
 //! - [`proto`]: the message types a schema declares (what indexed caches need, D1).
 //! - [`comparing`]: how much of the server's comparison a decision needs.
 //! - [`snapshot`]: what is known of the server's objects; [`claims`]: who stands for a server
@@ -40,6 +42,7 @@ pub mod order;
 pub mod proto;
 pub mod refusals;
 pub mod requests;
+pub mod server_kind;
 pub mod snapshot;
 pub mod status;
 pub mod stream;

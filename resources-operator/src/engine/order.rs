@@ -1,5 +1,6 @@
 //! The order of bulk creation (design D1): wherever many objects are created at once (startup,
-//! a server that lost its state), Schemas first, then Templates, Counters, Caches, Tasks.
+//! a server that lost its state), Schemas first, then Templates, Counters, Caches, Tasks: the
+//! order of [`ResourceKind::ALL`].
 //!
 //! Each kind's engine says when it has its first snapshot and while reconciles of it run; a
 //! creation on the server waits for its turn: until every earlier kind is ready and has no
@@ -12,31 +13,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use infinispan_rest::EventKind;
-
-/// The kinds in bulk order.
-pub const ORDER: [EventKind; 5] = [
-    EventKind::Schema,
-    EventKind::Template,
-    EventKind::Counter,
-    EventKind::Cache,
-    EventKind::Task,
-];
+use common_crds::ResourceKind;
 
 /// How long a creation waits for the kinds before it at most.
 pub const BOUND: Duration = Duration::from_secs(10);
 
 const POLL: Duration = Duration::from_millis(50);
 
-/// A kind's place in [`ORDER`].
-pub fn rank(kind: EventKind) -> usize {
-    ORDER.iter().position(|k| *k == kind).unwrap_or(ORDER.len())
-}
-
 #[derive(Debug, Default)]
 struct Inner {
-    ready: [AtomicBool; 5],
-    busy: [AtomicUsize; 5],
+    ready: [AtomicBool; ResourceKind::COUNT],
+    busy: [AtomicUsize; ResourceKind::COUNT],
 }
 
 /// The shared state of the order (cheap to clone).
@@ -62,15 +49,15 @@ impl Drop for Busy {
 
 impl BulkOrder {
     /// The kind's engine has its first snapshot.
-    pub fn set_ready(&self, kind: EventKind) {
-        if let Some(ready) = self.inner.ready.get(rank(kind)) {
+    pub fn set_ready(&self, kind: ResourceKind) {
+        if let Some(ready) = self.inner.ready.get(kind.creation_rank()) {
             ready.store(true, Ordering::Relaxed);
         }
     }
 
     /// A reconcile of `kind` starts; it ends when the guard is dropped.
-    pub fn begin(&self, kind: EventKind) -> Busy {
-        let rank = rank(kind);
+    pub fn begin(&self, kind: ResourceKind) -> Busy {
+        let rank = kind.creation_rank();
         if let Some(busy) = self.inner.busy.get(rank) {
             busy.fetch_add(1, Ordering::Relaxed);
         }
@@ -81,15 +68,15 @@ impl BulkOrder {
     }
 
     /// Every kind before `kind` is ready and idle.
-    pub fn is_turn_of(&self, kind: EventKind) -> bool {
-        (0..rank(kind).min(ORDER.len())).all(|earlier| {
+    pub fn is_turn_of(&self, kind: ResourceKind) -> bool {
+        (0..kind.creation_rank().min(ResourceKind::COUNT)).all(|earlier| {
             self.inner.ready[earlier].load(Ordering::Relaxed)
                 && self.inner.busy[earlier].load(Ordering::Relaxed) == 0
         })
     }
 
     /// Waits for the turn of `kind`, at most `bound`; false when the bound ended the wait.
-    pub async fn wait_turn(&self, kind: EventKind, bound: Duration) -> bool {
+    pub async fn wait_turn(&self, kind: ResourceKind, bound: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + bound;
         loop {
             if self.is_turn_of(kind) {
@@ -110,25 +97,25 @@ mod tests {
     #[test]
     fn a_kind_waits_for_the_earlier_ones_only() {
         let order = BulkOrder::default();
-        assert!(order.is_turn_of(EventKind::Schema), "first: never waits");
+        assert!(order.is_turn_of(ResourceKind::Schema), "first: never waits");
         assert!(
-            !order.is_turn_of(EventKind::Template),
+            !order.is_turn_of(ResourceKind::Template),
             "schemas not ready yet"
         );
-        for kind in ORDER {
+        for kind in ResourceKind::ALL {
             order.set_ready(kind);
         }
-        assert!(order.is_turn_of(EventKind::Task));
-        let busy = order.begin(EventKind::Template);
+        assert!(order.is_turn_of(ResourceKind::Task));
+        let busy = order.begin(ResourceKind::Template);
         assert!(
-            order.is_turn_of(EventKind::Template),
+            order.is_turn_of(ResourceKind::Template),
             "its own kind does not count"
         );
-        assert!(!order.is_turn_of(EventKind::Cache));
-        assert!(!order.is_turn_of(EventKind::Task));
-        assert!(order.is_turn_of(EventKind::Schema));
+        assert!(!order.is_turn_of(ResourceKind::Cache));
+        assert!(!order.is_turn_of(ResourceKind::Task));
+        assert!(order.is_turn_of(ResourceKind::Schema));
         drop(busy);
-        assert!(order.is_turn_of(EventKind::Task));
+        assert!(order.is_turn_of(ResourceKind::Task));
     }
 
     #[tokio::test]
@@ -136,12 +123,12 @@ mod tests {
         let order = BulkOrder::default();
         assert!(
             !order
-                .wait_turn(EventKind::Cache, Duration::from_millis(120))
+                .wait_turn(ResourceKind::Cache, Duration::from_millis(120))
                 .await
         );
-        for kind in ORDER {
+        for kind in ResourceKind::ALL {
             order.set_ready(kind);
         }
-        assert!(order.wait_turn(EventKind::Cache, Duration::ZERO).await);
+        assert!(order.wait_turn(ResourceKind::Cache, Duration::ZERO).await);
     }
 }

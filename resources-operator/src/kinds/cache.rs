@@ -178,8 +178,6 @@ impl KindAdapter for CacheAdapter {
     /// Kept as text: see [`JsonText`].
     type Object = JsonText;
 
-    const EVENT_KIND: EventKind = EventKind::Cache;
-
     fn capabilities(&self) -> KindCapabilities {
         KindCapabilities {
             update_in_place: true,

@@ -16,7 +16,7 @@ use common_crds::Counter;
 use common_crds::common::UpdateStrategy;
 use common_crds::counter::{CounterStorage as CrStorage, CounterType};
 use infinispan_rest::{
-    Client, ConfigEvent, CounterConfig, CounterStorage, CreatedCounters, EventKind, InternalObjects,
+    Client, ConfigEvent, CounterConfig, CounterStorage, CreatedCounters, InternalObjects,
 };
 use serde_json::{Value, json};
 
@@ -148,8 +148,6 @@ pub fn differences(cr: &CounterConfig, server: &CounterConfig) -> Vec<String> {
 impl KindAdapter for CounterAdapter {
     type Cr = Counter;
     type Object = CounterConfig;
-
-    const EVENT_KIND: EventKind = EventKind::Counter;
 
     fn capabilities(&self) -> KindCapabilities {
         KindCapabilities {

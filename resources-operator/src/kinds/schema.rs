@@ -15,7 +15,7 @@
 use common_crds::Schema;
 use common_crds::common::UpdateStrategy;
 use common_crds::conditions::Reason;
-use infinispan_rest::{Client, ConfigEvent, EventKind, InternalObjects};
+use infinispan_rest::{Client, ConfigEvent, InternalObjects};
 use serde_json::{Value, json};
 
 use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
@@ -58,8 +58,6 @@ pub fn normalise(proto: &str) -> String {
 impl KindAdapter for SchemaAdapter {
     type Cr = Schema;
     type Object = SchemaObject;
-
-    const EVENT_KIND: EventKind = EventKind::Schema;
 
     fn capabilities(&self) -> KindCapabilities {
         KindCapabilities {

@@ -14,7 +14,7 @@
 
 use common_crds::Task;
 use common_crds::common::UpdateStrategy;
-use infinispan_rest::{Client, ConfigEvent, EventKind, InternalObjects};
+use infinispan_rest::{Client, ConfigEvent, InternalObjects};
 use serde_json::{Value, json};
 
 use crate::engine::decision::{Comparison, Dependencies, KindCapabilities};
@@ -38,8 +38,6 @@ impl TaskAdapter {
 impl KindAdapter for TaskAdapter {
     type Cr = Task;
     type Object = String;
-
-    const EVENT_KIND: EventKind = EventKind::Task;
 
     fn capabilities(&self) -> KindCapabilities {
         KindCapabilities {

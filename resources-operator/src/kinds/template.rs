@@ -16,7 +16,7 @@
 use common_crds::common::UpdateStrategy;
 use common_crds::{Cache, ServerResource, Template};
 use infinispan_rest::{
-    Client, Comparison as ServerComparison, ConfigDocument, ConfigEvent, ConfigFormat, EventKind,
+    Client, Comparison as ServerComparison, ConfigDocument, ConfigEvent, ConfigFormat,
     InternalObjects,
 };
 use kube::ResourceExt;
@@ -105,8 +105,6 @@ fn desired(cr: &Template) -> ConfigDocument {
 impl KindAdapter for TemplateAdapter {
     type Cr = Template;
     type Object = Value;
-
-    const EVENT_KIND: EventKind = EventKind::Template;
 
     fn capabilities(&self) -> KindCapabilities {
         KindCapabilities {

@@ -27,6 +27,7 @@
 //!   validator requires an email for each maintainer listed).
 
 use base64::Engine;
+use common_crds::ResourceKind;
 use common_crds::labels::CLUSTER_LABEL;
 use serde_json::{Value, json};
 
@@ -59,6 +60,7 @@ pub fn icon() -> Value {
 
 /// The long description (markdown), shown on the operator's page.
 pub fn description() -> String {
+    let resource_kinds = ResourceKind::phrase(|kind| format!("**{kind}**"));
     format!(
         "\
 [Infinispan](https://infinispan.org) is an open-source in-memory data grid: a distributed \
@@ -71,7 +73,7 @@ optional external exposure, PodDisruptionBudget), with status conditions and sca
 the scale subresource.
 - **Backup** and **Restore**: an archive of a cluster's caches, templates, counters, schemas and \
 tasks, and its restoration into another cluster.
-- **Cache**, **Template**, **Counter**, **Schema** and **Task**: server resources as CRs, \
+- {resource_kinds}: server resources as CRs, \
 labelled `{CLUSTER_LABEL}=<cluster>`. Each cluster gets its own *resources operator* (a small \
 Deployment with least-privilege RBAC) that keeps them in sync with the server **in both \
 directions**: a cache created by an application on the server appears as a Cache CR, and a \
@@ -100,7 +102,8 @@ The README, the sync contract and the backup guide are in the [repository]({repo
 /// The ClusterServiceVersion.
 pub fn csv() -> Result<Value, OlmError> {
     let owned = owned_crds().map_err(OlmError::Csv)?;
-    let examples = serde_json::to_string_pretty(&examples()).map_err(OlmError::Json)?;
+    let examples = serde_json::to_string_pretty(&examples().map_err(OlmError::Json)?)
+        .map_err(OlmError::Json)?;
     let repository = env!("CARGO_PKG_REPOSITORY");
     let mut related_images = vec![
         json!({ "name": "cluster-operator", "image": OPERATOR_IMAGE }),
@@ -205,7 +208,7 @@ mod tests {
             .as_str()
             .expect("alm-examples is a string");
         let parsed: Value = serde_json::from_str(text).expect("JSON");
-        assert_eq!(parsed, Value::Array(examples()));
+        assert_eq!(parsed, Value::Array(examples().expect("examples")));
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! names, spec and status descriptors read from the schemas, the objects each kind stands for)
 //! and its examples (`alm-examples`).
 
+use std::borrow::Cow;
+
+use common_crds::ResourceKind;
 use common_crds::generate::all_crds;
 use common_crds::labels::CLUSTER_LABEL;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -30,13 +33,34 @@ enum Widget {
 type Descriptor = (&'static str, &'static str, Widget);
 
 /// What the CSV says about one kind beyond its CRD.
+#[derive(Clone)]
 struct KindInfo {
     kind: &'static str,
     display_name: &'static str,
     /// (kind, version) of the objects the operators create for a CR of this kind.
     resources: &'static [(&'static str, &'static str)],
-    spec: &'static [Descriptor],
+    spec: Cow<'static, [Descriptor]>,
     status: &'static [Descriptor],
+}
+
+/// What the CSV says about `kind`: [`KINDS`] for the cluster operator's kinds, the registry for
+/// the resource kinds (their spec fields shown as the schema says, statuses alike).
+fn described(kind: &str) -> Option<KindInfo> {
+    if let Some(info) = KINDS.iter().find(|info| info.kind == kind) {
+        return Some(info.clone());
+    }
+    let info = ResourceKind::from_kind(kind)?.info();
+    Some(KindInfo {
+        kind: info.kind,
+        display_name: info.display_name,
+        resources: EVENTS,
+        spec: info
+            .spec_fields
+            .iter()
+            .map(|&(path, display_name)| (path, display_name, Widget::Auto))
+            .collect(),
+        status: RESOURCE_STATUS,
+    })
 }
 
 /// The kinds whose CRs only get Events (`events.k8s.io/v1`, kube-runtime's recorder) from the
@@ -49,6 +73,8 @@ const RESOURCE_STATUS: &[Descriptor] = &[
     ("serverName", "Server name", Widget::Auto),
 ];
 
+/// The cluster operator's kinds; the resource kinds are described by the registry
+/// ([`ResourceKind::info`], see [`described`]).
 const KINDS: &[KindInfo] = &[
     KindInfo {
         kind: "Infinispan",
@@ -66,7 +92,7 @@ const KINDS: &[KindInfo] = &[
             ("RoleBinding", "v1"),
             ("Event", "v1"),
         ],
-        spec: &[
+        spec: Cow::Borrowed(&[
             ("replicas", "Replicas", Widget::PodCount),
             ("version", "Server version", Widget::Auto),
             ("image", "Server image", Widget::Auto),
@@ -115,7 +141,7 @@ const KINDS: &[KindInfo] = &[
                 "Conflict winner",
                 Widget::Auto,
             ),
-        ],
+        ]),
         status: &[
             ("conditions", "Conditions", Widget::Conditions),
             ("replicas", "Replicas", Widget::PodCount),
@@ -132,7 +158,7 @@ const KINDS: &[KindInfo] = &[
         kind: "Backup",
         display_name: "Backup",
         resources: EVENTS,
-        spec: &[("cluster", "Cluster", Widget::Auto)],
+        spec: Cow::Borrowed(&[("cluster", "Cluster", Widget::Auto)]),
         status: &[
             ("phase", "Phase", Widget::Phase),
             ("conditions", "Conditions", Widget::Conditions),
@@ -145,10 +171,10 @@ const KINDS: &[KindInfo] = &[
         kind: "Restore",
         display_name: "Restore",
         resources: EVENTS,
-        spec: &[
+        spec: Cow::Borrowed(&[
             ("cluster", "Cluster", Widget::Auto),
             ("backup", "Backup", Widget::Auto),
-        ],
+        ]),
         status: &[
             ("phase", "Phase", Widget::Phase),
             ("conditions", "Conditions", Widget::Conditions),
@@ -156,69 +182,6 @@ const KINDS: &[KindInfo] = &[
             ("startTime", "Started", Widget::Auto),
             ("completionTime", "Completed", Widget::Auto),
         ],
-    },
-    KindInfo {
-        kind: "Cache",
-        display_name: "Cache",
-        resources: EVENTS,
-        spec: &[
-            ("name", "Server name", Widget::Auto),
-            ("templateName", "Template name", Widget::Auto),
-            ("template", "Configuration", Widget::Auto),
-            ("updates.strategy", "Update strategy", Widget::Auto),
-            ("deletionPolicy", "Deletion policy", Widget::Auto),
-        ],
-        status: RESOURCE_STATUS,
-    },
-    KindInfo {
-        kind: "Template",
-        display_name: "Cache Template",
-        resources: EVENTS,
-        spec: &[
-            ("name", "Server name", Widget::Auto),
-            ("template", "Configuration", Widget::Auto),
-            ("updates.strategy", "Update strategy", Widget::Auto),
-            ("deletionPolicy", "Deletion policy", Widget::Auto),
-        ],
-        status: RESOURCE_STATUS,
-    },
-    KindInfo {
-        kind: "Counter",
-        display_name: "Counter",
-        resources: EVENTS,
-        spec: &[
-            ("name", "Server name", Widget::Auto),
-            ("type", "Type", Widget::Auto),
-            ("initialValue", "Initial value", Widget::Auto),
-            ("lowerBound", "Lower bound", Widget::Auto),
-            ("upperBound", "Upper bound", Widget::Auto),
-            ("storage", "Storage", Widget::Auto),
-            ("updates.strategy", "Update strategy", Widget::Auto),
-            ("deletionPolicy", "Deletion policy", Widget::Auto),
-        ],
-        status: RESOURCE_STATUS,
-    },
-    KindInfo {
-        kind: "Schema",
-        display_name: "Protobuf Schema",
-        resources: EVENTS,
-        spec: &[
-            ("name", "Server name", Widget::Auto),
-            ("schema", "Schema", Widget::Auto),
-            ("deletionPolicy", "Deletion policy", Widget::Auto),
-        ],
-        status: RESOURCE_STATUS,
-    },
-    KindInfo {
-        kind: "Task",
-        display_name: "Server Task",
-        resources: EVENTS,
-        spec: &[
-            ("name", "Server name", Widget::Auto),
-            ("script", "Script", Widget::Auto),
-            ("deletionPolicy", "Deletion policy", Widget::Auto),
-        ],
-        status: RESOURCE_STATUS,
     },
 ];
 
@@ -322,10 +285,7 @@ pub fn owned_crds() -> Result<Vec<Value>, CsvError> {
         .iter()
         .map(|crd| {
             let kind = crd.spec.names.kind.as_str();
-            let info = KINDS
-                .iter()
-                .find(|info| info.kind == kind)
-                .ok_or_else(|| CsvError::UnknownKind(kind.to_string()))?;
+            let info = described(kind).ok_or_else(|| CsvError::UnknownKind(kind.to_string()))?;
             let (version, schema) = schema_of(crd)?;
             let description =
                 schema
@@ -346,7 +306,7 @@ pub fn owned_crds() -> Result<Vec<Value>, CsvError> {
                 "kind": kind,
                 "displayName": info.display_name,
                 "description": description,
-                "specDescriptors": descriptors(kind, schema, "spec", info.spec)?,
+                "specDescriptors": descriptors(kind, schema, "spec", &info.spec)?,
                 "statusDescriptors": descriptors(kind, schema, "status", info.status)?,
                 "resources": resources,
             }))
@@ -355,19 +315,21 @@ pub fn owned_crds() -> Result<Vec<Value>, CsvError> {
 }
 
 /// The examples (`alm-examples`): one CR of every kind, forming one small setup: a cluster,
-/// a backup of it restored into it, and one resource of each kind on it.
-pub fn examples() -> Vec<Value> {
+/// a backup of it restored into it, and one resource of each kind on it (the registry's
+/// example of the kind).
+pub fn examples() -> Result<Vec<Value>, serde_json::Error> {
     let cluster = "example-infinispan";
     let labels = json!({ CLUSTER_LABEL: cluster });
-    let resource = |kind: &str, name: &str, spec: Value| {
-        json!({
+    let resource = |kind: ResourceKind| -> Result<Value, serde_json::Error> {
+        let (name, spec) = kind.info().example;
+        Ok(json!({
             "apiVersion": "infinispan.org/v2alpha1",
-            "kind": kind,
+            "kind": kind.as_str(),
             "metadata": { "name": name, "labels": labels },
-            "spec": spec,
-        })
+            "spec": serde_json::from_str::<Value>(spec)?,
+        }))
     };
-    vec![
+    let mut examples = vec![
         json!({
             "apiVersion": "infinispan.org/v1",
             "kind": "Infinispan",
@@ -391,32 +353,11 @@ pub fn examples() -> Vec<Value> {
             "metadata": { "name": "example-restore" },
             "spec": { "cluster": cluster, "backup": "example-backup" },
         }),
-        resource(
-            "Cache",
-            "example-cache",
-            json!({ "template": "distributedCache:\n  mode: SYNC\n  statistics: true\n" }),
-        ),
-        resource(
-            "Template",
-            "example-template",
-            json!({ "template": "replicatedCache:\n  mode: SYNC\n  memory:\n    maxCount: 10000\n" }),
-        ),
-        resource(
-            "Counter",
-            "example-counter",
-            json!({ "type": "strong", "initialValue": 0, "upperBound": 1000000 }),
-        ),
-        resource(
-            "Schema",
-            "example-schema",
-            json!({ "schema": "package example;\n\nmessage Book {\n  optional string title = 1;\n}\n" }),
-        ),
-        resource(
-            "Task",
-            "example-task",
-            json!({ "script": "// mode=local,language=javascript\n\"hello from a Task CR\"\n" }),
-        ),
-    ]
+    ];
+    for kind in ResourceKind::LISTED {
+        examples.push(resource(kind)?);
+    }
+    Ok(examples)
 }
 
 #[cfg(test)]
@@ -527,7 +468,7 @@ mod tests {
 
     #[test]
     fn one_example_per_kind_that_the_types_accept() {
-        let examples = examples();
+        let examples = examples().expect("examples");
         let kinds: Vec<&str> = examples.iter().filter_map(|e| e["kind"].as_str()).collect();
         let crd_kinds: Vec<String> = all_crds()
             .iter()

@@ -153,9 +153,7 @@ impl<A: KindAdapter> Engine<A> {
         server_name: &str,
         action: Action,
     ) -> Result<Option<String>, EngineError> {
-        if action != Action::UpdateServer
-            && !self.order.wait_turn(A::EVENT_KIND, order::BOUND).await
-        {
+        if action != Action::UpdateServer && !self.order.wait_turn(A::KIND, order::BOUND).await {
             tracing::debug!(
                 kind = self.kind(),
                 server_name,

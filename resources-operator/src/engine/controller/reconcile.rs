@@ -115,7 +115,7 @@ impl<A: KindAdapter> Engine<A> {
         }
         // The reconcile starts: its request leaves the engine's queue.
         self.requests.remove(&ObjectRef::from_obj(cr.as_ref()));
-        let _busy = self.order.begin(A::EVENT_KIND);
+        let _busy = self.order.begin(A::KIND);
         let started = Instant::now();
         let in_flight = self
             .metrics
