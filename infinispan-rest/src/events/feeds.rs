@@ -447,6 +447,11 @@ impl CreatedCounters {
         self.with(std::mem::take)
     }
 
+    /// The names told since the last [`CreatedCounters::take`], left for the next one.
+    fn pending(&self) -> HashSet<String> {
+        self.with(|names| names.iter().cloned().collect())
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut Vec<String>) -> T) -> T {
         match self.0.lock() {
             Ok(mut names) => f(&mut names),
@@ -514,18 +519,23 @@ impl Connection for CounterPoll {
         let mut connection = None;
         loop {
             // Before the list: a list started after a creation completed shows it, or its
-            // removal.
+            // removal. A known name created again by the caller (a recreation: delete, then
+            // create) is read again whatever the re-check turn, and its new definition is no
+            // removal (the caller read it back already).
+            let ours: HashSet<String> = self.created.take().into_iter().collect();
             told.extend(
-                self.created
-                    .take()
-                    .into_iter()
-                    .filter(|name| !known.contains_key(name)),
+                ours.iter()
+                    .filter(|name| !known.contains_key(*name))
+                    .cloned(),
             );
             let names = match client.list_counters().await {
                 Ok(names) => names,
                 Err(e) => return Ok(e),
             };
-            let mut changes = Vec::new();
+            // Removals first, then creations: a recreated name's removal before its new
+            // definition.
+            let mut removed = Vec::new();
+            let mut created = Vec::new();
             let listed_known: Vec<String> = {
                 let mut names: Vec<String> = names
                     .iter()
@@ -538,20 +548,22 @@ impl Connection for CounterPoll {
             let (recheck, cursor) = recheck_batch(&listed_known, self.cursor, RECHECKED_PER_POLL);
             self.cursor = cursor;
             let recheck: HashSet<&String> = recheck.iter().collect();
+            // Known names with another definition: removed and created again since the last
+            // poll, unless the caller did it.
+            let mut recreated = Vec::new();
             for name in &names {
                 let previous = known.get(name);
-                if previous.is_some() && !recheck.contains(name) {
+                if previous.is_some() && !recheck.contains(name) && !ours.contains(name) {
                     continue;
                 }
                 match client.counter_config(name).await {
                     Ok(config) if previous == Some(&config) => {}
                     Ok(config) => {
                         if previous.is_some() {
-                            // Removed and created again since the last poll.
-                            changes.push(ConfigEvent::CounterRemoved { name: name.clone() });
+                            recreated.push(name.clone());
                         }
                         known.insert(name.clone(), config.clone());
-                        changes.push(ConfigEvent::CounterCreated {
+                        created.push(ConfigEvent::CounterCreated {
                             name: name.clone(),
                             config,
                         });
@@ -563,6 +575,19 @@ impl Connection for CounterPoll {
                 }
             }
             let listed: HashSet<&String> = names.iter().collect();
+            // Created by the caller while this poll ran: the list may predate the creation (a
+            // recreation's delete seen, its create not), so an absence proves nothing, and a
+            // new definition is the caller's; the next list, started after the creation, tells
+            // (seen in CI on 2026-12-02: a counter's K2 recreation reported removed after the
+            // caller had read the new one back, and its CR deleted).
+            let during = self.created.pending();
+            let by_caller = |name: &String| ours.contains(name) || during.contains(name);
+            removed.extend(
+                recreated
+                    .into_iter()
+                    .filter(|name| !by_caller(name))
+                    .map(|name| ConfigEvent::CounterRemoved { name }),
+            );
             let gone: Vec<String> = known
                 .keys()
                 .filter(|name| !listed.contains(name))
@@ -570,15 +595,18 @@ impl Connection for CounterPoll {
                 .collect();
             for name in gone {
                 known.remove(&name);
-                changes.push(ConfigEvent::CounterRemoved { name });
+                if !during.contains(&name) {
+                    removed.push(ConfigEvent::CounterRemoved { name });
+                }
             }
             // Listed: read above like any new name, and known from now on. Not listed:
             // removed since it was created.
             for name in std::mem::take(&mut told) {
-                if !listed.contains(&name) {
-                    changes.push(ConfigEvent::CounterRemoved { name });
+                if !listed.contains(&name) && !during.contains(&name) {
+                    removed.push(ConfigEvent::CounterRemoved { name });
                 }
             }
+            let changes = removed.into_iter().chain(created);
             let first = connection.is_none();
             if first {
                 connection = Some(session.connected(tx).await?);
