@@ -44,6 +44,40 @@ use serde_json::json;
 /// Pods start within seconds once their image is on the node; a server needs up to a minute.
 const WAIT: Duration = Duration::from_secs(180);
 
+/// What every test of this suite starts from: the CRDs, a new namespace `<prefix>-<random>`
+/// (restricted), and the chart installed there with the images built here.
+struct Installed {
+    testbed: Testbed,
+    images: Images,
+    client: Client,
+    ns: TestNamespace,
+    clusters: Api<Infinispan>,
+}
+
+async fn install(prefix: &str) -> anyhow::Result<Installed> {
+    let testbed = Testbed::get()?;
+    let images = Images::get(&testbed)?;
+    let client = testbed.admin_client().await?;
+    install_crds(&client).await?;
+    let ns = TestNamespace::create(&client, prefix).await?;
+    helm_install(
+        &testbed,
+        &images,
+        "in-pods",
+        &ns.name,
+        "infinispan-operator",
+    )
+    .await?;
+    let clusters = Api::namespaced(client.clone(), &ns.name);
+    Ok(Installed {
+        testbed,
+        images,
+        client,
+        ns,
+        clusters,
+    })
+}
+
 /// The pod of the release's Deployment (exactly one).
 async fn operator_pod(client: &Client, namespace: &str) -> anyhow::Result<Pod> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
@@ -100,18 +134,13 @@ fn process_identity(pid: u32) -> anyhow::Result<(u32, bool)> {
 #[tokio::test]
 async fn the_chart_with_its_defaults_runs_the_operator_pod_restricted_and_scraped()
 -> anyhow::Result<()> {
-    let testbed = Testbed::get()?;
-    let images = Images::get(&testbed)?;
-    let client = testbed.admin_client().await?;
-    let ns = TestNamespace::create(&client, "pods-chart").await?;
-    helm_install(
-        &testbed,
-        &images,
-        "in-pods",
-        &ns.name,
-        "infinispan-operator",
-    )
-    .await?;
+    let Installed {
+        testbed,
+        images,
+        client,
+        ns,
+        ..
+    } = install("pods-chart").await?;
 
     let pod = operator_pod(&client, &ns.name).await?;
     let pod = wait_ready(&client, &ns.name, &pod.name_any(), WAIT).await?;
@@ -364,21 +393,14 @@ async fn delete_cluster(
 async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_both_ways()
 -> anyhow::Result<()> {
     let _only = CLUSTER.lock().await;
-    let testbed = Testbed::get()?;
-    let images = Images::get(&testbed)?;
-    let client = testbed.admin_client().await?;
-    install_crds(&client).await?;
-    let ns = TestNamespace::create(&client, "pods-cluster").await?;
-    helm_install(
-        &testbed,
-        &images,
-        "in-pods",
-        &ns.name,
-        "infinispan-operator",
-    )
-    .await?;
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = install("pods-cluster").await?;
 
-    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
     apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
     let cr = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
 
@@ -487,19 +509,12 @@ fn server_certificate(namespace: &str) -> anyhow::Result<(String, String, String
 async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still_sync()
 -> anyhow::Result<()> {
     let _only = CLUSTER.lock().await;
-    let testbed = Testbed::get()?;
-    let images = Images::get(&testbed)?;
-    let client = testbed.admin_client().await?;
-    install_crds(&client).await?;
-    let ns = TestNamespace::create(&client, "pods-tls").await?;
-    helm_install(
-        &testbed,
-        &images,
-        "in-pods",
-        &ns.name,
-        "infinispan-operator",
-    )
-    .await?;
+    let Installed {
+        testbed,
+        client,
+        ns,
+        ..
+    } = install("pods-tls").await?;
 
     let (ca, certificate, key) = server_certificate(&ns.name)?;
     let secret: Secret = serde_json::from_value(json!({
@@ -660,20 +675,13 @@ async fn wait_ready_deployment(
 #[tokio::test]
 async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
     let _only = CLUSTER.lock().await;
-    let testbed = Testbed::get()?;
-    let images = Images::get(&testbed)?;
-    let client = testbed.admin_client().await?;
-    install_crds(&client).await?;
-    let ns = TestNamespace::create(&client, "pods-roll").await?;
-    helm_install(
-        &testbed,
-        &images,
-        "in-pods",
-        &ns.name,
-        "infinispan-operator",
-    )
-    .await?;
-    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
+    let Installed {
+        testbed,
+        images,
+        client,
+        ns,
+        clusters,
+    } = install("pods-roll").await?;
     apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
     let cr = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
     let rest = rest_client(&client, &ns.name, &cr).await?;
@@ -792,20 +800,13 @@ where
 #[tokio::test]
 async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> anyhow::Result<()> {
     let _only = CLUSTER.lock().await;
-    let testbed = Testbed::get()?;
-    let images = Images::get(&testbed)?;
-    let client = testbed.admin_client().await?;
-    install_crds(&client).await?;
-    let ns = TestNamespace::create(&client, "pods-backup").await?;
-    helm_install(
-        &testbed,
-        &images,
-        "in-pods",
-        &ns.name,
-        "infinispan-operator",
-    )
-    .await?;
-    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = install("pods-backup").await?;
     apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
     apply_cluster(&clusters, "restored", json!({"replicas": 1})).await?;
     let source = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
