@@ -17,7 +17,7 @@ use kube::api::{Api, LogParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use crate::{Testbed, eventually, parse_env_file, repo_root};
+use crate::{TestNamespace, Testbed, eventually, install_crds, parse_env_file, repo_root};
 
 /// The chart the pod suites install.
 pub const CHART: &str = "helm/infinispan-operator";
@@ -285,4 +285,41 @@ pub async fn helm(testbed: &Testbed, args: &[&str]) -> anyhow::Result<String> {
         String::from_utf8_lossy(&output.stderr)
     );
     Ok(stdout)
+}
+
+/// What a pod suite's test starts from: the CRDs, a new namespace `<prefix>-<random>`
+/// (restricted), and the chart installed there with the images built here ([`helm_install`]).
+pub struct Installed {
+    pub testbed: Testbed,
+    pub images: Images,
+    pub client: Client,
+    pub ns: TestNamespace,
+    pub clusters: Api<common_crds::Infinispan>,
+}
+
+impl std::fmt::Debug for Installed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Installed")
+            .field("namespace", &self.ns.name)
+            .field("images", &self.images)
+            .finish_non_exhaustive()
+    }
+}
+
+/// [`Installed`] for a test of `suite` (its logs under `target/e2e-logs/<suite>/`).
+pub async fn install(suite: &str, prefix: &str) -> anyhow::Result<Installed> {
+    let testbed = Testbed::get()?;
+    let images = Images::get(&testbed)?;
+    let client = testbed.admin_client().await?;
+    install_crds(&client).await?;
+    let ns = TestNamespace::create(&client, prefix).await?;
+    helm_install(&testbed, &images, suite, &ns.name, "infinispan-operator").await?;
+    let clusters = Api::namespaced(client.clone(), &ns.name);
+    Ok(Installed {
+        testbed,
+        images,
+        client,
+        ns,
+        clusters,
+    })
 }

@@ -32,8 +32,8 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use common_crds::{Backup, Cache, Infinispan, Restore};
 use e2e::cluster_operator::condition;
-use e2e::pods::{Images, SERVER_VERSION, helm, helm_install, wait_ready};
-use e2e::{TestNamespace, Testbed, eventually, install_crds, repo_root};
+use e2e::pods::{Installed, SERVER_VERSION, helm, install, wait_ready};
+use e2e::{TestNamespace, Testbed, eventually, repo_root};
 use infinispan_rest::{ClientConfig, CounterConfig, CounterStorage, Credentials};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
@@ -43,40 +43,6 @@ use serde_json::json;
 
 /// Pods start within seconds once their image is on the node; a server needs up to a minute.
 const WAIT: Duration = Duration::from_secs(180);
-
-/// What every test of this suite starts from: the CRDs, a new namespace `<prefix>-<random>`
-/// (restricted), and the chart installed there with the images built here.
-struct Installed {
-    testbed: Testbed,
-    images: Images,
-    client: Client,
-    ns: TestNamespace,
-    clusters: Api<Infinispan>,
-}
-
-async fn install(prefix: &str) -> anyhow::Result<Installed> {
-    let testbed = Testbed::get()?;
-    let images = Images::get(&testbed)?;
-    let client = testbed.admin_client().await?;
-    install_crds(&client).await?;
-    let ns = TestNamespace::create(&client, prefix).await?;
-    helm_install(
-        &testbed,
-        &images,
-        "in-pods",
-        &ns.name,
-        "infinispan-operator",
-    )
-    .await?;
-    let clusters = Api::namespaced(client.clone(), &ns.name);
-    Ok(Installed {
-        testbed,
-        images,
-        client,
-        ns,
-        clusters,
-    })
-}
 
 /// The pod of the release's Deployment (exactly one).
 async fn operator_pod(client: &Client, namespace: &str) -> anyhow::Result<Pod> {
@@ -140,7 +106,7 @@ async fn the_chart_with_its_defaults_runs_the_operator_pod_restricted_and_scrape
         client,
         ns,
         ..
-    } = install("pods-chart").await?;
+    } = install("in-pods", "pods-chart").await?;
 
     let pod = operator_pod(&client, &ns.name).await?;
     let pod = wait_ready(&client, &ns.name, &pod.name_any(), WAIT).await?;
@@ -399,7 +365,7 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
         ns,
         clusters,
         ..
-    } = install("pods-cluster").await?;
+    } = install("in-pods", "pods-cluster").await?;
 
     apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
     let cr = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
@@ -514,7 +480,7 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
         client,
         ns,
         ..
-    } = install("pods-tls").await?;
+    } = install("in-pods", "pods-tls").await?;
 
     let (ca, certificate, key) = server_certificate(&ns.name)?;
     let secret: Secret = serde_json::from_value(json!({
@@ -681,7 +647,7 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
         client,
         ns,
         clusters,
-    } = install("pods-roll").await?;
+    } = install("in-pods", "pods-roll").await?;
     apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
     let cr = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
     let rest = rest_client(&client, &ns.name, &cr).await?;
@@ -806,7 +772,7 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
         ns,
         clusters,
         ..
-    } = install("pods-backup").await?;
+    } = install("in-pods", "pods-backup").await?;
     apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
     apply_cluster(&clusters, "restored", json!({"replicas": 1})).await?;
     let source = wait_cluster_ready(&client, &clusters, "demo", 2).await?;

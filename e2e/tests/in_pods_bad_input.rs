@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use anyhow::{Context, ensure};
 use common_crds::Infinispan;
-use e2e::pods::{Images, SERVER_VERSION, helm, helm_install, logs_tail, split_reference};
-use e2e::{TestNamespace, Testbed, eventually, install_crds, repo_root};
+use e2e::pods::{Images, Installed, SERVER_VERSION, helm, install, logs_tail, split_reference};
+use e2e::{TestNamespace, Testbed, eventually, repo_root};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -55,20 +55,13 @@ struct Fixture {
 
 impl Fixture {
     async fn start(prefix: &str) -> anyhow::Result<Self> {
-        let testbed = Testbed::get()?;
-        let images = Images::get(&testbed)?;
-        let client = testbed.admin_client().await?;
-        install_crds(&client).await?;
-        let ns = TestNamespace::create(&client, prefix).await?;
-        helm_install(
-            &testbed,
-            &images,
-            "in-pods-bad-input",
-            &ns.name,
-            "infinispan-operator",
-        )
-        .await?;
-        let clusters = Api::namespaced(client.clone(), &ns.name);
+        let Installed {
+            testbed,
+            client,
+            ns,
+            clusters,
+            ..
+        } = install("in-pods-bad-input", prefix).await?;
         Ok(Self {
             testbed,
             client,
