@@ -94,12 +94,15 @@ impl Capabilities {
 }
 
 /// The server's overall health (`/rest/v2/container/health/status`, anonymous).
+/// `Failed` is what the server answers while any cache failed to start (a user's bad
+/// configuration on a shared server is enough): the node itself is live.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HealthStatus {
     Healthy,
     HealthyRebalancing,
     Degraded,
     Initializing,
+    Failed,
     Other(String),
 }
 
@@ -187,6 +190,7 @@ impl Client {
             "HEALTHY_REBALANCING" => HealthStatus::HealthyRebalancing,
             "DEGRADED" => HealthStatus::Degraded,
             "INITIALIZING" => HealthStatus::Initializing,
+            "FAILED" => HealthStatus::Failed,
             o => HealthStatus::Other(o.to_owned()),
         })
     }
