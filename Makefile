@@ -64,7 +64,7 @@ lint-containerfiles: ## lint the Containerfiles with hadolint (built by testbed-
 	  && echo "hadolint: the four Containerfiles are clean"
 
 .PHONY: testbed-build
-testbed-build: ## build (once, cached in ~/.cache/infinispan-operators) Kubernetes, etcd, Infinispan, helm, operator-sdk, opm, hadolint and the node (containerd, CNI, CoreDNS, registry, crane, local-path-provisioner)
+testbed-build: ## build (once, cached in ~/.cache/infinispan-operators) Kubernetes, etcd, Infinispan, helm, operator-sdk, opm, hadolint and the node (containerd, CNI, CoreDNS, registry, crane, local-path-provisioner, kube-router)
 	$(TESTBED)/build.sh all
 
 .PHONY: testbed-up

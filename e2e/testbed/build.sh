@@ -7,7 +7,8 @@
 #   hadolint-<v>/bin/hadolint                                       the Containerfile linter (PyPI wheel)
 #   containerd-<v>/bin/{containerd,containerd-shim-runc-v2,ctr}, cni-<v>/bin/{bridge,loopback,host-local,portmap},
 #   coredns-<v>/bin/coredns, registry-<v>/bin/registry, crane-<v>/bin/crane,
-#   local-path-provisioner-<v>/bin/local-path-provisioner                  the node (Go module proxy)
+#   local-path-provisioner-<v>/bin/local-path-provisioner,
+#   kube-router-<v>/bin/kube-router (its NetworkPolicy firewall only)       the node (Go module proxy)
 # Usage: build.sh [k8s|etcd|infinispan|tools|node|all]
 # A failed pin falls back to the next version of its list in versions.env, and says so.
 set -euo pipefail
@@ -276,6 +277,11 @@ build_local_path_provisioner_version() {
     github.com/rancher/local-path-provisioner "$1" "$2"
   "$2/bin/local-path-provisioner" --version
 }
+build_kube_router_version() {
+  go_tool_build kube-router github.com/cloudnativelabs/kube-router/v2 \
+    github.com/cloudnativelabs/kube-router/v2/cmd/kube-router "$1" "$2"
+  "$2/bin/kube-router" --version
+}
 build_node() {
   build_with_fallback containerd containerd "$CONTAINERD_VERSIONS" build_containerd_version
   build_with_fallback "CNI plugins" cni "$CNI_PLUGINS_VERSIONS" build_cni_version
@@ -284,6 +290,7 @@ build_node() {
   build_with_fallback crane crane "$CRANE_VERSIONS" build_crane_version
   build_with_fallback local-path-provisioner local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSIONS" \
     build_local_path_provisioner_version
+  build_with_fallback kube-router kube-router "$KUBE_ROUTER_VERSIONS" build_kube_router_version
 }
 
 build_tools() {

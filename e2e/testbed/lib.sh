@@ -79,6 +79,7 @@ cni_bin_dir() { local v; v=$(installed_version cni "$CNI_PLUGINS_VERSIONS") || r
 coredns_bin() { local v; v=$(installed_version coredns "$COREDNS_VERSIONS") || return 1; echo "$PROJECT_CACHE/coredns-$v/bin/coredns"; }
 registry_bin() { local v; v=$(installed_version registry "$REGISTRY_VERSIONS") || return 1; echo "$PROJECT_CACHE/registry-$v/bin/registry"; }
 local_path_provisioner_bin() { local v; v=$(installed_version local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSIONS") || return 1; echo "$PROJECT_CACHE/local-path-provisioner-$v/bin/local-path-provisioner"; }
+kube_router_bin() { local v; v=$(installed_version kube-router "$KUBE_ROUTER_VERSIONS") || return 1; echo "$PROJECT_CACHE/kube-router-$v/bin/kube-router"; }
 crane_bin() { local v; v=$(installed_version crane "$CRANE_VERSIONS") || return 1; echo "$PROJECT_CACHE/crane-$v/bin/crane"; }
 infinispan_home() { local v; v=$(installed_version infinispan "$INFINISPAN_VERSIONS") || return 1; echo "$PROJECT_CACHE/infinispan-$v"; }
 

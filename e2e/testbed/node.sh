@@ -11,6 +11,8 @@
 #   kube-scheduler
 #   coredns         the cluster domain on $NODE_IP:53, from the API server; nothing else
 #   local-path-provisioner   the StorageClass `local-path` (default), volumes under $RUN_DIR
+#   kube-router     its firewall only: NetworkPolicies enforced with iptables (nf_tables
+#                   backend) and ipsets, chains KUBE-ROUTER-*, KUBE-POD-FW-*, KUBE-NWPLCY-*
 # and what they need: the bridge $NODE_BRIDGE ($POD_CIDR, the node's address $NODE_IP), the CNI
 # configuration (bridge, host-local, loopback, portmap), the nftables table `inet
 # infinispan_testbed` (pods reach this machine and each other; forwarded traffic to any other
@@ -93,6 +95,7 @@ NFT
 
 network_down() {
   nft delete table inet "$NFT_TABLE" 2>/dev/null || true
+  kube_router_rules_down
   # kube-proxy's tables (nftables mode).
   nft delete table ip kube-proxy 2>/dev/null || true
   nft delete table ip6 kube-proxy 2>/dev/null || true
@@ -111,8 +114,9 @@ pki_up() {
   issue_client_cert "$PKI" kube-scheduler system:kube-scheduler
   issue_client_cert "$PKI" coredns testbed:coredns
   issue_client_cert "$PKI" local-path-provisioner testbed:local-path-provisioner
+  issue_client_cert "$PKI" kube-router testbed:kube-router
   local c
-  for c in kubelet kube-proxy kube-scheduler coredns local-path-provisioner; do
+  for c in kubelet kube-proxy kube-scheduler coredns local-path-provisioner kube-router; do
     write_kubeconfig "$NODE_DIR/$c.kubeconfig" "$API_URL" "$PKI" "$c"
   done
 }
@@ -359,6 +363,31 @@ metadata: {name: "testbed:coredns"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "testbed:coredns"}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "testbed:coredns"}]
 ---
+# kube-router's firewall reads pods, namespaces and NetworkPolicies, and its own Node; it waits
+# for the caches of Services and their endpoints too (shared with its proxy) before it starts.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "testbed:kube-router"}
+rules:
+- apiGroups: [""]
+  resources: [pods, namespaces, nodes, services, endpoints]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "testbed:kube-router"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "testbed:kube-router"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "testbed:kube-router"}]
+---
 # kube-proxy: system:node-proxier is bootstrapped for the user system:kube-proxy already.
 # The local-path provisioner: PVs, PVCs, StorageClasses, Events, its helper pods and ConfigMap.
 apiVersion: rbac.authorization.k8s.io/v1
@@ -529,6 +558,47 @@ local_path_provisioner_up() {
   }
 }
 
+# --- kube-router: the NetworkPolicy enforcer (its firewall only: no BGP router, no service
+# proxy, no CNI; health and metrics ports off). Ready once its chains are in the filter table.
+kube_router_up() {
+  local bin
+  bin=$(kube_router_bin) || die "kube-router missing: run e2e/testbed/build.sh node"
+  command -v ipset >/dev/null || die "ipset missing: apt-get install ipset"
+  command -v iptables >/dev/null || die "iptables missing: apt-get install iptables"
+  if pid_alive "$RUN_DIR/pids/kube-router.pid"; then
+    log "kube-router already running"
+  else
+    log "starting kube-router (NetworkPolicy firewall only)"
+    start kube-router "$bin" --kubeconfig "$NODE_DIR/kube-router.kubeconfig" \
+      --hostname-override "$NODE_NAME" --run-firewall=true --run-router=false \
+      --run-service-proxy=false --enable-cni=false --enable-ipv6=false \
+      --service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0 -v 1
+  fi
+  wait_for kube-router 60 "$RUN_DIR/logs/kube-router.log" "$RUN_DIR/pids/kube-router.pid" \
+    iptables -w -n -L KUBE-ROUTER-FORWARD
+}
+
+# kube-router's rules, chains and ipsets (it leaves them when it stops): the jumps from the
+# built-in chains first, then its chains (flushed, then deleted), then its sets.
+kube_router_rules_down() {
+  command -v iptables >/dev/null || return 0
+  local rule chain set
+  for chain in INPUT FORWARD OUTPUT; do
+    while read -r rule; do
+      [[ -n $rule ]] || continue
+      eval "iptables -w ${rule/#-A/-D}" 2>/dev/null || true
+    done < <(iptables -w -S "$chain" 2>/dev/null | grep -e '-j KUBE-ROUTER-' || true)
+  done
+  local chains
+  chains=$(iptables -w -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-(ROUTER-|POD-FW-|NWPLCY-)/ {print $2}')
+  for chain in $chains; do iptables -w -F "$chain" 2>/dev/null || true; done
+  for chain in $chains; do iptables -w -X "$chain" 2>/dev/null || true; done
+  command -v ipset >/dev/null || return 0
+  for set in $(ipset list -n 2>/dev/null | grep -E '^(KUBE-(SRC|DST)-|kube-router-)' || true); do
+    ipset destroy "$set" 2>/dev/null || true
+  done
+}
+
 node_ready() {
   [[ $(kubectl_admin get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
 }
@@ -546,6 +616,7 @@ up() {
   # kube-proxy waits for its Node object, which the kubelet registers.
   kubelet_up
   kube_proxy_up
+  kube_router_up
   local_path_provisioner_up
   wait_for "node $NODE_NAME Ready" 120 "$RUN_DIR/logs/kubelet.log" "$RUN_DIR/pids/kubelet.pid" node_ready
   log "node $NODE_NAME is Ready: pods on $POD_CIDR (bridge $NODE_BRIDGE), images from $REGISTRY"
@@ -636,6 +707,7 @@ down() {
     return 0
   fi
   stop_pid kubelet
+  stop_pid kube-router
   stop_pid local-path-provisioner
   remove_containers
   stop_pid containerd
@@ -665,13 +737,15 @@ down() {
 # status: what of the node is still on this machine. Exit 1 when anything is.
 status() {
   local left=() name hierarchy
-  for name in kubelet containerd kube-proxy kube-scheduler coredns registry local-path-provisioner; do
+  for name in kubelet containerd kube-proxy kube-scheduler coredns registry local-path-provisioner kube-router; do
     pid_alive "$RUN_DIR/pids/$name.pid" && left+=("process $name")
   done
   pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK" >/dev/null && left+=("containerd shims")
   ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && left+=("interface $NODE_BRIDGE")
   nft list table inet "$NFT_TABLE" >/dev/null 2>&1 && left+=("nftables table inet $NFT_TABLE")
   nft list table ip kube-proxy >/dev/null 2>&1 && left+=("nftables table ip kube-proxy")
+  iptables -w -S 2>/dev/null | grep -qE '^-N KUBE-(ROUTER-|POD-FW-|NWPLCY-)' && left+=("kube-router's iptables chains")
+  ipset list -n 2>/dev/null | grep -qE '^(KUBE-(SRC|DST)-|kube-router-)' && left+=("kube-router's ipsets")
   if [[ -d $NODE_DIR ]] && awk '{print $5}' /proc/self/mountinfo | grep -qE "^$(realpath "$NODE_DIR")(/|$)"; then
     left+=("mounts under $NODE_DIR")
   fi

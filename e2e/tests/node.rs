@@ -4,7 +4,8 @@
 //! reaching it through kube-proxy, the host reaching it by pod and Service IP; a claim bound by
 //! the default StorageClass and written by a non-root user through its fsGroup; an image that was
 //! not built here failing with the pull error (pulled from nowhere: every other registry maps to
-//! a closed port on loopback).
+//! a closed port on loopback); a NetworkPolicy admitting only the pods it names, enforced by the
+//! node (kube-router's firewall).
 
 use std::time::Duration;
 
@@ -257,5 +258,230 @@ async fn an_image_not_built_here_fails_with_the_pull_error_and_nothing_leaves_th
         message.contains("127.0.0.1:9"),
         "the pull did not go to loopback: {message}"
     );
+    ns.delete().await
+}
+
+/// Runs a short-lived pod with `labels` in `namespace` that sends one HTTP request to
+/// `address:port` and says whether the page came back. The pod is deleted afterwards.
+async fn probe(
+    client: &Client,
+    helper: &str,
+    namespace: &str,
+    name: &str,
+    labels: serde_json::Value,
+    address: &str,
+    port: u16,
+) -> anyhow::Result<bool> {
+    let script = format!(
+        "if printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {address} {port} 2>/dev/null | grep -q hello-from-web; \
+         then echo REACHED; else echo BLOCKED; fi"
+    );
+    create_pod(client, namespace, json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [restricted(helper, "probe", &["/bin/sh", "-c", &script])],
+        }
+    }))
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    eventually(
+        &format!("probe pod {namespace}/{name} finished"),
+        WAIT,
+        || {
+            let pods = pods.clone();
+            async move {
+                let pod = pods.get(name).await?;
+                let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
+                Ok((phase == "Succeeded" || phase == "Failed").then_some(()))
+            }
+        },
+    )
+    .await?;
+    let log = pods.logs(name, &LogParams::default()).await?;
+    pods.delete(name, &Default::default()).await?;
+    match log.lines().last().unwrap_or_default().trim() {
+        "REACHED" => Ok(true),
+        "BLOCKED" => Ok(false),
+        other => anyhow::bail!("probe pod {namespace}/{name} printed {other:?}"),
+    }
+}
+
+/// The node enforces NetworkPolicies (kube-router's firewall): a policy that admits only pods
+/// labelled `role: friend` of its namespace on port 8080 lets such a pod through, to the pod IP
+/// and through the Service, and blocks an unlabelled pod of the same namespace and a labelled
+/// pod of another namespace; the host (where the kubelet probes from) still reaches the pod.
+/// With the policy deleted, the unlabelled pod gets through again.
+#[tokio::test]
+async fn a_network_policy_admits_only_the_pods_it_names() -> anyhow::Result<()> {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    let (_testbed, client, ns, helper) = setup("node-netpol").await?;
+    let other = TestNamespace::create(&client, "node-netpol-other").await?;
+    let mut httpd = restricted(
+        &helper,
+        "httpd",
+        &[
+            "/bin/sh",
+            "-c",
+            "mkdir -p /tmp/www && echo hello-from-web > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www",
+        ],
+    );
+    httpd["readinessProbe"] = json!({"tcpSocket": {"port": 8080}, "periodSeconds": 1});
+    httpd["volumeMounts"] = json!([{"name": "tmp", "mountPath": "/tmp"}]);
+    create_pod(&client, &ns.name, json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [httpd],
+            "volumes": [{"name": "tmp", "emptyDir": {}}],
+        }
+    }))
+    .await?;
+    let service: Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }))?;
+    let service = Api::<Service>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &service)
+        .await?;
+    let cluster_ip = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no cluster IP")?;
+    let pod = wait_ready(&client, &ns.name, "web", WAIT).await?;
+    let pod_ip = pod.status.and_then(|s| s.pod_ip).context("no pod IP")?;
+    let friend = json!({"role": "friend"});
+    let stranger = json!({"role": "stranger"});
+
+    // Without a policy everyone gets through: the probes themselves work.
+    ensure!(
+        probe(
+            &client,
+            &helper,
+            &other.name,
+            "before",
+            friend.clone(),
+            &pod_ip,
+            8080
+        )
+        .await?,
+        "a pod of another namespace did not reach the web pod before any policy"
+    );
+
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns.name);
+    let policy: NetworkPolicy = serde_json::from_value(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "only-friends"},
+        "spec": {
+            "podSelector": {"matchLabels": {"app": "web"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "friend"}}}], "ports": [{"port": 8080}]}],
+        },
+    }))?;
+    policies.create(&PostParams::default(), &policy).await?;
+
+    // The enforcer applies the policy within seconds: a stranger's probe is blocked.
+    let mut attempt = 0;
+    eventually("the policy blocks an unlabelled pod", WAIT, || {
+        attempt += 1;
+        let (client, helper, ns, pod_ip, stranger) = (
+            client.clone(),
+            helper.clone(),
+            ns.name.clone(),
+            pod_ip.clone(),
+            stranger.clone(),
+        );
+        async move {
+            let name = format!("stranger-{attempt}");
+            Ok(
+                (!probe(&client, &helper, &ns, &name, stranger, &pod_ip, 8080).await?)
+                    .then_some(()),
+            )
+        }
+    })
+    .await?;
+    for (namespace, name, labels, address, port) in [
+        (&ns.name, "friend", &friend, &pod_ip, 8080),
+        (&ns.name, "friend-via-service", &friend, &cluster_ip, 80),
+    ] {
+        ensure!(
+            probe(
+                &client,
+                &helper,
+                namespace,
+                name,
+                labels.clone(),
+                address,
+                port
+            )
+            .await?,
+            "{namespace}/{name} (a friend) was blocked from {address}:{port}"
+        );
+    }
+    for (namespace, name, labels, address, port) in [
+        (&other.name, "outsider", &friend, &pod_ip, 8080),
+        (
+            &other.name,
+            "outsider-via-service",
+            &friend,
+            &cluster_ip,
+            80,
+        ),
+        (&ns.name, "stranger-via-service", &stranger, &cluster_ip, 80),
+    ] {
+        ensure!(
+            !probe(
+                &client,
+                &helper,
+                namespace,
+                name,
+                labels.clone(),
+                address,
+                port
+            )
+            .await?,
+            "{namespace}/{name} reached {address}:{port} through the policy"
+        );
+    }
+    // The host still reaches the pod (the kubelet's probes come from there).
+    let output = std::process::Command::new("curl")
+        .args(["-sf", "--max-time", "5", &format!("http://{pod_ip}:8080/")])
+        .output()?;
+    ensure!(
+        String::from_utf8_lossy(&output.stdout).contains("hello-from-web"),
+        "the host was blocked by the policy: {output:?}"
+    );
+
+    // Policy deleted: the stranger gets through again.
+    policies.delete("only-friends", &Default::default()).await?;
+    let mut attempt = 0;
+    eventually(
+        "an unlabelled pod gets through once the policy is gone",
+        WAIT,
+        || {
+            attempt += 1;
+            let (client, helper, ns, pod_ip, stranger) = (
+                client.clone(),
+                helper.clone(),
+                ns.name.clone(),
+                pod_ip.clone(),
+                stranger.clone(),
+            );
+            async move {
+                let name = format!("after-{attempt}");
+                Ok(probe(&client, &helper, &ns, &name, stranger, &pod_ip, 8080)
+                    .await?
+                    .then_some(()))
+            }
+        },
+    )
+    .await?;
+    other.delete().await?;
     ns.delete().await
 }
