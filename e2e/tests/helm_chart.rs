@@ -10,16 +10,16 @@
 //! - per watch scope (`namespace`, `list` of two namespaces, `all`): `helm install`, the objects
 //!   verified (ServiceAccount, bindings in exactly the watched namespaces, the Deployment's
 //!   restricted security context, probes and env, its pod admitted under the restricted Pod
-//!   Security profile, the label policy), then the RBAC proven sufficient by running the real
-//!   `cluster-operator` binary out of cluster as the chart's ServiceAccount with the
-//!   Deployment's args and env read back from the API server: an `Infinispan` CR in a watched
-//!   namespace is reconciled, one in an unwatched namespace is left alone, no request is
-//!   refused; then `helm uninstall` leaves nothing of the release (the CRDs stay, by Helm's
-//!   design);
+//!   Security profile, the label policy), then the RBAC proven sufficient by the operator's pod
+//!   itself (the image built here, on the testbed's node, as the chart's ServiceAccount): it
+//!   becomes Ready holding the Lease, an `Infinispan` CR in a watched namespace is reconciled,
+//!   one in an unwatched namespace is left alone, no request is refused (its log), its metrics
+//!   are scraped through the chart's Service; then `helm uninstall` leaves nothing of the
+//!   release (the CRDs stay, by Helm's design);
 //! - two releases of the same name in two namespaces, label policy on in both, side by side.
 //!
-//! No kubelet runs on the testbed: the Deployment's pod is admitted but never starts, so the
-//! binary stands in for it (design: "What cannot be tested here").
+//! The clusters' own pods (server and resources operator images left at the chart's defaults)
+//! are not pulled here: running them is `in_pods`'s subject.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use common_crds::labels::CLUSTER_LABEL;
 use common_crds::{Cache, Infinispan};
-use e2e::cluster_operator::{binary, get, service_account_kubeconfig};
+use e2e::cluster_operator::{binary, get};
 use e2e::{TestNamespace, Testbed, eventually, install_crds, repo_root, run_dir};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
@@ -43,7 +43,8 @@ use k8s_openapi::api::core::v1::{Container, Event, Pod, Secret, Service, Service
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
-    Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, LogParams, Patch, PatchParams,
+    PostParams,
 };
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -56,6 +57,8 @@ const CHART: &str = "helm/infinispan-operator";
 const TEMPLATE_KUBE_VERSION: &str = "1.30.0";
 /// How long the operator gets to reconcile a CR, and objects to appear or go.
 const WAIT: Duration = Duration::from_secs(60);
+/// The operator's pod: scheduled, its image pulled from the testbed's registry, Ready.
+const POD_WAIT: Duration = Duration::from_secs(120);
 /// The operator's Lease (`cluster_operator::run::LEASE_NAME`).
 const LEASE: &str = cluster_operator::run::LEASE_NAME;
 
@@ -925,85 +928,34 @@ async fn uninstall_and_check_clean(
     Ok(())
 }
 
-/// A `cluster-operator run` started the way the Deployment would start it.
-struct RunningOperator {
-    child: tokio::process::Child,
-    log: PathBuf,
-    metrics: std::net::SocketAddr,
-}
-
-impl RunningOperator {
-    /// Starts the real binary with the container's args and env, as the chart's ServiceAccount
-    /// (`kubeconfig`): downward-API variables get what the kubelet would give (`pod_name`,
-    /// `namespace`), the metrics address a free loopback port. Nothing else of the test
-    /// process's environment reaches it.
-    fn start(
-        container: &Container,
-        kubeconfig: &Path,
-        pod_name: &str,
-        namespace: &str,
-    ) -> anyhow::Result<Self> {
-        ensure!(
-            container.command.is_none(),
-            "the chart sets a command: {:?}",
-            container.command
-        );
-        let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-        let mut env = BTreeMap::new();
-        for var in container.env.iter().flatten() {
-            let value = match (
-                &var.value,
-                var.value_from.as_ref().and_then(|f| f.field_ref.as_ref()),
-            ) {
-                (Some(value), _) => value.clone(),
-                (None, Some(field)) if field.field_path == "metadata.name" => pod_name.to_string(),
-                (None, Some(field)) if field.field_path == "metadata.namespace" => {
-                    namespace.to_string()
-                }
-                _ => bail!("the test cannot give {} what the pod would get", var.name),
-            };
-            env.insert(var.name.clone(), value);
+/// GETs `/metrics` through the Service `namespace/service` (its cluster IP and port `metrics`)
+/// from this machine, as a Prometheus in the cluster would.
+async fn scrape(admin: &Client, namespace: &str, service: &str) -> anyhow::Result<String> {
+    let service = Api::<Service>::namespaced(admin.clone(), namespace)
+        .get(service)
+        .await?;
+    let spec = service.spec.context("a Service without spec")?;
+    let ip = spec.cluster_ip.context("no cluster IP")?;
+    let port = spec
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some("metrics"))
+        .context("no port metrics")?
+        .port;
+    let url = format!("http://{ip}:{port}/metrics");
+    eventually(&format!("metrics at {url}"), WAIT, || {
+        let url = url.clone();
+        async move {
+            let output = tokio::process::Command::new("curl")
+                .args(["-sf", "--max-time", "5", &url])
+                .output()
+                .await?;
+            let page = String::from_utf8_lossy(&output.stdout).into_owned();
+            Ok(page.contains("# TYPE").then_some(page))
         }
-        ensure!(
-            env.insert(
-                "CLUSTER_OPERATOR_METRICS_ADDRESS".into(),
-                metrics.to_string()
-            )
-            .is_some(),
-            "the Deployment sets no CLUSTER_OPERATOR_METRICS_ADDRESS"
-        );
-        let dir = repo_root().join("target/e2e-logs");
-        std::fs::create_dir_all(&dir)?;
-        let log = dir.join(format!("helm-cluster-operator-{pod_name}.log"));
-        let child = tokio::process::Command::new(binary()?)
-            .args(container.args.iter().flatten())
-            .env_clear()
-            .envs(&env)
-            .env("KUBECONFIG", kubeconfig)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting cluster-operator")?;
-        Ok(Self {
-            child,
-            log,
-            metrics,
-        })
-    }
-
-    fn with_log(&self, error: anyhow::Error) -> anyhow::Error {
-        e2e::process::with_log_tail(error, "cluster operator", &self.log, 40)
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
-        e2e::process::http_get(self.metrics, path).await
-    }
+    })
+    .await
 }
 
 /// Applies a one-replica `Infinispan` CR `namespace/name` as the admin.
@@ -1174,6 +1126,15 @@ async fn install_run_uninstall(scope: Scope) -> anyhow::Result<()> {
         _ => watched.join(","),
     };
 
+    // The operator's image built here (`make images`); the servers' and the resources
+    // operator's stay the chart's defaults, which the node cannot pull: this suite's subject is
+    // the chart and the operator's rights, the pods of a cluster are `in_pods`'s.
+    let images = e2e::pods::Images::get(&testbed)?;
+    let (repository, tag) = e2e::pods::split_reference(&images.cluster_operator)?;
+    let (repository, tag) = (
+        format!("image.repository={repository}"),
+        format!("image.tag={tag}"),
+    );
     let chart = chart();
     let mut args: Vec<&str> = vec![
         "install",
@@ -1182,6 +1143,10 @@ async fn install_run_uninstall(scope: Scope) -> anyhow::Result<()> {
         "--namespace",
         r,
         "--wait=false",
+        "--set",
+        &repository,
+        "--set",
+        &tag,
     ];
     args.extend(values.iter().map(String::as_str));
     let installed = helm(&args, Some(&testbed.kubeconfig))
@@ -1322,7 +1287,7 @@ async fn install_run_uninstall(scope: Scope) -> anyhow::Result<()> {
         ),
     }
     // The ReplicaSet controller creates the operator's pod in a namespace that enforces the
-    // restricted Pod Security profile: it is admitted (no kubelet runs it).
+    // restricted Pod Security profile: it is admitted.
     let pods = Api::<Pod>::namespaced(admin.clone(), r);
     let events = Api::<Event>::namespaced(admin.clone(), r);
     let (pods, events) = (&pods, &events);
@@ -1396,20 +1361,20 @@ async fn install_run_uninstall(scope: Scope) -> anyhow::Result<()> {
         "the chart grants the label-policy rules, which it should not need"
     );
 
-    // The operator, as the Deployment would run it.
+    // The operator's pod, as the kubelet runs it: Ready once its probes pass, which needs the
+    // Lease (readiness is leadership).
     for namespace in &unwatched {
         apply_cluster(&admin, namespace, "ignored").await?;
     }
-    let kubeconfig = service_account_kubeconfig(&admin, &testbed, r, &fullname).await?;
-    let pod_name = format!("{fullname}-{}", &r[r.len() - 8..]);
-    let container = operator_container(&deployment)?;
-    let mut operator = RunningOperator::start(container, &kubeconfig, &pod_name, r)?;
+    let pod_name = eventually("the operator's pod", WAIT, || async move {
+        let list = pods
+            .list(&ListParams::default().labels(pod_selector))
+            .await?;
+        Ok(list.items.first().map(|p| p.name_any()))
+    })
+    .await?;
     let checked = async {
-        let operator = &operator;
-        eventually("the operator is ready (it holds the Lease)", WAIT, || async move {
-            Ok((operator.get("/readyz").await?.0 == 200).then_some(()))
-        })
-        .await?;
+        e2e::pods::wait_ready(&admin, r, &pod_name, POD_WAIT).await?;
         let lease = Api::<Lease>::namespaced(admin.clone(), r).get(LEASE).await?;
         ensure!(
             lease.spec.and_then(|s| s.holder_identity).as_deref() == Some(pod_name.as_str()),
@@ -1440,7 +1405,7 @@ async fn install_run_uninstall(scope: Scope) -> anyhow::Result<()> {
         for namespace in &unwatched {
             check_left_alone(&admin, namespace, "ignored").await?;
         }
-        let log = operator.log_text();
+        let log = pods.logs(&pod_name, &LogParams::default()).await?;
         let refused = refusals(&log);
         ensure!(refused.is_empty(), "the API server refused the operator: {refused:#?}");
         // The chart installed the label policy: the operator does not try (nor warn).
@@ -1449,8 +1414,8 @@ async fn install_run_uninstall(scope: Scope) -> anyhow::Result<()> {
                 && !log.lines().any(|l| l.contains("not applied by the operator")),
             "the operator was not told that the chart installs the label policy"
         );
-        let (status, page) = operator.get("/metrics").await?;
-        ensure!(status == 200);
+        // Metrics through the chart's Service, as Prometheus scrapes them.
+        let page = scrape(&admin, r, &format!("{fullname}-metrics")).await?;
         ensure!(page.contains("infinispan_cluster_operator_leader 1"), "{page}");
         let exported = metric_names(&page);
         let dashboard_names = dashboard_metric_names(&dashboard()?);
@@ -1461,11 +1426,11 @@ async fn install_run_uninstall(scope: Scope) -> anyhow::Result<()> {
         ensure!(missing.is_empty(), "the dashboard uses {missing:?}, not on /metrics:\n{page}");
         Ok::<(), anyhow::Error>(())
     }
-    .await
-    .map_err(|e| operator.with_log(e));
-    let stopped = e2e::process::stop_gracefully(&mut operator.child, "cluster operator").await;
-    checked?;
-    stopped?;
+    .await;
+    if let Err(error) = checked {
+        let logs = e2e::pods::logs_tail(&admin, r, &pod_name).await;
+        return Err(error.context(logs));
+    }
 
     for namespace in with_cr.iter().chain(&unwatched) {
         remove_clusters(&admin, namespace).await?;
