@@ -1,14 +1,14 @@
 //! The cluster operator in the end-to-end suites: its own identity (a ServiceAccount bound to
 //! the ClusterRole of `cluster_operator::rbac::rules` by a RoleBinding in each watched
-//! namespace, as an install for a list of namespaces gives it) and its process
-//! (`cluster-operator run`, the real binary).
+//! namespace, as an install for a list of namespaces gives it) and the operator running as it
+//! in a pod on the testbed's node, from the image built here.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -155,53 +155,138 @@ pub fn binary() -> anyhow::Result<PathBuf> {
         .map_err(|e| anyhow::anyhow!(e))
 }
 
-/// A running `cluster-operator run`.
-#[derive(Debug)]
+/// A `cluster-operator run` in a pod on the testbed's node: the image built here (`make
+/// images`), the identity's ServiceAccount, a bare pod (`restartPolicy: Never`, so that a crash
+/// or a clean exit shows in its phase) in the identity's namespace, under the restricted Pod
+/// Security profile with the chart's container security context. Its log is streamed from the
+/// API server into a file under `target/e2e-logs/` (it outlives the pod); its /metrics,
+/// /healthz and /readyz are reached on the pod's IP from this machine.
 pub struct ClusterOperator {
-    pub child: tokio::process::Child,
+    client: Client,
+    pub namespace: String,
+    pub pod: String,
     pub log: PathBuf,
-    /// Its /metrics, /healthz and /readyz endpoint.
+    /// Its /metrics, /healthz and /readyz endpoint (pod IP, port 8080).
     pub metrics: std::net::SocketAddr,
+    log_stream: tokio::task::JoinHandle<()>,
 }
 
+impl std::fmt::Debug for ClusterOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterOperator")
+            .field("pod", &format!("{}/{}", self.namespace, self.pod))
+            .field("log", &self.log)
+            .field("metrics", &self.metrics)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The metrics port of the operator's container.
+const METRICS_PORT: u16 = 8080;
+
 impl ClusterOperator {
-    /// Starts `cluster-operator run --watch-namespaces <namespaces> <args>` with `kubeconfig`.
-    pub fn start(
-        kubeconfig: &std::path::Path,
+    /// Starts `cluster-operator run --watch-namespaces <namespaces> <args>` as `identity`, and
+    /// waits until its container runs.
+    pub async fn start(
+        admin: &Client,
+        testbed: &Testbed,
+        identity: &ClusterOperatorIdentity,
         namespaces: &[&str],
         args: &[&str],
     ) -> anyhow::Result<Self> {
+        let images = crate::pods::Images::get(testbed)?;
+        let name = crate::operator::unique("cluster-operator").to_lowercase();
+        let mut all_args = vec![
+            "run".to_string(),
+            format!("--metrics-address=0.0.0.0:{METRICS_PORT}"),
+            format!("--watch-namespaces={}", namespaces.join(",")),
+            "--log-level=cluster_operator=debug,operator_runtime=debug,info".to_string(),
+            // Restores keep their archive on the pod's scratch volume.
+            "--archive-dir=/tmp".to_string(),
+        ];
+        all_args.extend(args.iter().map(|a| a.to_string()));
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "labels": {"app.kubernetes.io/component": "cluster-operator", "infinispan-operators-e2e": "true"},
+            },
+            "spec": {
+                "serviceAccountName": identity.service_account,
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 30,
+                "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
+                    "name": "cluster-operator",
+                    "image": images.cluster_operator,
+                    "args": all_args,
+                    "env": [
+                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                    ],
+                    "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
+                    "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 2},
+                    "securityContext": {
+                        "allowPrivilegeEscalation": false,
+                        "readOnlyRootFilesystem": true,
+                        "runAsNonRoot": true,
+                        "capabilities": {"drop": ["ALL"]},
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                }],
+                "volumes": [{"name": "tmp", "emptyDir": {}}],
+            },
+        }))?;
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), &identity.namespace);
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .with_context(|| {
+                format!("creating the operator's pod {}/{name}", identity.namespace)
+            })?;
+        let ip = {
+            let pods = &pods;
+            let name = &name;
+            eventually(
+                &format!("the operator's pod {name} running"),
+                Duration::from_secs(120),
+                || async move {
+                    let pod = pods.get(name).await?;
+                    let status = pod.status.unwrap_or_default();
+                    let running = status
+                        .container_statuses
+                        .iter()
+                        .flatten()
+                        .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+                    if let Some(problem) = status
+                        .container_statuses
+                        .iter()
+                        .flatten()
+                        .find_map(crate::pods::container_problem)
+                    {
+                        bail!("the operator's pod {name}: {problem}");
+                    }
+                    Ok(running.then_some(status.pod_ip).flatten())
+                },
+            )
+            .await?
+        };
         let dir = crate::repo_root().join("target/e2e-logs");
         std::fs::create_dir_all(&dir)?;
-        let log = dir.join(format!(
-            "cluster-operator-{}-{}.log",
-            namespaces.first().copied().unwrap_or("all"),
-            crate::operator::unique("run")
-        ));
-        let log_file = std::fs::File::create(&log)?;
-        let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-        let child = tokio::process::Command::new(binary()?)
-            .arg("run")
-            .arg(format!("--metrics-address={metrics}"))
-            .arg(format!("--watch-namespaces={}", namespaces.join(",")))
-            .args([
-                "--log-level",
-                "cluster_operator=debug,operator_runtime=debug,info",
-            ])
-            .args(args)
-            .env("KUBECONFIG", kubeconfig)
-            .env_remove("WATCH_NAMESPACE")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdout(std::process::Stdio::null())
-            .stderr(log_file)
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting cluster-operator")?;
+        let log = dir.join(format!("{name}.log"));
+        let log_stream = tokio::spawn(stream_log(pods.clone(), name.clone(), log.clone()));
         Ok(Self {
-            child,
+            client: admin.clone(),
+            namespace: identity.namespace.clone(),
+            pod: name,
             log,
-            metrics,
+            metrics: std::net::SocketAddr::new(ip.parse()?, METRICS_PORT),
+            log_stream,
         })
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     /// GET `path` on the metrics endpoint: (status, body).
@@ -219,25 +304,109 @@ impl ClusterOperator {
         crate::process::count_log_lines(&self.log, needles)
     }
 
-    /// SIGTERM, and a clean exit within 15 s.
-    /// SIGTERM, expecting a clean exit. First waits (up to 30 s) until the process serves
-    /// `/healthz`: it handles SIGTERM from the first thing `run` does, but a signal sent before
-    /// the process got there (a test that stops it right after starting it, on a loaded
-    /// machine) would kill it instead.
-    pub async fn stop(mut self) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while self.running()
-            && tokio::time::Instant::now() < deadline
-            && self.get("/healthz").await.is_err()
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        crate::process::stop_gracefully(&mut self.child, "cluster operator").await
+    /// SIGTERM to the container's process, as the kubelet sends it, and a clean exit: the pod
+    /// ends `Succeeded` (exit code 0) within 30 s. Then the pod is deleted.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let result = self.signal_and_wait("TERM", "Succeeded").await;
+        self.remove().await?;
+        result.map_err(|e| self.with_log(e))
     }
 
-    /// Whether the process is still running.
-    pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+    /// SIGKILL (no Lease released, nothing flushed), then the pod is deleted.
+    pub async fn kill(self) -> anyhow::Result<()> {
+        let result = self.signal_and_wait("KILL", "Failed").await;
+        self.remove().await?;
+        result
+    }
+
+    async fn signal_and_wait(&self, signal: &str, phase: &str) -> anyhow::Result<()> {
+        // First wait (up to 30 s) until the process serves /healthz: it handles SIGTERM from
+        // the first thing `run` does, but a signal sent before it got there would kill it.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tokio::time::Instant::now() < deadline && self.get("/healthz").await.is_err() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let pod = self.pods().get(&self.pod).await?;
+        let container = pod
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default()
+            .into_iter()
+            .find_map(|c| c.container_id)
+            .context("the operator's container has no ID")?;
+        let pid = crate::pods::container_process(&container)?;
+        let status = std::process::Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()?;
+        ensure!(status.success(), "kill -{signal} {pid} failed");
+        let pods = self.pods();
+        let (pods, name) = (&pods, &self.pod);
+        let ended = eventually(
+            &format!("the operator's pod {name} ended after SIG{signal}"),
+            Duration::from_secs(30),
+            || async move {
+                let pod = pods.get(name).await?;
+                let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
+                Ok((phase == "Succeeded" || phase == "Failed").then_some(phase))
+            },
+        )
+        .await?;
+        ensure!(
+            ended == phase,
+            "the operator's pod ended {ended} after SIG{signal}, not {phase}"
+        );
+        Ok(())
+    }
+
+    async fn remove(&self) -> anyhow::Result<()> {
+        // The log stream ends with the container; give it a moment to write the last lines.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !self.log_stream.is_finished() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.log_stream.abort();
+        self.pods()
+            .delete(&self.pod, &DeleteParams::default())
+            .await
+            .map(|_| ())
+            .or_else(|e| match e {
+                kube::Error::Api(s) if s.code == 404 => Ok(()),
+                e => Err(e.into()),
+            })
+    }
+
+    /// Whether the container is still running (it never restarts: a crash ends the pod).
+    pub async fn running(&self) -> anyhow::Result<bool> {
+        let pod = self.pods().get(&self.pod).await?;
+        let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
+        Ok(phase == "Running")
+    }
+}
+
+/// Follows the log of `pods/name` into the file `path` until the container ends.
+async fn stream_log(pods: Api<Pod>, name: String, path: PathBuf) {
+    use futures::{AsyncBufReadExt, TryStreamExt};
+    use tokio::io::AsyncWriteExt;
+    let Ok(mut file) = tokio::fs::File::create(&path).await else {
+        return;
+    };
+    let params = kube::api::LogParams {
+        follow: true,
+        ..Default::default()
+    };
+    let Ok(stream) = pods.log_stream(&name, &params).await else {
+        return;
+    };
+    let mut lines = stream.lines();
+    while let Ok(Some(line)) = lines.try_next().await {
+        if file
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let _ = file.flush().await;
     }
 }
 
@@ -247,7 +416,7 @@ pub const WAIT: Duration = Duration::from_secs(60);
 pub const DRAIN_TIMEOUT: &str = "8s";
 
 /// Test namespaces (restricted Pod Security profile), the CRDs, the cluster operator's
-/// identity bound in those namespaces, and the operator running as it.
+/// identity bound in those namespaces, and the operator running as it in a pod.
 pub struct Env {
     pub client: Client,
     pub testbed: Testbed,
@@ -294,7 +463,7 @@ impl Env {
         }
         all.extend(args.iter().map(|a| a.to_string()));
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
-        let operator = ClusterOperator::start(&identity.kubeconfig, &names, &all)?;
+        let operator = ClusterOperator::start(&client, &testbed, &identity, &names, &all).await?;
         Ok(Self {
             client,
             testbed,

@@ -193,6 +193,25 @@ pub fn is_ready(pod: &Pod) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// The host process of a running container: the one whose cgroup names the container's ID (the
+/// node runs on this machine; the cgroupfs driver puts each container in a cgroup named by it).
+pub fn container_process(container_id: &str) -> anyhow::Result<u32> {
+    let id = container_id.rsplit("://").next().unwrap_or(container_id);
+    for entry in std::fs::read_dir("/proc")? {
+        let entry = entry?;
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cgroup) = std::fs::read_to_string(entry.path().join("cgroup")) else {
+            continue;
+        };
+        if cgroup.contains(id) {
+            return Ok(pid);
+        }
+    }
+    bail!("no process of container {id} on this machine")
+}
+
 /// The last 40 lines of each container's log (for failure messages).
 pub async fn logs_tail(client: &Client, namespace: &str, name: &str) -> String {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);

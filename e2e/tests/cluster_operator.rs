@@ -1,10 +1,11 @@
-//! End-to-end: the cluster operator (`cluster-operator run`, the real binary) under its own
-//! least-privilege identity (the ClusterRole of `cluster_operator::rbac`, bound in the watched
-//! namespaces only), on the testbed's API server with owner-reference permission enforcement
-//! and a controller-manager, in namespaces labelled for the restricted Pod Security profile, so
-//! the pods the StatefulSet and ReplicaSet controllers create are really admitted (or refused).
-//! No kubelet runs: pods stay Pending, so the server never becomes ready here (the full chain
-//! with real processes is `cluster_chain`).
+//! End-to-end: the cluster operator in a pod on the testbed's node (the image built here, a
+//! bare pod of `e2e::cluster_operator::ClusterOperator`) under its own least-privilege identity
+//! (the ClusterRole of `cluster_operator::rbac`, bound in the watched namespaces only), on the
+//! testbed's API server with owner-reference permission enforcement and a controller-manager, in
+//! namespaces labelled for the restricted Pod Security profile, so the pods the StatefulSet and
+//! ReplicaSet controllers create are really admitted (or refused). The clusters run the default
+//! images (`quay.io/...`), which the node cannot pull: the servers never start here, and the
+//! operator reports why (the full chain with the images built here is `in_pods`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -83,8 +84,9 @@ fn expected_objects(name: &str) -> Vec<String> {
 }
 
 async fn pods_of(client: &Client, namespace: &str) -> anyhow::Result<Vec<String>> {
+    // Every pod but the cluster operator's own.
     let pods = Api::<Pod>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
+        .list(&ListParams::default().labels("app.kubernetes.io/component!=cluster-operator"))
         .await?;
     let mut names: Vec<String> = pods.items.iter().map(|p| p.name_any()).collect();
     names.sort();
@@ -868,8 +870,7 @@ async fn bad_input_is_refused_or_explained_without_a_hot_loop() -> anyhow::Resul
             .sum();
         ensure!(count == 1, "{count} {reason} Events");
     }
-    let mut env = env;
-    ensure!(env.operator.running(), "the operator exited");
+    ensure!(env.operator.running().await?, "the operator exited");
     env.finish().await
 }
 
@@ -908,7 +909,8 @@ async fn with_the_permission_the_operator_applies_the_label_policy() -> anyhow::
     operator.stop().await?;
     let names: Vec<&str> = namespaces.iter().map(|n| n.name.as_str()).collect();
     let operator =
-        e2e::cluster_operator::ClusterOperator::start(&identity.kubeconfig, &names, &[])?;
+        e2e::cluster_operator::ClusterOperator::start(&client, &testbed, &identity, &names, &[])
+            .await?;
     let env = Env {
         client,
         testbed,
@@ -965,7 +967,14 @@ async fn two_replicas_elect_one_leader_and_the_standby_takes_over() -> anyhow::R
     let names = [ns.as_str()];
     let mut second_args = vec!["--identity=second"];
     second_args.extend(timings);
-    let second = ClusterOperator::start(&env.identity.kubeconfig, &names, &second_args)?;
+    let second = ClusterOperator::start(
+        &env.client,
+        &env.testbed,
+        &env.identity,
+        &names,
+        &second_args,
+    )
+    .await?;
     let (first_ref, second_ref) = (&env.operator, &second);
     // Both Ready; exactly one leader, the Lease in the watched namespace.
     eventually("both replicas are Ready", WAIT, || async move {
@@ -1004,14 +1013,13 @@ async fn two_replicas_elect_one_leader_and_the_standby_takes_over() -> anyhow::R
         testbed,
         namespaces,
         identity,
-        mut operator,
+        operator,
     } = env;
     let survivor = if holder == "first" {
-        operator.child.kill().await?;
+        operator.kill().await?;
         second
     } else {
-        let mut second = second;
-        second.child.kill().await?;
+        second.kill().await?;
         operator
     };
     let env = Env {

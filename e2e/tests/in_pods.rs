@@ -11,7 +11,9 @@
 //!   through the cluster's Service), the CR reaches `Ready=True`, and the cluster's resources
 //!   operator pod syncs a Cache both ways through `<cluster>-operator`; a server pod deleted
 //!   comes back on its volume (the same claim) and rejoins with the caches; scaling 2 -> 3 -> 1
-//!   changes the server's view; deleting the CR removes the pods and the data volumes.
+//!   changes the server's view; deleting the CR drains for real (the resources operator pod
+//!   releases the user's Cache CR, which says `ClusterNotFound`; the mirror CR goes with the
+//!   cluster; no `DrainTimeout`) and removes the pods and the data volumes.
 //! - TLS on (`endpointEncryption` with a Secret of a private CA): the init container writes the
 //!   keystore, the kubelet's HTTPS probes pass, plain HTTP is refused, and the resources
 //!   operator's pod syncs both ways over TLS.
@@ -32,7 +34,7 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use common_crds::{Backup, Cache, Infinispan, Restore};
 use e2e::cluster_operator::condition;
-use e2e::pods::{Installed, SERVER_VERSION, helm, install, wait_ready};
+use e2e::pods::{Installed, SERVER_VERSION, container_process, helm, install, wait_ready};
 use e2e::{TestNamespace, Testbed, eventually, repo_root};
 use infinispan_rest::{ClientConfig, CounterConfig, CounterStorage, Credentials};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -54,25 +56,6 @@ async fn operator_pod(client: &Client, namespace: &str) -> anyhow::Result<Pod> {
         [pod] => Ok(pod.clone()),
         other => bail!("expected one cluster operator pod, found {}", other.len()),
     }
-}
-
-/// The host process of a running container: the one whose cgroup names the container's ID (the
-/// node runs on this machine; the cgroupfs driver puts each container in a cgroup named by it).
-fn container_process(container_id: &str) -> anyhow::Result<u32> {
-    let id = container_id.rsplit("://").next().unwrap_or(container_id);
-    for entry in std::fs::read_dir("/proc")? {
-        let entry = entry?;
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cgroup) = std::fs::read_to_string(entry.path().join("cgroup")) else {
-            continue;
-        };
-        if cgroup.contains(id) {
-            return Ok(pid);
-        }
-    }
-    bail!("no process of container {id} on this machine")
 }
 
 /// `(real uid, root filesystem read-only)` of a host process, read from /proc.
@@ -437,9 +420,67 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
         wait_members_and_ready(&rest, &clusters, replicas).await?;
     }
 
-    // Deleting the CR drains and removes everything it made, the data volumes included.
+    // Deleting the CR drains for real: the resources operator pod releases its finalizer on
+    // the user's CR itself (no DrainTimeout from the cluster operator), the user's CR stays
+    // and says ClusterNotFound, the mirror CR of the REST cache goes with the cluster; the
+    // cluster's pods and data volumes are removed.
     delete_cluster(&client, &clusters, "demo").await?;
+    check_drained(&client, &ns.name, "from-kubectl", "from-rest").await?;
     uninstall(&testbed, ns).await
+}
+
+/// After the cluster's deletion: the user's Cache CR `user` released with `Ready=False,
+/// ClusterNotFound`, the mirror of `mirrored` gone, no `DrainTimeout` Event in the namespace.
+async fn check_drained(
+    client: &Client,
+    namespace: &str,
+    user: &str,
+    mirrored: &str,
+) -> anyhow::Result<()> {
+    let caches: Api<Cache> = Api::namespaced(client.clone(), namespace);
+    let caches = &caches;
+    let user_cr = eventually(
+        "the user CR released and ClusterNotFound, the mirror CR gone",
+        WAIT,
+        || async move {
+            let list = caches.list(&ListParams::default()).await?.items;
+            let mirror_left = list.iter().any(|c| {
+                c.name_any() != user
+                    && (c.spec.common.name.as_deref() == Some(mirrored) || c.name_any() == mirrored)
+            });
+            let Some(cr) = list.into_iter().find(|c| c.name_any() == user) else {
+                bail!("the user's Cache CR {user} was deleted with the cluster");
+            };
+            let released = !cr
+                .finalizers()
+                .iter()
+                .any(|f| f == common_crds::labels::RESOURCES_FINALIZER);
+            let reason = cr
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| (c.status.clone(), c.reason.clone()));
+            let not_found = reason == Some(("False".into(), "ClusterNotFound".into()));
+            Ok((!mirror_left && released && not_found).then_some(cr))
+        },
+    )
+    .await?;
+    println!(
+        "the user CR after the cluster's deletion: {:?}",
+        user_cr.status
+    );
+    let timeouts = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("DrainTimeout"))
+        .count();
+    ensure!(
+        timeouts == 0,
+        "the cluster operator had to release the finalizers itself ({timeouts} DrainTimeout Events)"
+    );
+    Ok(())
 }
 
 /// A CA and a server certificate for the client Service's name `demo.<namespace>.svc.cluster.local`
