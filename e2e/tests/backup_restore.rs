@@ -1,9 +1,13 @@
 //! Backup and Restore CRs end to end, on the testbed's API server and real Infinispan 16.0.7
 //! processes: the cluster operator's Backup and Restore controllers (`cluster_operator::backup::
 //! run`, in this process, as the cluster operator's least-privilege identity) reach each
-//! `Infinispan` CR's server through a per-cluster URL override (the out-of-cluster mode), since
-//! no kubelet runs the StatefulSet's pods. The Infinispan CRs exist in the API server with
-//! `status.operatorCredentialsSecret` written by the test (as the cluster controller would).
+//! `Infinispan` CR's server through a per-cluster URL override (the out-of-cluster mode). The
+//! Infinispan CRs exist in the API server with `status.operatorCredentialsSecret` written by the
+//! test (as the cluster controller would). This suite's subjects are what an archive carries,
+//! object by object, and the failure cases, which need faults made from outside (a server that
+//! refuses connections, a source server restarted between backup and restore); the same
+//! controllers in the cluster operator's pod, between two clusters of server pods, are
+//! `in_pods`'s Backup and Restore test.
 //!
 //! Private nodes (offsets 2045-2049): 2045 and 2046 are the source and target of the object by
 //! object check, 2047 the server of the failure cases.
