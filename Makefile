@@ -29,7 +29,7 @@ release-static: ## build both operators as static binaries, as their Containerfi
 	  -p cluster-operator -p resources-operator
 
 .PHONY: images
-images: testbed-up ## build the operator and server images here (no Docker) and push them to the testbed's registry
+images: testbed-up ## build the operator, server and OLM bundle and catalog images here (no Docker) and push them to the testbed's registry
 	$(TESTBED)/push-images.sh all
 
 .PHONY: crds

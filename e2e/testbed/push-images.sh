@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the images users run and pushes them to the testbed's registry, without Docker and
-# without pulling anything. Usage: push-images.sh [operators|server|all] (default all).
+# without pulling anything. Usage: push-images.sh [operators|server|olm|all] (default all).
 #
 #   operators  both operators as static binaries (`make release-static`), each alone on a scratch
 #              image whose config (USER, ENTRYPOINT, LABEL, ENV, WORKDIR) is read from the final
@@ -8,10 +8,17 @@
 #              root filesystem (e2e/images/operator-rootfs.sh is the builder stage's last step)
 #   server     the Infinispan server image (e2e/images/server: Debian's Java 17 runtime and the
 #              server assembled from Maven Central, the official image's entry-point contract)
+#   olm        the OLM bundle image (olm/bundle's files on scratch, the labels of
+#              olm/bundle.Containerfile) and the catalog image (olm/catalog served by opm, its
+#              serve cache built at image build time, entry point, command and label of
+#              olm/catalog.Containerfile's final stage; opm is the testbed's build of the version
+#              the upstream opm image carries, which cannot be pulled here; the catalog's bundle
+#              entry names the bundle image pushed here, as a user's catalog names theirs)
 #
 # Writes $RUN_DIR/images.env (`source` it; up.sh adds it to the testbed's env file):
 #   TESTBED_CLUSTER_OPERATOR_IMAGE, TESTBED_RESOURCES_OPERATOR_IMAGE, TESTBED_SERVER_IMAGE and
-#   TESTBED_SERVER_IMAGE_B (the same server, another tag)
+#   TESTBED_SERVER_IMAGE_B (the same server, another tag), TESTBED_OLM_BUNDLE_IMAGE and
+#   TESTBED_OLM_CATALOG_IMAGE
 # each REGISTRY/REPOSITORY:TAG with a content tag (see images.sh).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -31,14 +38,16 @@ set_image() {
   mv "$IMAGES_ENV.new" "$IMAGES_ENV"
 }
 
-# containerfile_config CONTAINERFILE: the crane mutate flags of the final stage's config
+# containerfile_config CONTAINERFILE [olm]: the crane mutate flags of the final stage's config
 # instructions. The final stage may hold only FROM scratch, LABEL, COPY --from=builder
 # /out/rootfs/ /, USER, ENV, WORKDIR, ENTRYPOINT and CMD: anything else is an error, so the
-# image built here cannot drift from the one `podman build` makes.
+# image built here cannot drift from the one `podman build` makes. With `olm`, the final stage
+# may start from another base and COPY other paths (the caller puts those files in the root
+# filesystem itself, and the OLM tests compare the image's files with the sources).
 containerfile_config() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "${2:-}" <<'PY'
 import json, re, shlex, sys
-path = sys.argv[1]
+path, mode = sys.argv[1], sys.argv[2]
 lines, buf = [], ""
 for raw in open(path):
     line = raw.rstrip("\n")
@@ -51,7 +60,7 @@ for raw in open(path):
     buf = ""
 starts = [i for i, l in enumerate(lines) if l.split()[0].upper() == "FROM"]
 final = lines[starts[-1]:]
-if final[0].split()[1:] != ["scratch"]:
+if final[0].split()[1:] != ["scratch"] and mode != "olm":
     sys.exit(f"{path}: the final stage must be FROM scratch, found: {final[0]}")
 flags = []
 for l in final[1:]:
@@ -75,7 +84,7 @@ for l in final[1:]:
             sys.exit(f"{path}: {word} arguments with commas are not supported here")
         flags.append(f"--{word.lower()}={','.join(args)}")
     elif word == "COPY":
-        if rest != "--from=builder /out/rootfs/ /":
+        if rest != "--from=builder /out/rootfs/ /" and mode != "olm":
             sys.exit(f"{path}: the final stage copies only the builder's /out/rootfs/, found: COPY {rest}")
     else:
         sys.exit(f"{path}: {word} is not allowed in the final stage")
@@ -123,9 +132,39 @@ server() {
   set_image TESTBED_SERVER_IMAGE_B "$ref"
 }
 
+olm() {
+  local flags=() bundle catalog
+  local rootfs=$RUN_DIR/images/olm-bundle/rootfs
+  rm -rf "$rootfs" && mkdir -p "$rootfs"
+  # COPY manifests /manifests/ and COPY metadata /metadata/ of olm/bundle.Containerfile.
+  cp -r "$REPO_ROOT/olm/bundle/manifests" "$REPO_ROOT/olm/bundle/metadata" "$rootfs/"
+  mapfile -t flags < <(containerfile_config "$REPO_ROOT/olm/bundle.Containerfile" olm)
+  bundle=$(push_rootfs_image infinispan-operators/infinispan-operator-bundle "$rootfs" "${flags[@]}")
+  set_image TESTBED_OLM_BUNDLE_IMAGE "$bundle"
+  log "OLM bundle image: $bundle"
+
+  rootfs=$RUN_DIR/images/olm-catalog/rootfs
+  rm -rf "$rootfs" && mkdir -p "$rootfs/bin" "$rootfs/configs" "$rootfs/tmp"
+  cp "$(opm_bin)" "$rootfs/bin/opm"
+  cp -r "$REPO_ROOT/olm/catalog/." "$rootfs/configs/"
+  local fbc=$rootfs/configs/infinispan-operator/catalog.yaml
+  grep -q '^image: quay.io/infinispan-operators/infinispan-operator-bundle:' "$fbc" \
+    || die "$fbc has no bundle image line to point at the bundle pushed here"
+  sed -i "s|^image: quay.io/infinispan-operators/infinispan-operator-bundle:.*|image: $bundle|" "$fbc"
+  # The builder stage's RUN: the serve cache, so that the catalog pod starts without building it.
+  # (The cache is not byte-for-byte reproducible: each `make images` pushes a new catalog tag.)
+  "$rootfs/bin/opm" serve "$rootfs/configs" --cache-dir="$rootfs/tmp/cache" --cache-only >&2
+  chmod -R a+rX "$rootfs"
+  mapfile -t flags < <(containerfile_config "$REPO_ROOT/olm/catalog.Containerfile" olm)
+  catalog=$(push_rootfs_image infinispan-operators/infinispan-operator-catalog "$rootfs" "${flags[@]}")
+  set_image TESTBED_OLM_CATALOG_IMAGE "$catalog"
+  log "OLM catalog image: $catalog"
+}
+
 case ${1:-all} in
   operators) operators ;;
   server) server ;;
-  all) server; operators ;;
-  *) die "usage: push-images.sh [operators|server|all]" ;;
+  olm) olm ;;
+  all) server; operators; olm ;;
+  *) die "usage: push-images.sh [operators|server|olm|all]" ;;
 esac
