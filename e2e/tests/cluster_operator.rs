@@ -582,8 +582,8 @@ async fn deleting_a_cluster_drains_then_everything_is_collected() -> anyhow::Res
         })
         .await?;
     let client = &env.client;
-    // No resources operator runs here (no kubelet): the CRs keep its finalizer until the
-    // cluster operator's drain timeout.
+    // No resources operator runs here (its default image cannot be pulled on the node): the
+    // CRs keep its finalizer until the cluster operator's drain timeout.
     resource_cr(client, &ns, &cr, "user-cache", false).await?;
     resource_cr(client, &ns, &cr, "mirror-cache", true).await?;
     let lease: Lease = serde_json::from_value(json!({
