@@ -4,7 +4,8 @@ SHELL := /bin/bash
 
 CARGO ?= cargo
 TESTBED := e2e/testbed
-RUN_DIR ?= $(CURDIR)/target/testbed
+# The testbed's run directory: RUN_DIR=<dir> or TESTBED_RUN_DIR=<dir> (as the scripts take it).
+RUN_DIR ?= $(or $(TESTBED_RUN_DIR),$(CURDIR)/target/testbed)
 export TESTBED_RUN_DIR := $(RUN_DIR)
 
 .PHONY: help
