@@ -37,13 +37,14 @@ images: testbed-up ## build the operator, server and OLM bundle and catalog imag
 # The CRDs come from the operator binary (`cluster-operator crd`), everything else from the
 # generators of the tools crate (`xtask`, tools/).
 XTASK := $(CARGO) run -q -p tools --bin xtask --
-crds: ## regenerate the CRD, admission-policy and RBAC-rules YAML for the Helm chart, the OLM bundle (CRDs, CSV, metadata) and catalog, and docs/crd-reference.md
+crds: ## regenerate the CRD, admission-policy, RBAC-rules and operator-pod YAML for the Helm chart, the OLM bundle (CRDs, CSV, metadata) and catalog, and docs/crd-reference.md
 	mkdir -p helm/infinispan-operator/crds helm/infinispan-operator/files olm/bundle/manifests
 	$(CARGO) run -q -p cluster-operator -- crd > helm/infinispan-operator/crds/infinispan.org.yaml
 	$(CARGO) run -q -p cluster-operator -- crd --split olm/bundle/manifests
 	$(XTASK) admission-policy > helm/infinispan-operator/files/label-policy.yaml
 	$(XTASK) resources-operator-rules > helm/infinispan-operator/files/resources-operator-rules.yaml
 	$(XTASK) cluster-operator-rules > helm/infinispan-operator/files/cluster-operator-rules.yaml
+	$(XTASK) operator-pod > helm/infinispan-operator/files/operator-pod.yaml
 	$(XTASK) olm --dir olm
 	$(XTASK) crd-reference > docs/crd-reference.md
 

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use std::net::SocketAddr;
 
-use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand};
 pub use operator_runtime::duration::parse_duration;
 pub use operator_runtime::logging::LogFormat;
@@ -131,44 +130,25 @@ pub struct RunArgs {
     pub log_level: String,
 }
 
-/// Leader-election options of `run`.
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Leader election")]
-pub struct ElectionArgs {
-    /// Elect one leader among the replicas through the Lease `infinispan-cluster-operator`
-    /// (`true` or `false`); standbys are Ready and write nothing.
-    #[arg(
-        long = "leader-election",
-        env = "CLUSTER_OPERATOR_LEADER_ELECTION",
-        value_name = "BOOL",
-        value_parser = BoolishValueParser::new(),
-        num_args = 0..=1,
-        require_equals = true,
-        default_value = "true",
-        default_missing_value = "true"
-    )]
-    pub enabled: bool,
-
-    /// Namespace of the Lease; default: the operator's own namespace (POD_NAMESPACE or the
-    /// service account's), else the first watched namespace.
-    #[arg(long, env = "CLUSTER_OPERATOR_LEASE_NAMESPACE")]
-    pub lease_namespace: Option<String>,
-
-    /// How long a Lease holds without renewal (e.g. `15s`).
-    #[arg(long, env = "CLUSTER_OPERATOR_LEASE_DURATION", value_parser = parse_duration, default_value = "15s")]
-    pub lease_duration: Duration,
-
-    /// How long the leader keeps trying to renew before it gives up and stops.
-    #[arg(long, env = "CLUSTER_OPERATOR_LEASE_RENEW_DEADLINE", value_parser = parse_duration, default_value = "10s")]
-    pub lease_renew_deadline: Duration,
-
-    /// How often the leader renews and a standby looks at the Lease.
-    #[arg(long, env = "CLUSTER_OPERATOR_LEASE_RETRY_PERIOD", value_parser = parse_duration, default_value = "2s")]
-    pub lease_retry_period: Duration,
-
-    /// Holder identity written in the Lease; default: POD_NAME, else `<hostname>-<pid>`.
-    #[arg(long, env = "CLUSTER_OPERATOR_IDENTITY")]
-    pub identity: Option<String>,
+operator_runtime::election_args! {
+    /// Leader-election options of `run`.
+    pub struct ElectionArgs {
+        env_prefix: "CLUSTER_OPERATOR_",
+        /// Elect one leader among the replicas through the Lease `infinispan-cluster-operator`
+        /// (`true` or `false`); standbys are Ready and write nothing.
+        enabled,
+        /// Namespace of the Lease; default: the operator's own namespace (POD_NAMESPACE or the
+        /// service account's), else the first watched namespace.
+        lease_namespace,
+        /// How long a Lease holds without renewal (e.g. `15s`).
+        lease_duration,
+        /// How long the leader keeps trying to renew before it gives up and stops.
+        lease_renew_deadline,
+        /// How often the leader renews and a standby looks at the Lease.
+        lease_retry_period,
+        /// Holder identity written in the Lease; default: POD_NAME, else `<hostname>-<pid>`.
+        identity,
+    }
 }
 
 /// The server version CRs run when they set none.

@@ -53,6 +53,18 @@ pub fn label_policy_rules() -> Vec<PolicyRule> {
     )]
 }
 
+/// Whether `rules` let `verb` act on any object of `group`/`resource`: a rule naming the three
+/// exactly, without `resourceNames` (the operator's rules have no wildcard). For the tests of
+/// the rules here and of the OLM bundle's (the tools crate).
+pub fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
+    rules.iter().any(|rule| {
+        rule.api_groups.iter().flatten().any(|g| g == group)
+            && rule.resources.iter().flatten().any(|r| r == resource)
+            && rule.verbs.iter().any(|v| v == verb)
+            && rule.resource_names.is_none()
+    })
+}
+
 /// The cluster operator's rules in every namespace it watches.
 pub fn rules() -> Vec<PolicyRule> {
     let mut rules = vec![
@@ -116,15 +128,6 @@ pub fn rules() -> Vec<PolicyRule> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
-        rules.iter().any(|rule| {
-            rule.api_groups.iter().flatten().any(|g| g == group)
-                && rule.resources.iter().flatten().any(|r| r == resource)
-                && rule.verbs.iter().any(|v| v == verb)
-                && rule.resource_names.is_none()
-        })
-    }
 
     #[test]
     fn holds_everything_it_grants_and_what_it_does() {

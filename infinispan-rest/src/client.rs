@@ -21,6 +21,7 @@ use crate::auth::{
 };
 use crate::config::ClientConfig;
 use crate::error::{Error, from_response};
+use crate::tls::ca_roots;
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 
@@ -238,24 +239,6 @@ fn build_connector(config: &ClientConfig) -> Result<Connector, Error> {
         None => builder,
     };
     Ok(builder.enable_http1().wrap_connector(http))
-}
-
-/// The trust anchors of a PEM CA bundle: every `CERTIFICATE` block (other blocks and text
-/// around them are skipped); an error when one does not parse or none is there.
-pub(crate) fn ca_roots(pem: &[u8]) -> Result<rustls::RootCertStore, Error> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(pem) {
-        let cert = cert.map_err(|e| Error::Config(format!("CA bundle: {e}")))?;
-        roots
-            .add(cert)
-            .map_err(|e| Error::Config(format!("CA bundle: {e}")))?;
-    }
-    if roots.is_empty() {
-        return Err(Error::Config("CA bundle holds no certificate".into()));
-    }
-    Ok(roots)
 }
 
 impl Client {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::auth::{AuthMethod, Credentials};
-use crate::server::CapabilityOverride;
+use crate::capabilities::CapabilityOverride;
 
 /// TCP keepalive of every connection (detects a peer host that vanished without closing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +99,7 @@ impl ClientConfig {
     /// or [`crate::Error::Config`] saying what is wrong (a certificate that does not parse, or
     /// none at all).
     pub fn check_ca_bundle_pem(pem: &[u8]) -> Result<usize, crate::Error> {
-        crate::client::ca_roots(pem).map(|roots| roots.len())
+        crate::tls::ca_roots(pem).map(|roots| roots.len())
     }
 
     /// Verifies the server's certificate against `name` instead of the base URL's host.

@@ -19,6 +19,7 @@
 pub mod auth;
 pub mod backups;
 pub mod caches;
+mod capabilities;
 mod client;
 pub mod config;
 pub mod counters;
@@ -29,6 +30,7 @@ pub mod schemas;
 pub mod server;
 pub mod tasks;
 pub mod templates;
+mod tls;
 
 pub use auth::{AuthMethod, Credentials};
 pub use backups::{BackupResources, JobStatus, backup_archive_path};

@@ -12,6 +12,8 @@
 //! - [`logging`]: the process's `tracing` subscriber (text or JSON on stderr, a level or
 //!   filter directives).
 //! - [`duration`]: durations on the command line (`15`, `500ms`, `1m30s`).
+//! - [`election_args`]: the leader-election flags of `run` ([`election_args!`]) and what they
+//!   resolve to.
 //! - [`memory`]: malloc kept to few arenas, and free heap memory given back after bursts.
 //! - [`events`]: Kubernetes Events with series, in bounded memory (kube-runtime's `Recorder`
 //!   keeps every Event of the last six minutes).
@@ -33,11 +35,13 @@
 //! - **The endpoint is a minimal HTTP/1.1 responder** on a Tokio listener, not a web framework:
 //!   GET of three paths is all Kubernetes probes and Prometheus need, and binaries stay small.
 //!   The Prometheus crate runs without its process collector and protobuf.
-//! - **Flags stay with each operator.** clap's environment variable names are literal, and each
-//!   operator has its own prefix (`RESOURCES_OPERATOR_`, `CLUSTER_OPERATOR_`), so the flag
-//!   declarations are the operator's; the values they parse into ([`logging::LogFormat`],
+//! - **Flags: the shared ones declared once, named per operator.** clap's environment variable
+//!   names are literal, and each operator has its own prefix (`RESOURCES_OPERATOR_`,
+//!   `CLUSTER_OPERATOR_`): the leader-election flags are stamped per operator by
+//!   [`election_args!`] (the operator gives the prefix and the help texts); the other flags are
+//!   the operator's own. The values they parse into ([`logging::LogFormat`],
 //!   [`duration::parse_duration`], [`leadership::Timings`] whose errors name the conventional
-//!   `--lease-*` flags) are shared.
+//!   `--lease-*` flags, [`election_args::Election`]) are shared.
 //! - Not here: what an operator measures (its own metrics in its own registry), its shutdown
 //!   and its work.
 //!
@@ -77,6 +81,7 @@
 //! ```
 
 pub mod duration;
+pub mod election_args;
 pub mod endpoint;
 pub mod events;
 pub mod leadership;

@@ -5,12 +5,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use common_crds::infinispan::{ConflictWinner, SyncMode};
 
 use operator_runtime::duration::parse_duration;
-use operator_runtime::leadership::{self, Timings, TimingsError};
+// What `ElectionArgs::election` resolves to.
+pub use operator_runtime::election_args::Election;
+pub use operator_runtime::leadership::Timings;
 pub use operator_runtime::logging::LogFormat;
 
 /// Command line of the `resources-operator` binary.
@@ -113,81 +114,23 @@ pub struct RunArgs {
     pub election: ElectionArgs,
 }
 
-/// Leader-election options of `run`.
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Leader election")]
-pub struct ElectionArgs {
-    /// Elect one leader among the replicas through a Lease (`true` or `false`).
-    #[arg(
-        long = "leader-election",
-        env = "RESOURCES_OPERATOR_LEADER_ELECTION",
-        value_name = "BOOL",
-        value_parser = BoolishValueParser::new(),
-        num_args = 0..=1,
-        require_equals = true,
-        default_value = "true",
-        default_missing_value = "true"
-    )]
-    pub enabled: bool,
-
-    /// How long a Lease holds without renewal (whole seconds; e.g. `15`, `15s`, `1m`).
-    #[arg(
-        long,
-        env = "RESOURCES_OPERATOR_LEASE_DURATION",
-        value_parser = parse_duration,
-        default_value = "15s"
-    )]
-    pub lease_duration: Duration,
-
-    /// How long the leader keeps trying to renew before it gives up and stops (shorter than the
-    /// lease duration; e.g. `10s`).
-    #[arg(
-        long,
-        env = "RESOURCES_OPERATOR_LEASE_RENEW_DEADLINE",
-        value_parser = parse_duration,
-        default_value = "10s"
-    )]
-    pub lease_renew_deadline: Duration,
-
-    /// How often the leader renews and a standby looks at the Lease (shorter than the renew
-    /// deadline; e.g. `2s`, `500ms`).
-    #[arg(
-        long,
-        env = "RESOURCES_OPERATOR_LEASE_RETRY_PERIOD",
-        value_parser = parse_duration,
-        default_value = "2s"
-    )]
-    pub lease_retry_period: Duration,
-
-    /// Holder identity written in the Lease; default: the environment variable POD_NAME, else
-    /// `<hostname>-<pid>`.
-    #[arg(long, env = "RESOURCES_OPERATOR_IDENTITY")]
-    pub identity: Option<String>,
-}
-
-/// Leader election as configured: who this process is, and the checked timings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Election {
-    pub identity: String,
-    pub timings: Timings,
-}
-
-impl ElectionArgs {
-    /// `None` when leader election is off; the timings checked.
-    pub fn election(&self) -> Result<Option<Election>, TimingsError> {
-        let timings = Timings::new(
-            self.lease_duration,
-            self.lease_renew_deadline,
-            self.lease_retry_period,
-        )?;
-        if !self.enabled {
-            return Ok(None);
-        }
-        let identity = match self.identity.clone().filter(|i| !i.is_empty()) {
-            Some(identity) => identity,
-            None => leadership::default_identity(std::env::var("POD_NAME").ok()),
-        };
-        Ok(Some(Election { identity, timings }))
+operator_runtime::election_args! {
+    /// Leader-election options of `run`.
+    pub struct ElectionArgs {
+        env_prefix: "RESOURCES_OPERATOR_",
+        /// Elect one leader among the replicas through a Lease (`true` or `false`).
+        enabled,
+        /// How long a Lease holds without renewal (whole seconds; e.g. `15`, `15s`, `1m`).
+        lease_duration,
+        /// How long the leader keeps trying to renew before it gives up and stops (shorter than the
+        /// lease duration; e.g. `10s`).
+        lease_renew_deadline,
+        /// How often the leader renews and a standby looks at the Lease (shorter than the renew
+        /// deadline; e.g. `2s`, `500ms`).
+        lease_retry_period,
+        /// Holder identity written in the Lease; default: the environment variable POD_NAME, else
+        /// `<hostname>-<pid>`.
+        identity,
     }
 }
 

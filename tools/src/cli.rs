@@ -27,6 +27,10 @@ pub enum Command {
     /// that let it apply the label policy itself, as YAML with a comment header; the Helm chart
     /// and the OLM bundle include them.
     ClusterOperatorRules,
+    /// Print the cluster operator's pod as both the Helm chart and the OLM bundle run it, without
+    /// what each sets its own way (image, environment, resources, scheduling), as YAML with a
+    /// comment header; the Helm chart's Deployment includes it.
+    OperatorPod,
     /// Print the reference of the eight CRDs as Markdown, generated from their OpenAPI schemas:
     /// per kind its names, printer columns and, per object level, every field with its type,
     /// default, constraints, CEL rules and description (docs/crd-reference.md is this output).
@@ -70,6 +74,10 @@ mod tests {
         assert!(matches!(
             parse(&["xtask", "cluster-operator-rules"]),
             Ok(Command::ClusterOperatorRules)
+        ));
+        assert!(matches!(
+            parse(&["xtask", "operator-pod"]),
+            Ok(Command::OperatorPod)
         ));
         assert!(matches!(
             parse(&["xtask", "crd-reference"]),

@@ -84,6 +84,14 @@ fn helm_chart_cluster_operator_rules_are_up_to_date() {
 }
 
 #[test]
+fn helm_chart_operator_pod_is_up_to_date() {
+    assert_same(
+        "helm/infinispan-operator/files/operator-pod.yaml",
+        &run(&["operator-pod"]),
+    );
+}
+
+#[test]
 fn olm_bundle_crds_are_up_to_date() {
     let dir = std::env::temp_dir().join(format!("xtask-crds-{}", std::process::id()));
     cluster_operator::manifests::write_crd_files(&dir).expect("the CRD files");

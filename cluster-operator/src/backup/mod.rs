@@ -68,6 +68,7 @@ pub mod backups;
 pub mod names;
 pub mod phase;
 pub mod restores;
+pub mod schemas_step;
 pub mod selection;
 pub mod slots;
 

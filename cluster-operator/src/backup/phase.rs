@@ -37,8 +37,12 @@ use common_crds::conditions::{
     ConditionStatus, ConditionType, new_condition, remove_condition, set_condition,
 };
 use common_crds::restore::RestoreStatus;
-use infinispan_rest::JobStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+// The schemas step, decided apart; its names stay reachable here.
+pub use super::schemas_step::{
+    SCHEMAS_POLL, SCHEMAS_WAIT, SchemasStep, schemas_step, schemas_waited_too_long,
+};
 
 /// Backup or Restore.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,56 +281,6 @@ pub fn poll_delay(age: Duration) -> Duration {
     (age / 4).clamp(Duration::from_secs(1), Duration::from_secs(30))
 }
 
-/// How often the schemas step's job is polled.
-pub const SCHEMAS_POLL: Duration = Duration::from_millis(500);
-
-/// How long one reconcile waits for the schemas step's job ([`schemas_waited_too_long`]).
-pub const SCHEMAS_WAIT: Duration = Duration::from_secs(60);
-
-/// Where the schemas step of a Restore stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SchemasStep {
-    /// Its job runs: look again after [`SCHEMAS_POLL`], until [`SCHEMAS_WAIT`].
-    Running,
-    /// Its job is done: start the restore job of the rest.
-    Done,
-    /// The Restore cannot go on (its status after this observation).
-    Stop(Observation),
-}
-
-/// The schemas step after the server said `status` of its job `job` (`None`: it does not know
-/// the job, after it was started).
-pub fn schemas_step(job: &str, status: Option<JobStatus>) -> SchemasStep {
-    match status {
-        Some(JobStatus::Running) => SchemasStep::Running,
-        Some(JobStatus::Done) => SchemasStep::Done,
-        Some(JobStatus::Failed) => SchemasStep::Stop(Observation::Failed {
-            why: Failure::ServerFailed,
-            message: format!(
-                "the schemas step failed: the server reports restore job {job} (the proto schemas, restored alone before the rest) failed (HTTP 500); nothing else was restored; Infinispan gives no reason over REST: the cause (ISPN005040 and what follows) is in the log of the target's pod 0"
-            ),
-        }),
-        None => SchemasStep::Stop(Observation::Failed {
-            why: Failure::JobLost,
-            message: format!(
-                "the schemas step failed: the server no longer knows restore job {job} (the proto schemas, restored alone before the rest): its node restarted while it ran, or it failed before it was registered; nothing else was restored"
-            ),
-        }),
-    }
-}
-
-/// The schemas step's job `job` still runs after [`SCHEMAS_WAIT`]: the Restore waits (and is
-/// tried again with backoff, finding the job again).
-pub fn schemas_waited_too_long(job: &str) -> Observation {
-    Observation::Waiting {
-        why: Waiting::RestoringSchemas,
-        message: format!(
-            "the schemas step: restore job {job} (the proto schemas, restored alone before the rest) still runs after {} s; the rest is restored once it is done",
-            SCHEMAS_WAIT.as_secs()
-        ),
-    }
-}
-
 fn age(start: Option<&Time>, now: &Time) -> Duration {
     start
         .and_then(|s| now.0.duration_since(s.0).try_into().ok())
@@ -349,7 +303,8 @@ fn running_message(kind: JobKind) -> String {
 }
 
 /// The next status of a Backup or Restore (`kind`) of `generation`, whose current status is
-/// `current`, after `observation`, at `now`; `attempt` counts the retries so far.
+/// `current`, after `observation`, at `now`; `attempt` counts the retries so far. A final
+/// status stays; otherwise one step per kind of observation ([`Step`]).
 pub fn decide(
     kind: JobKind,
     current: &Progress,
@@ -368,158 +323,208 @@ pub fn decide(
             retrying: false,
         };
     }
-    let complete = |status, reason: &str, message: String| {
+    let step = Step {
+        kind,
+        current,
+        generation,
+        now,
+    };
+    match observation {
+        Observation::Waiting { why, message } => step.waiting(next, why, message, attempt),
+        Observation::Started { archive, note } => step.started(next, archive, note),
+        Observation::Running => step.running(next),
+        Observation::Unreachable { message } => step.unreachable(next, message, attempt),
+        Observation::Succeeded { archive } => step.succeeded(next, archive),
+        Observation::Failed { why, message } => step.failed(next, why, message),
+    }
+}
+
+/// What every step of [`decide`] knows: the object's kind, its current status, the generation
+/// observed and the time.
+struct Step<'a> {
+    kind: JobKind,
+    current: &'a Progress,
+    generation: Option<i64>,
+    now: &'a Time,
+}
+
+impl Step<'_> {
+    /// The `Complete` condition with `status`, `reason` and `message`.
+    fn complete(&self, status: ConditionStatus, reason: &str, message: String) -> Condition {
         condition(
             ConditionType::Complete,
             status,
             reason,
             message,
-            generation,
-            now,
+            self.generation,
+            self.now,
         )
-    };
-    let event = |warning, what: &str, note: String| {
+    }
+
+    /// An Event `<Kind><what>`.
+    fn event(&self, warning: bool, what: &str, note: String) -> Option<EventSpec> {
         Some(EventSpec {
             warning,
-            reason: format!("{}{what}", kind.as_str()),
+            reason: format!("{}{what}", self.kind.as_str()),
             note,
         })
-    };
-    match observation {
-        Observation::Waiting { why, message } => {
+    }
+
+    /// The job cannot start yet: Pending with the reason, retried with backoff; one Event per
+    /// new reason.
+    fn waiting(&self, mut next: Progress, why: Waiting, message: String, attempt: u32) -> Decision {
+        next.phase = Some(Phase::Pending);
+        let changed_reason = self
+            .current
+            .conditions
+            .iter()
+            .find(|c| c.type_ == ConditionType::Complete.as_str())
+            .is_none_or(|c| c.reason != why.as_str());
+        set_condition(
+            &mut next.conditions,
+            self.complete(ConditionStatus::False, why.as_str(), message.clone()),
+        );
+        let requeue = match why {
+            Waiting::ClusterBusy => BUSY_DELAY,
+            _ => retry_delay(attempt),
+        };
+        Decision {
+            progress: next,
+            requeue: Some(requeue),
+            // One Event per new reason, not per retry.
+            event: if changed_reason {
+                self.event(false, "Waiting", format!("{}: {message}", why.as_str()))
+            } else {
+                None
+            },
+            retrying: true,
+        }
+    }
+
+    /// The server job was started (or adopted): Running from now, polled soon.
+    fn started(
+        &self,
+        mut next: Progress,
+        archive: Option<String>,
+        note: Option<String>,
+    ) -> Decision {
+        next.phase = Some(Phase::Running);
+        if next.start_time.is_none() {
+            next.start_time = Some(self.now.clone());
+        }
+        if archive.is_some() {
+            next.archive = archive;
+        }
+        let message = running_message(self.kind);
+        set_condition(
+            &mut next.conditions,
+            self.complete(ConditionStatus::False, "Running", message.clone()),
+        );
+        let note = match note {
+            Some(note) => format!("{message}; {note}"),
+            None => message,
+        };
+        Decision {
+            progress: next,
+            requeue: Some(poll_delay(Duration::ZERO)),
+            event: self.event(false, "Started", note),
+            retrying: false,
+        }
+    }
+
+    /// The job runs: polled after a quarter of its age.
+    fn running(&self, mut next: Progress) -> Decision {
+        next.phase = Some(Phase::Running);
+        set_condition(
+            &mut next.conditions,
+            self.complete(
+                ConditionStatus::False,
+                "Running",
+                running_message(self.kind),
+            ),
+        );
+        Decision {
+            requeue: Some(poll_delay(age(next.start_time.as_ref(), self.now))),
+            progress: next,
+            event: None,
+            retrying: false,
+        }
+    }
+
+    /// The job's server cannot be asked: the phase stays, retried (at most every minute).
+    fn unreachable(&self, mut next: Progress, message: String, attempt: u32) -> Decision {
+        // Running stays Running: the job may well go on without us.
+        if next.phase.is_none() {
             next.phase = Some(Phase::Pending);
-            let changed_reason = current
-                .conditions
-                .iter()
-                .find(|c| c.type_ == ConditionType::Complete.as_str())
-                .is_none_or(|c| c.reason != why.as_str());
-            set_condition(
-                &mut next.conditions,
-                complete(ConditionStatus::False, why.as_str(), message.clone()),
-            );
-            let requeue = match why {
-                Waiting::ClusterBusy => BUSY_DELAY,
-                _ => retry_delay(attempt),
-            };
-            Decision {
-                progress: next,
-                requeue: Some(requeue),
-                // One Event per new reason, not per retry.
-                event: if changed_reason {
-                    event(false, "Waiting", format!("{}: {message}", why.as_str()))
-                } else {
-                    None
-                },
-                retrying: true,
-            }
         }
-        Observation::Started { archive, note } => {
-            next.phase = Some(Phase::Running);
-            if next.start_time.is_none() {
-                next.start_time = Some(now.clone());
-            }
-            if archive.is_some() {
-                next.archive = archive;
-            }
-            let message = running_message(kind);
-            set_condition(
-                &mut next.conditions,
-                complete(ConditionStatus::False, "Running", message.clone()),
-            );
-            let note = match note {
-                Some(note) => format!("{message}; {note}"),
-                None => message,
-            };
-            Decision {
-                progress: next,
-                requeue: Some(poll_delay(Duration::ZERO)),
-                event: event(false, "Started", note),
-                retrying: false,
-            }
+        set_condition(
+            &mut next.conditions,
+            self.complete(
+                ConditionStatus::False,
+                Waiting::ServerUnavailable.as_str(),
+                message,
+            ),
+        );
+        Decision {
+            progress: next,
+            requeue: Some(retry_delay(attempt).min(Duration::from_secs(60))),
+            event: None,
+            retrying: true,
         }
-        Observation::Running => {
-            next.phase = Some(Phase::Running);
-            set_condition(
-                &mut next.conditions,
-                complete(ConditionStatus::False, "Running", running_message(kind)),
-            );
-            Decision {
-                requeue: Some(poll_delay(age(next.start_time.as_ref(), now))),
-                progress: next,
-                event: None,
-                retrying: false,
-            }
+    }
+
+    /// The job succeeded: final, with the archive.
+    fn succeeded(&self, mut next: Progress, archive: Option<String>) -> Decision {
+        next.phase = Some(Phase::Succeeded);
+        next.completion_time = Some(self.now.clone());
+        if archive.is_some() {
+            next.archive = archive;
         }
-        Observation::Unreachable { message } => {
-            // Running stays Running: the job may well go on without us.
-            if next.phase.is_none() {
-                next.phase = Some(Phase::Pending);
-            }
-            set_condition(
-                &mut next.conditions,
-                complete(
-                    ConditionStatus::False,
-                    Waiting::ServerUnavailable.as_str(),
-                    message,
-                ),
-            );
-            Decision {
-                progress: next,
-                requeue: Some(retry_delay(attempt).min(Duration::from_secs(60))),
-                event: None,
-                retrying: true,
-            }
+        let message = match &next.archive {
+            Some(a) => format!("the {} completed; archive {a}", self.kind.lower()),
+            None => format!("the {} completed", self.kind.lower()),
+        };
+        set_condition(
+            &mut next.conditions,
+            self.complete(ConditionStatus::True, "Succeeded", message.clone()),
+        );
+        remove_condition(&mut next.conditions, ConditionType::Failed);
+        Decision {
+            progress: next,
+            requeue: None,
+            event: self.event(false, "Succeeded", message),
+            retrying: false,
         }
-        Observation::Succeeded { archive } => {
-            next.phase = Some(Phase::Succeeded);
-            next.completion_time = Some(now.clone());
-            if archive.is_some() {
-                next.archive = archive;
-            }
-            let message = match &next.archive {
-                Some(a) => format!("the {} completed; archive {a}", kind.lower()),
-                None => format!("the {} completed", kind.lower()),
-            };
-            set_condition(
-                &mut next.conditions,
-                complete(ConditionStatus::True, "Succeeded", message.clone()),
-            );
-            remove_condition(&mut next.conditions, ConditionType::Failed);
-            Decision {
-                progress: next,
-                requeue: None,
-                event: event(false, "Succeeded", message),
-                retrying: false,
-            }
-        }
-        Observation::Failed { why, message } => {
-            next.phase = Some(Phase::Failed);
-            next.completion_time = Some(now.clone());
-            set_condition(
-                &mut next.conditions,
-                complete(
-                    ConditionStatus::False,
-                    "Failed",
-                    format!("the {} failed: see the Failed condition", kind.lower()),
-                ),
-            );
-            set_condition(
-                &mut next.conditions,
-                condition(
-                    ConditionType::Failed,
-                    ConditionStatus::True,
-                    why.as_str(),
-                    message.clone(),
-                    generation,
-                    now,
-                ),
-            );
-            Decision {
-                progress: next,
-                requeue: None,
-                event: event(true, "Failed", format!("{}: {message}", why.as_str())),
-                retrying: false,
-            }
+    }
+
+    /// The job failed or can never run: final, with the reason and the server's message.
+    fn failed(&self, mut next: Progress, why: Failure, message: String) -> Decision {
+        next.phase = Some(Phase::Failed);
+        next.completion_time = Some(self.now.clone());
+        set_condition(
+            &mut next.conditions,
+            self.complete(
+                ConditionStatus::False,
+                "Failed",
+                format!("the {} failed: see the Failed condition", self.kind.lower()),
+            ),
+        );
+        set_condition(
+            &mut next.conditions,
+            condition(
+                ConditionType::Failed,
+                ConditionStatus::True,
+                why.as_str(),
+                message.clone(),
+                self.generation,
+                self.now,
+            ),
+        );
+        Decision {
+            progress: next,
+            requeue: None,
+            event: self.event(true, "Failed", format!("{}: {message}", why.as_str())),
+            retrying: false,
         }
     }
 }
@@ -759,63 +764,5 @@ mod tests {
         assert!(p.job_started());
         assert!(!p.is_final());
         assert!(!Progress::default().job_started());
-    }
-
-    #[test]
-    fn the_schemas_step_goes_on_only_when_its_job_is_done() {
-        let job = "ns.r-0123456789abcdef-schemas";
-        assert_eq!(
-            schemas_step(job, Some(JobStatus::Running)),
-            SchemasStep::Running
-        );
-        assert_eq!(schemas_step(job, Some(JobStatus::Done)), SchemasStep::Done);
-        for (status, why) in [
-            (Some(JobStatus::Failed), Failure::ServerFailed),
-            (None, Failure::JobLost),
-        ] {
-            let SchemasStep::Stop(observation) = schemas_step(job, status) else {
-                panic!("{status:?} stops the Restore");
-            };
-            let d = decide(
-                JobKind::Restore,
-                &Progress::default(),
-                Some(1),
-                observation,
-                &at(3),
-                0,
-            );
-            assert_eq!(d.progress.phase, Some(Phase::Failed));
-            let f = find_condition(&d.progress.conditions, ConditionType::Failed).expect("Failed");
-            assert_eq!(f.reason, why.as_str());
-            assert!(
-                f.message.starts_with("the schemas step failed") && f.message.contains(job),
-                "{}",
-                f.message
-            );
-        }
-        // Too long: Pending, retried with backoff; the same again writes nothing.
-        let d = decide(
-            JobKind::Restore,
-            &Progress::default(),
-            Some(1),
-            schemas_waited_too_long(job),
-            &at(3),
-            2,
-        );
-        assert_eq!(d.progress.phase, Some(Phase::Pending));
-        assert_eq!(complete(&d.progress).reason, "RestoringSchemas");
-        assert_eq!(d.requeue, Some(retry_delay(2)));
-        assert!(d.retrying);
-        let again = decide(
-            JobKind::Restore,
-            &d.progress,
-            Some(1),
-            schemas_waited_too_long(job),
-            &at(70),
-            3,
-        );
-        assert_eq!(again.progress, d.progress);
-        assert_eq!(again.event, None);
-        assert!(SCHEMAS_POLL < SCHEMAS_WAIT);
     }
 }

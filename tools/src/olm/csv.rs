@@ -185,17 +185,9 @@ pub fn csv_yaml() -> Result<String, OlmError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cluster_operator::rbac::allows;
     use cluster_operator::scope::{WatchScope, resolve};
     use k8s_openapi::api::rbac::v1::PolicyRule;
-
-    fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
-        rules.iter().any(|rule| {
-            rule.api_groups.iter().flatten().any(|g| g == group)
-                && rule.resources.iter().flatten().any(|r| r == resource)
-                && rule.verbs.iter().any(|v| v == verb)
-                && rule.resource_names.is_none()
-        })
-    }
 
     fn csv_value() -> Value {
         csv().expect("the CSV builds")

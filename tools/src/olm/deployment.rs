@@ -1,7 +1,9 @@
-//! The operator's Deployment in the ClusterServiceVersion's install strategy: `cluster-operator
-//! run` on a read-only root filesystem under the restricted Pod Security profile. The Helm
-//! chart's `templates/deployment.yaml` runs the same container with its default values;
-//! `e2e/tests/olm_bundle.rs` (`the_csv_runs_the_operator_as_the_helm_chart_does`) compares them.
+//! The operator's Deployment in the ClusterServiceVersion's install strategy: the pod both
+//! installers run ([`crate::operator_pod`]) with the image of this build, the environment OLM
+//! gives it (the watched namespaces from OLM's annotation, the operator applying the label
+//! policy) and the resources the Helm chart's values default to (a test reads `values.yaml`);
+//! `e2e/tests/olm_bundle.rs` (`the_csv_runs_the_operator_as_the_helm_chart_does`) compares it
+//! with the chart's rendered Deployment.
 
 use std::collections::BTreeMap;
 
@@ -10,29 +12,22 @@ use cluster_operator::cli::{
 };
 use k8s_openapi::api::apps::v1::DeploymentSpec;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, SecurityContext, Volume, VolumeMount,
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec,
+    ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::operator_pod::{METRICS_PORT, TMP_DIR, operator_container, operator_pod};
 
 use super::{OPERATOR_IMAGE, PACKAGE};
 
 /// The Deployment OLM creates, and its ServiceAccount.
 pub const DEPLOYMENT_NAME: &str = "infinispan-cluster-operator";
 pub const SERVICE_ACCOUNT: &str = "infinispan-cluster-operator";
-/// The operator's container.
-pub const CONTAINER_NAME: &str = "cluster-operator";
-/// Port of /metrics, /healthz and /readyz (the default of `--metrics-address`).
-pub const METRICS_PORT: u16 = 8080;
 /// The pod annotation OLM sets to the OperatorGroup's target namespaces (comma-separated;
 /// empty for all namespaces).
 pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
-/// Where the operator's writable scratch space (Restore archives in transit) is mounted: the
-/// root filesystem is read-only.
-pub const TMP_DIR: &str = "/tmp";
 
 fn field_env(name: &str, field_path: &str) -> EnvVar {
     EnvVar {
@@ -56,22 +51,6 @@ fn value_env(name: &str, value: &str) -> EnvVar {
     }
 }
 
-/// An HTTP probe on the metrics port (the Helm chart's timings; the e2e suite compares them).
-fn probe(path: &str, initial_delay_seconds: Option<i32>, period_seconds: i32) -> Probe {
-    Probe {
-        http_get: Some(HTTPGetAction {
-            path: Some(path.to_string()),
-            port: IntOrString::String("metrics".to_string()),
-            ..HTTPGetAction::default()
-        }),
-        initial_delay_seconds,
-        period_seconds: Some(period_seconds),
-        timeout_seconds: Some(5),
-        failure_threshold: Some(3),
-        ..Probe::default()
-    }
-}
-
 /// `VERSION=IMAGE,...` of the built-in server images (`--server-image`'s environment form).
 pub fn server_images_env() -> String {
     SERVER_IMAGES
@@ -92,78 +71,59 @@ pub fn pod_labels() -> BTreeMap<String, String> {
     ])
 }
 
-/// The operator's Deployment spec: `cluster-operator run` on a read-only root filesystem under
-/// the restricted Pod Security profile, probes on the metrics endpoint, the watched namespaces
-/// from OLM's annotation. The container is the Helm chart's with its default values (security
-/// contexts, probes, port, resources, /tmp volume, images; `e2e/tests/olm_bundle.rs` compares
-/// them), except for what OLM does differently: the watched namespaces and the label policy.
+/// The resources of the operator's container: the Helm chart's default `resources` value.
+pub fn resources() -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_string(), Quantity("50m".to_string())),
+            ("memory".to_string(), Quantity("64Mi".to_string())),
+        ])),
+        limits: Some(BTreeMap::from([(
+            "memory".to_string(),
+            Quantity("256Mi".to_string()),
+        )])),
+        claims: None,
+    }
+}
+
+/// The operator's environment under OLM: the watched namespaces from OLM's annotation, the
+/// defaults of the Helm chart's values for the rest, and the operator applying the label policy.
+fn environment() -> Vec<EnvVar> {
+    vec![
+        field_env(
+            "WATCH_NAMESPACE",
+            &format!("metadata.annotations['{TARGET_NAMESPACES_ANNOTATION}']"),
+        ),
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+        field_env("POD_NAME", "metadata.name"),
+        value_env(
+            "CLUSTER_OPERATOR_METRICS_ADDRESS",
+            &format!("0.0.0.0:{METRICS_PORT}"),
+        ),
+        value_env(
+            "CLUSTER_OPERATOR_RESOURCES_OPERATOR_IMAGE",
+            DEFAULT_RESOURCES_OPERATOR_IMAGE,
+        ),
+        value_env("CLUSTER_OPERATOR_SERVER_IMAGES", &server_images_env()),
+        value_env(
+            "CLUSTER_OPERATOR_DEFAULT_SERVER_VERSION",
+            DEFAULT_SERVER_VERSION,
+        ),
+        // A bundle cannot carry the label policy: the operator applies it (its cluster
+        // permissions allow it).
+        value_env("CLUSTER_OPERATOR_LABEL_POLICY", "operator"),
+        value_env("CLUSTER_OPERATOR_ARCHIVE_DIR", TMP_DIR),
+    ]
+}
+
+/// The operator's Deployment spec: one replica of [`operator_pod`] as the CSV's ServiceAccount,
+/// with this build's image, OLM's environment and the chart's default resources.
 pub fn operator_deployment() -> DeploymentSpec {
     let container = Container {
-        name: CONTAINER_NAME.to_string(),
         image: Some(OPERATOR_IMAGE.to_string()),
-        args: Some(vec!["run".to_string()]),
-        env: Some(vec![
-            field_env(
-                "WATCH_NAMESPACE",
-                &format!("metadata.annotations['{TARGET_NAMESPACES_ANNOTATION}']"),
-            ),
-            field_env("POD_NAMESPACE", "metadata.namespace"),
-            field_env("POD_NAME", "metadata.name"),
-            value_env(
-                "CLUSTER_OPERATOR_METRICS_ADDRESS",
-                &format!("0.0.0.0:{METRICS_PORT}"),
-            ),
-            value_env(
-                "CLUSTER_OPERATOR_RESOURCES_OPERATOR_IMAGE",
-                DEFAULT_RESOURCES_OPERATOR_IMAGE,
-            ),
-            value_env("CLUSTER_OPERATOR_SERVER_IMAGES", &server_images_env()),
-            value_env(
-                "CLUSTER_OPERATOR_DEFAULT_SERVER_VERSION",
-                DEFAULT_SERVER_VERSION,
-            ),
-            // A bundle cannot carry the label policy: the operator applies it (its cluster
-            // permissions allow it).
-            value_env("CLUSTER_OPERATOR_LABEL_POLICY", "operator"),
-            value_env("CLUSTER_OPERATOR_ARCHIVE_DIR", TMP_DIR),
-        ]),
-        ports: Some(vec![ContainerPort {
-            name: Some("metrics".to_string()),
-            container_port: i32::from(METRICS_PORT),
-            protocol: Some("TCP".to_string()),
-            ..ContainerPort::default()
-        }]),
-        liveness_probe: Some(probe("/healthz", Some(5), 10)),
-        readiness_probe: Some(probe("/readyz", None, 5)),
-        resources: Some(ResourceRequirements {
-            requests: Some(BTreeMap::from([
-                ("cpu".to_string(), Quantity("50m".to_string())),
-                ("memory".to_string(), Quantity("64Mi".to_string())),
-            ])),
-            limits: Some(BTreeMap::from([(
-                "memory".to_string(),
-                Quantity("256Mi".to_string()),
-            )])),
-            claims: None,
-        }),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_string()]),
-                add: None,
-            }),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            seccomp_profile: Some(cluster_operator::build::runtime_default()),
-            ..SecurityContext::default()
-        }),
-        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "tmp".to_string(),
-            mount_path: TMP_DIR.to_string(),
-            ..VolumeMount::default()
-        }]),
-        ..Container::default()
+        env: Some(environment()),
+        resources: Some(resources()),
+        ..operator_container()
     };
     DeploymentSpec {
         replicas: Some(1),
@@ -179,19 +139,7 @@ pub fn operator_deployment() -> DeploymentSpec {
             spec: Some(PodSpec {
                 containers: vec![container],
                 service_account_name: Some(SERVICE_ACCOUNT.to_string()),
-                automount_service_account_token: Some(true),
-                enable_service_links: Some(false),
-                security_context: Some(PodSecurityContext {
-                    run_as_non_root: Some(true),
-                    seccomp_profile: Some(cluster_operator::build::runtime_default()),
-                    ..PodSecurityContext::default()
-                }),
-                volumes: Some(vec![Volume {
-                    name: "tmp".to_string(),
-                    empty_dir: Some(EmptyDirVolumeSource::default()),
-                    ..Volume::default()
-                }]),
-                ..PodSpec::default()
+                ..operator_pod()
             }),
         },
         ..DeploymentSpec::default()
@@ -261,5 +209,22 @@ mod tests {
                 .as_ref()
                 .and_then(|m| m.labels.as_ref())
         );
+    }
+
+    /// What the CSV takes from the Helm chart's default values: the resources, the metrics
+    /// port, a `/tmp` without a size limit.
+    #[test]
+    fn the_chart_defaults_to_the_csv_resources_port_and_tmp() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../helm/infinispan-operator/values.yaml"
+        );
+        let text = std::fs::read_to_string(path).expect("the chart's values.yaml");
+        let values: serde_json::Value = serde_saphyr::from_str(&text).expect("values YAML");
+        let chart_resources: ResourceRequirements =
+            serde_json::from_value(values["resources"].clone()).expect("resources");
+        assert_eq!(chart_resources, resources());
+        assert_eq!(values["metrics"]["port"], serde_json::json!(METRICS_PORT));
+        assert_eq!(values["tmpSizeLimit"], serde_json::json!(""));
     }
 }
