@@ -97,6 +97,11 @@ pub struct ResourceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
 
+    /// Where the object was made first: `kubernetes` (created as a CR) or `server` (mirrored
+    /// from the server); the label `infinispan.org/origin` says the same for mirror CRs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+
     /// Ready (with a reason from a fixed list: Synced, Pending, Rejected, Immutable,
     /// DependencyMissing, Conflict, ClusterNotFound, ServerUnavailable, Unsupported, SchemaError,
     /// ReadOnlyMode, Unmanaged, WriteLoop) and ReconciliationPaused.

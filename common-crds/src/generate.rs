@@ -392,10 +392,7 @@ mod tests {
             ("Server-Name", ".status.serverName".to_string()),
             ("Ready", format!("{ready}.status")),
             ("Reason", format!("{ready}.reason")),
-            (
-                "Origin",
-                ".metadata.labels.infinispan\\.org/origin".to_string(),
-            ),
+            ("Origin", ".status.origin".to_string()),
             ("Age", ".metadata.creationTimestamp".to_string()),
         ];
         for kind in RESOURCE_KINDS {

@@ -18,6 +18,15 @@ pub const ORIGIN_KUBERNETES: &str = "kubernetes";
 /// [`ORIGIN_LABEL`] value of a mirror CR the resources operator created for a server object.
 pub const ORIGIN_SERVER: &str = "server";
 
+/// Who created the CR with these labels: [`ORIGIN_SERVER`] for a mirror CR, else
+/// [`ORIGIN_KUBERNETES`].
+pub fn origin(labels: &std::collections::BTreeMap<String, String>) -> &'static str {
+    match labels.get(ORIGIN_LABEL).map(String::as_str) {
+        Some(ORIGIN_SERVER) => ORIGIN_SERVER,
+        _ => ORIGIN_KUBERNETES,
+    }
+}
+
 /// Annotation; `"false"` makes a CR unmanaged: never synced, it still claims its server name and
 /// deleting it leaves the server object alone (design E1).
 pub const MANAGED_ANNOTATION: &str = "infinispan.org/managed";
@@ -45,3 +54,18 @@ pub const BACKUP_FINALIZER: &str = "backups.infinispan.org/archive";
 pub const CLUSTER_OPERATOR_FIELD_MANAGER: &str = "infinispan-cluster-operator";
 /// Server-side apply field manager of the resources operator.
 pub const RESOURCES_OPERATOR_FIELD_MANAGER: &str = "infinispan-resources-operator";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cr_without_the_origin_label_was_made_in_kubernetes() {
+        let mut labels = std::collections::BTreeMap::new();
+        assert_eq!(origin(&labels), ORIGIN_KUBERNETES);
+        labels.insert(ORIGIN_LABEL.to_string(), ORIGIN_SERVER.to_string());
+        assert_eq!(origin(&labels), ORIGIN_SERVER);
+        labels.insert(ORIGIN_LABEL.to_string(), "anything else".to_string());
+        assert_eq!(origin(&labels), ORIGIN_KUBERNETES);
+    }
+}

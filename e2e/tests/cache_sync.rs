@@ -122,6 +122,60 @@ async fn s1_server_cache_appears_as_a_mirror_cr() -> anyhow::Result<()> {
     .await
 }
 
+/// What `kubectl get caches` shows a user: the name on the server and the origin of every CR,
+/// the user's own (no origin label) as well as the mirror of a cache made over REST.
+#[tokio::test]
+async fn kubectl_get_shows_the_server_name_and_origin_of_every_cr() -> anyhow::Result<()> {
+    with_fixture("cols", async |f| {
+        let mine = f.server_name("cols-cr");
+        let theirs = f.server_name("cols-rest");
+        let f = &*f;
+        f.apply_cache(&mine, r#"{"local-cache":{}}"#).await?;
+        f.rest
+            .create_cache(
+                &theirs,
+                &ConfigDocument::json(r#"{"local-cache":{}}"#),
+                CreateCacheOptions::default(),
+            )
+            .await?;
+        let mirror = common_crds::naming::mirror_name(CLUSTER, &theirs);
+        f.wait_ready(&mine, "Synced").await?;
+        f.wait_ready(&mirror, "Synced").await?;
+        let output = f
+            .testbed
+            .kubectl()
+            .args(["get", "caches", "-n", &f.ns.name])
+            .output()?;
+        let table = String::from_utf8_lossy(&output.stdout).into_owned();
+        ensure!(output.status.success(), "kubectl get caches: {output:?}");
+        let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+        let column = |name: &str| header.iter().position(|h| *h == name);
+        let (server_name, origin) = (
+            column("SERVER-NAME").context("no SERVER-NAME column")?,
+            column("ORIGIN").context("no ORIGIN column")?,
+        );
+        for (cr, expected_name, expected_origin) in
+            [(&mine, &mine, "kubernetes"), (&mirror, &theirs, "server")]
+        {
+            let row: Vec<&str> = table
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(cr.as_str()))
+                .with_context(|| format!("no row for {cr}:\n{table}"))?
+                .split_whitespace()
+                .collect();
+            ensure!(
+                row.get(server_name) == Some(&expected_name.as_str())
+                    && row.get(origin) == Some(&expected_origin),
+                "{cr}: SERVER-NAME {:?}, ORIGIN {:?} (expected {expected_name}, {expected_origin}):\n{table}",
+                row.get(server_name),
+                row.get(origin)
+            );
+        }
+        Ok(())
+    })
+    .await
+}
+
 /// K3: deleting the CR deletes the server cache (finalizer).
 #[tokio::test]
 async fn k3_deleting_the_cr_deletes_the_server_cache() -> anyhow::Result<()> {

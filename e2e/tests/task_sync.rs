@@ -2,7 +2,8 @@
 //! script is uploaded, runs, and goes with its CR), S2 both ways (a replaced script flows from
 //! the CR to the server and back), S1 and S3 (a script uploaded over REST is mirrored, deleted
 //! there its mirror goes), a script the server refuses (`Rejected` with the server's message,
-//! a Warning Event, cleared by a fix), and admin tasks (`@@...`) never mirrored.
+//! a Warning Event, cleared by a fix), admin tasks (`@@...`) never mirrored, and a server task
+//! no CR can hold (an empty script) reported on the cluster's CR (`NotMirrored`) and counted.
 //!
 //! What the server (16.0.7) does with scripts it cannot take, seen on the testbed: `PUT
 //! /rest/v2/tasks/{name}` answers 400 `ISPN027507: Cannot find an appropriate script engine`
@@ -219,6 +220,67 @@ async fn s1_s3_server_task_is_mirrored() -> anyhow::Result<()> {
         }
         .await;
         let _ = f.rest.delete_task(&server_name).await;
+        result
+    })
+    .await
+}
+
+/// The value of the gauge `objects_not_mirrored` for Tasks on the operator's /metrics.
+async fn tasks_not_mirrored(f: &Fixture) -> anyhow::Result<Option<i64>> {
+    let (_, page) = f.operator.get("/metrics").await?;
+    Ok(page
+        .lines()
+        .find(|l| {
+            l.starts_with("infinispan_resources_operator_objects_not_mirrored{")
+                && l.contains("Task")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok()))
+}
+
+/// A task the server takes but no Task CR can hold (an empty script, as the CLI's `task upload`
+/// of an empty file makes; the CRD requires a script) does not vanish from the user's view: a
+/// Warning Event `NotMirrored` on the `Infinispan` CR names it with the API server's reason, and
+/// the gauge `objects_not_mirrored` counts it; once the script is not empty it is mirrored and
+/// the gauge goes back to 0.
+#[tokio::test]
+async fn a_server_task_no_cr_can_hold_is_reported_on_the_cluster() -> anyhow::Result<()> {
+    with_fixture("tsk-e", async |f| {
+        let f = &*f;
+        let name = unique("tsk-e");
+        let result = async {
+            f.rest.put_task(&name, "").await?;
+            ensure!(
+                server_lists(f, &name).await?,
+                "the server did not take the empty task"
+            );
+            let (type_, note) = f.wait_event(CLUSTER, "NotMirrored").await?;
+            ensure!(
+                type_ == "Warning" && note.contains(&name) && note.contains("script"),
+                "{type_}: {note}"
+            );
+            eventually("the gauge counts the task", FAST * 4, || async move {
+                Ok((tasks_not_mirrored(f).await? == Some(1)).then_some(()))
+            })
+            .await?;
+            let mirror = common_crds::naming::mirror_name(CLUSTER, &name);
+            ensure!(
+                tasks(f).get_opt(&mirror).await?.is_none(),
+                "a mirror CR exists for the empty task"
+            );
+
+            let text = script("'not empty any more'");
+            f.rest.put_task(&name, &text).await?;
+            let cr = f.wait_kind::<Task>(&mirror, "Synced").await?;
+            ensure!(cr.spec.script == text, "{:?}", cr.spec.script);
+            eventually("the gauge back to 0", FAST * 4, || async move {
+                Ok((tasks_not_mirrored(f).await? == Some(0)).then_some(()))
+            })
+            .await?;
+            Ok(())
+        }
+        .await;
+        let _ = f.rest.delete_task(&name).await;
         result
     })
     .await

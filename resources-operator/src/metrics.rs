@@ -45,6 +45,9 @@ pub struct Metrics {
     pub event_to_cr_seconds: HistogramVec,
     /// CRs the operator could not read (each watch event of one), by kind.
     pub invalid_crs: IntCounterVec,
+    /// Server objects without a CR because the API server refused their mirror CR (a CRD
+    /// stricter than the server), by kind.
+    pub objects_not_mirrored: IntGaugeVec,
 }
 
 impl Metrics {
@@ -167,6 +170,14 @@ impl Metrics {
             &["kind"],
         )?;
         registry.register(Box::new(invalid_crs.clone()))?;
+        let objects_not_mirrored = IntGaugeVec::new(
+            Opts::new(
+                "objects_not_mirrored",
+                "Server objects without a CR: the API server refused their mirror CR",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(objects_not_mirrored.clone()))?;
         Ok(Self {
             registry,
             reconciles,
@@ -183,6 +194,7 @@ impl Metrics {
             queue_depth,
             event_to_cr_seconds,
             invalid_crs,
+            objects_not_mirrored,
         })
     }
 }

@@ -134,6 +134,8 @@ pub struct Engine<A: KindAdapter> {
     comparisons: ComparisonMemo,
     /// Per CR, what the server refused last.
     refusals: Refusals,
+    /// Server objects whose mirror CR the API server refused.
+    unmirrorable: crate::engine::unmirrorable::Unmirrorable,
     /// Per CR, the resourceVersion our last write to it replaced (stale store copies).
     replaced: ReplacedVersions,
     /// Server events whose CR write is still to come (the `event_to_cr_seconds` metric).

@@ -16,7 +16,8 @@
 //! - The engine's bookkeeping between reconciles, each a small type of its own:
 //!   [`requests`] (the reconcile requests it sends, the `queue_depth` metric), [`waits`] (CRs
 //!   waiting for a dependency, D1), [`comparisons`] (the memo of the server's comparisons),
-//!   [`refusals`] (what the server refused, not sent again), [`writes`] (store copies that
+//!   [`refusals`] (what the server refused, not sent again), [`unmirrorable`] (server objects
+//!   whose mirror CR the API server refused, reported once), [`writes`] (store copies that
 //!   predate our own writes; server events waiting for their CR write), [`loop_guard`] (holds an
 //!   object another writer keeps fighting over: no endless loop); all behind [`locked`].
 //! - [`order`]: bulk creation in design D1's order (`ResourceKind::ALL`: Schema, Template,
@@ -46,6 +47,7 @@ pub mod server_kind;
 pub mod snapshot;
 pub mod status;
 pub mod stream;
+pub mod unmirrorable;
 pub mod waits;
 pub mod writes;
 

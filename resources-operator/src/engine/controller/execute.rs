@@ -310,7 +310,9 @@ impl<A: KindAdapter> Engine<A> {
         update: StatusUpdate,
     ) -> Result<bool, EngineError> {
         let old = cr.resource_status();
-        let new = next_status(old, update, Time(Timestamp::now()));
+        let mut new = next_status(old, update, Time(Timestamp::now()));
+        // The Origin column of `kubectl get`, for user CRs too (they carry no origin label).
+        new.origin = Some(common_crds::labels::origin(cr.labels()).to_string());
         if old == Some(&new) {
             return Ok(false);
         }

@@ -75,6 +75,10 @@ impl<A: KindAdapter> Engine<A> {
         let Some(known) = self.snapshot.get(server_name) else {
             return Ok(());
         };
+        if self.unmirrorable.refused(server_name, &known.digest) {
+            // Reported already; tried again when its content changes.
+            return Ok(());
+        }
         let Some(policy) = self.policy() else {
             // Draining (design E5): no new mirror CRs.
             return Ok(());
@@ -135,6 +139,8 @@ impl<A: KindAdapter> Engine<A> {
         }))?;
         match self.api.create(&PostParams::default(), &cr).await {
             Ok(_) => {
+                self.unmirrorable.forget(server_name);
+                self.set_not_mirrored();
                 self.count_write("kubernetes", "create_mirror");
                 tracing::info!(
                     kind = self.kind(),
@@ -145,8 +151,59 @@ impl<A: KindAdapter> Engine<A> {
                 Ok(())
             }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 422 => {
+                self.mirror_refused(server_name, &known.digest, &status.message)
+                    .await;
+                Ok(())
+            }
             Err(error) => Err(error.into()),
         }
+    }
+
+    /// The API server refused the mirror CR of `server_name` (its content does not fit the
+    /// CRD): said once per content where users look (a Warning Event on the `Infinispan` CR,
+    /// the `objects_not_mirrored` gauge, a log line), not tried again until the content changes.
+    async fn mirror_refused(&self, server_name: &str, digest: &str, message: &str) {
+        let new = self.unmirrorable.record(server_name, digest);
+        self.set_not_mirrored();
+        if !new {
+            return;
+        }
+        tracing::warn!(
+            kind = self.kind(),
+            server_name,
+            message,
+            "the server's object cannot become a CR: the API server refused its mirror CR"
+        );
+        let owner = &self.settings.owner;
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(owner.api_version.clone()),
+            kind: Some(owner.kind.clone()),
+            name: Some(owner.name.clone()),
+            namespace: Some(self.settings.namespace.clone()),
+            uid: Some(owner.uid.clone()),
+            ..Default::default()
+        };
+        let event = operator_runtime::events::Event {
+            type_: kube::runtime::events::EventType::Warning,
+            reason: "NotMirrored".to_string(),
+            note: Some(format!(
+                "the server's {} '{server_name}' has no CR: the API server refused it ({message})",
+                self.kind()
+            )),
+            action: "Mirror".to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(%error, "cannot publish an Event");
+        }
+    }
+
+    fn set_not_mirrored(&self) {
+        self.metrics
+            .objects_not_mirrored
+            .with_label_values(&[self.kind()])
+            .set(i64::try_from(self.unmirrorable.len()).unwrap_or(i64::MAX));
     }
 
     /// Applies one event of the config stream to the snapshot; returns the server name when what
@@ -162,7 +219,11 @@ impl<A: KindAdapter> Engine<A> {
                 let digest = self.adapter.digest(&object);
                 self.snapshot.present(&name, Known { object, digest })
             }
-            ServerChange::Removed => self.snapshot.removed(&name),
+            ServerChange::Removed => {
+                self.unmirrorable.forget(&name);
+                self.set_not_mirrored();
+                self.snapshot.removed(&name)
+            }
         };
         self.metrics
             .server_objects

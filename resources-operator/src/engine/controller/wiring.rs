@@ -82,6 +82,7 @@ impl<A: KindAdapter> Wiring<A> {
             waits: Default::default(),
             comparisons: Default::default(),
             refusals: Default::default(),
+            unmirrorable: Default::default(),
             replaced: Default::default(),
             pending_events: Default::default(),
             loop_guard: Default::default(),
