@@ -27,8 +27,13 @@
 //!
 //! The schemas step of a Restore (its proto schemas restored by a job of their own before the
 //! rest, `selection::restore_steps`) is waited for within the reconcile that starts the
-//! Restore: polled every [`SCHEMAS_POLL`], at most [`SCHEMAS_WAIT`] ([`schemas_step`]); still
-//! running then, the Restore waits (`RestoringSchemas`, retried with backoff).
+//! Restore: polled every [`SCHEMAS_POLL`], at most [`SCHEMAS_WAIT`] ([`schemas_step`], which
+//! uses this module's types); still running then, the Restore waits (`RestoringSchemas`,
+//! retried with backoff).
+//!
+//! [`SCHEMAS_POLL`]: super::schemas_step::SCHEMAS_POLL
+//! [`SCHEMAS_WAIT`]: super::schemas_step::SCHEMAS_WAIT
+//! [`schemas_step`]: super::schemas_step
 
 use std::time::Duration;
 
@@ -38,11 +43,6 @@ use common_crds::conditions::{
 };
 use common_crds::restore::RestoreStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-
-// The schemas step, decided apart; its names stay reachable here.
-pub use super::schemas_step::{
-    SCHEMAS_POLL, SCHEMAS_WAIT, SchemasStep, schemas_step, schemas_waited_too_long,
-};
 
 /// Backup or Restore.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -25,7 +25,6 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::ConfigEvent;
-use super::EventKind;
 use super::freshness::Freshness;
 use super::sse::SseParser;
 use super::stream::{
@@ -34,6 +33,7 @@ use super::stream::{
 use crate::client::{Client, Req};
 use crate::counters::CounterConfig;
 use crate::error::Error;
+use crate::kind::EventKind;
 use crate::names::encode;
 use crate::server::ConfigNames;
 use crate::tasks::SCRIPT_CACHE;

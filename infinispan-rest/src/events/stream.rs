@@ -25,11 +25,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::ConfigEvent;
-use super::EventKind;
 use super::freshness::{Freshness, Verdict};
 use super::sse::{SseEvent, SseParser};
 use crate::client::{Client, Req, error_chain};
 use crate::error::{Error, from_response};
+use crate::kind::EventKind;
 use crate::server::ConfigNames;
 use hyper::body::Incoming;
 
