@@ -304,7 +304,7 @@ fn running_message(kind: JobKind) -> String {
 
 /// The next status of a Backup or Restore (`kind`) of `generation`, whose current status is
 /// `current`, after `observation`, at `now`; `attempt` counts the retries so far. A final
-/// status stays; otherwise one step per kind of observation ([`Step`]).
+/// status stays; otherwise one step per kind of observation (`Step`).
 pub fn decide(
     kind: JobKind,
     current: &Progress,

@@ -10,7 +10,7 @@
 //! TCP keepalive (detects a vanished peer host); after `probe_interval` of silence a read-only
 //! probe goes to the same base URL, and a failing probe ends the connection: the names-only
 //! list once the replay is complete (compared with what the stream told, it also shows a
-//! connection frozen on the way, see [`super::freshness`]), a health check before. Never a
+//! connection frozen on the way, see the private `freshness` module), a health check before. Never a
 //! write. After any end the stream yields [`StreamItem::Disconnected`] with the jittered,
 //! capped backoff it will wait, then reconnects; the caller resyncs on the next `Connected`.
 

@@ -10,7 +10,7 @@
 //! 4. execute the one action (server writes are read back into the snapshot);
 //! 5. write the status, only when it changed, and the decision's Event.
 //!
-//! Submodules: [`wiring`] (watch, queue, controller), `reconcile` (the steps above), `mirror`
+//! Submodules: `wiring` (watch, queue, controller), `reconcile` (the steps above), `mirror`
 //! (the server-only path and the events entering the snapshot), `execute` (the writes a
 //! decision asks for), `drain` (design E5), `screen` (unreadable CRs). What the engine keeps
 //! between reconciles is in collaborators of its own: [`RequestQueue`], [`ClaimIndex`],
