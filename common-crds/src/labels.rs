@@ -19,7 +19,7 @@ pub const ORIGIN_KUBERNETES: &str = "kubernetes";
 pub const ORIGIN_SERVER: &str = "server";
 
 /// Annotation; `"false"` makes a CR unmanaged: never synced, it still claims its server name and
-/// deleting it leaves the server object alone (design E1).
+/// deleting it leaves the server object alone (design E1, unmanaged CRs).
 pub const MANAGED_ANNOTATION: &str = "infinispan.org/managed";
 /// [`MANAGED_ANNOTATION`] value that turns management off.
 pub const MANAGED_FALSE: &str = "false";

@@ -23,7 +23,8 @@ pub enum HealthStatus {
 }
 
 /// Every configuration name the server holds, split by kind: the cheap names-only list that
-/// tells when the event stream's replay is complete (design.md R4). Internal names included.
+/// tells when the event stream's replay is complete (design.md R4, replay completeness). Internal
+/// names included.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConfigNames {
     pub caches: Vec<String>,

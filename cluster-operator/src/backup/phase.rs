@@ -20,10 +20,10 @@
 //! | Failed | False, `Failed` | True, a [`Failure`] reason |
 //!
 //! Messages hold no times or counters, so a retry that finds the same thing writes nothing
-//! (design L1). Timing: a waiting object is retried after [`retry_delay`] (2 s doubling to 5
-//! min by attempt; a busy cluster after [`BUSY_DELAY`]); a running job is polled after
-//! [`poll_delay`] (a quarter of its age, 1 to 30 s). Watches wake waiting objects earlier when
-//! what they wait for changes (their cluster, their Backup).
+//! (design L1, idle: no writes). Timing: a waiting object is retried after [`retry_delay`] (2 s
+//! doubling to 5 min by attempt; a busy cluster after [`BUSY_DELAY`]); a running job is polled
+//! after [`poll_delay`] (a quarter of its age, 1 to 30 s). Watches wake waiting objects earlier
+//! when what they wait for changes (their cluster, their Backup).
 //!
 //! The schemas step of a Restore (its proto schemas restored by a job of their own before the
 //! rest, `selection::restore_steps`) is waited for within the reconcile that starts the

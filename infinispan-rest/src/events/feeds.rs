@@ -578,8 +578,8 @@ impl Connection for CounterPoll {
             // Created by the caller while this poll ran: the list may predate the creation (a
             // recreation's delete seen, its create not), so an absence proves nothing, and a
             // new definition is the caller's; the next list, started after the creation, tells
-            // (seen in CI on 2026-12-02: a counter's K2 recreation reported removed after the
-            // caller had read the new one back, and its CR deleted).
+            // (seen in CI on 2026-12-02: a counter recreated for a CR change, design K2, reported
+            // removed after the caller had read the new one back, and its CR deleted).
             let during = self.created.pending();
             let by_caller = |name: &String| ours.contains(name) || during.contains(name);
             removed.extend(

@@ -4,7 +4,8 @@
 //! (`Accept: application/json`), wait for the headers (bounded), take the names-only list
 //! ([`Client::config_names`]), yield [`StreamItem::Connected`] with it, then events. The
 //! replay has no end marker: it is complete once every listed name has been seen (as a create,
-//! update or remove event), and [`StreamItem::ReplayComplete`] is yielded then (design.md R4).
+//! update or remove event), and [`StreamItem::ReplayComplete`] is yielded then (design.md R4,
+//! replay completeness).
 //!
 //! Dead connections: the server sends no keep-alives, so silence is normal. Every socket has
 //! TCP keepalive (detects a vanished peer host); after `probe_interval` of silence a read-only

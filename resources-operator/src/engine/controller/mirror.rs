@@ -1,6 +1,6 @@
-//! The server-only path (design S1): a server object no CR stands for gets a mirror CR in the
-//! modes that mirror, created in one call with its labels, finalizer and owner reference; and
-//! the events of the config stream entering the snapshot.
+//! The server-only path (design S1, server objects appear as CRs): a server object no CR stands for
+//! gets a mirror CR in the modes that mirror, created in one call with its labels, finalizer and
+//! owner reference; and the events of the config stream entering the snapshot.
 
 use std::collections::HashSet;
 
