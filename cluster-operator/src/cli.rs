@@ -201,6 +201,8 @@ pub enum LabelPolicy {
 pub struct CrdArgs {
     /// Write one file per CRD, named infinispan.org_<plural>.yaml, into this directory (created
     /// if missing) instead of printing them.
+    // The text is the `--help` text: `<plural>` stays as the user reads it, not as HTML.
+    #[allow(rustdoc::invalid_html_tags)]
     #[arg(long, value_name = "DIR")]
     pub split: Option<PathBuf>,
 }

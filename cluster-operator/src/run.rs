@@ -1,11 +1,13 @@
 //! `cluster-operator run`: the Kubernetes client, the watch scope, the settings of every
-//! cluster, one controller per watched namespace (or one for all), shutdown on SIGTERM.
+//! cluster, one controller per watched namespace (or one for all), shutdown on SIGTERM. The
+//! steps, in startup order, are listed on `run_async`, each a function below.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common_crds::Infinispan;
 use common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER;
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -20,7 +22,7 @@ use crate::scope::{self, ScopeError, WatchScope};
 use crate::servers::{ServerAddresses, Servers};
 use operator_runtime::endpoint::{self, Readiness};
 use operator_runtime::leadership::{
-    self, Candidate, ElectionConfig, ElectionMetrics, Loss, Timings, TimingsError,
+    self, Candidate, ElectionConfig, ElectionMetrics, Leadership, Loss, Timings, TimingsError,
 };
 
 /// The cluster operator's Lease (leader election among its replicas).
@@ -134,17 +136,66 @@ pub fn run(args: RunArgs) -> Result<(), RunError> {
     runtime.block_on(run_async(args))
 }
 
+/// The steps of `run`, in order: listen for signals; check the flags and environment
+/// ([`check`]); reach the API server ([`connect`]); serve `/metrics` `/healthz` `/readyz`
+/// ([`serve_endpoint`]); wait for the Lease ([`elect`]); build the controllers' context
+/// ([`context`]); install the label policy ([`label_policy`]); start the controllers
+/// ([`spawn_controllers`]); Ready; run until stopped ([`run_until_stopped`]).
 async fn run_async(args: RunArgs) -> Result<(), RunError> {
     // Signals first: a SIGTERM during startup is a clean stop, not a kill.
-    let (stop, stopped) = watch::channel(false);
-    let signals = Signals::listen(stop);
+    let signals = Signals::listen();
+    let Checked {
+        scope,
+        settings,
+        servers,
+        backup,
+        timings,
+        lease_namespace,
+    } = check(&args)?;
+    let client = connect().await?;
+    let endpoint = serve_endpoint(args.metrics_address).await?;
+    let election = elect(
+        &client,
+        &args,
+        lease_namespace,
+        timings,
+        &endpoint,
+        &signals,
+    );
+    let Ok(leadership) = election.await else {
+        return Ok(()); // stopped as a standby
+    };
+    let context = context(&client, settings);
+    tracing::info!(?scope, "cluster operator starting");
+    label_policy(&client, args.label_policy).await;
+    let controllers = spawn_controllers(&client, &scope, &servers, &backup, &context, &signals);
+    endpoint.readiness.set_ready();
+    run_until_stopped(controllers, leadership, &signals).await
+}
+
+/// What `run` takes from its flags and environment, checked before Kubernetes is reached.
+struct Checked {
+    scope: WatchScope,
+    settings: Settings,
+    servers: Arc<Servers>,
+    backup: backup::Settings,
+    timings: Timings,
+    /// The Lease's namespace; `None`: leader election is off.
+    lease_namespace: Option<String>,
+}
+
+/// Checks the flags (and `WATCH_NAMESPACE`, the pod's namespace, the CA bundle file), in this
+/// order: watch scope, controller settings, server addresses, CA bundle, election timings, the
+/// Lease's namespace.
+fn check(args: &RunArgs) -> Result<Checked, RunError> {
     let requested = args
         .watch_namespaces
         .clone()
         .or_else(|| std::env::var("WATCH_NAMESPACE").ok());
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    let scope = scope::resolve(requested.as_deref(), in_cluster, own_namespace().as_deref())?;
-    let settings = settings(&args)?;
+    let own_namespace = own_namespace();
+    let scope = scope::resolve(requested.as_deref(), in_cluster, own_namespace.as_deref())?;
+    let settings = settings(args)?;
     let mut servers = Servers::new(
         ServerAddresses::from_entries(args.server_urls.iter().cloned())?,
         args.cluster_domain.clone(),
@@ -156,90 +207,136 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
         })?;
         servers = servers.with_ca_bundle_pem(pem);
     }
-    let servers = Arc::new(servers);
-    let mut backup_settings = backup::Settings::default();
+    let mut backup = backup::Settings::default();
     if let Some(dir) = &args.archive_dir {
-        backup_settings.archive_dir = dir.clone();
+        backup.archive_dir = dir.clone();
     }
     let timings = Timings::new(
         args.election.lease_duration,
         args.election.lease_renew_deadline,
         args.election.lease_retry_period,
     )?;
-    let lease_namespace = args
-        .election
-        .lease_namespace
-        .clone()
-        .or_else(own_namespace)
-        .or_else(|| match &scope {
-            WatchScope::Namespaces(namespaces) => namespaces.iter().next().cloned(),
-            WatchScope::All => None,
-        });
-    let lease_namespace = match (args.election.enabled, lease_namespace) {
-        (false, _) => None,
-        (true, Some(namespace)) => Some(namespace.trim().to_string()),
-        (true, None) => return Err(RunError::NoLeaseNamespace),
-    };
-    let client = kube::Client::try_default().await?;
-    // Fail early and clearly when the API server is not there.
-    client.apiserver_version().await?;
+    let lease_namespace = lease_namespace(
+        args.election.enabled,
+        args.election.lease_namespace.clone(),
+        own_namespace,
+        &scope,
+    )?;
+    Ok(Checked {
+        scope,
+        settings,
+        servers: Arc::new(servers),
+        backup,
+        timings,
+        lease_namespace,
+    })
+}
 
+/// The Lease's namespace (pure): `None` when leader election is off; else `--lease-namespace`,
+/// else the operator's own namespace, else the first watched namespace; none of them is an
+/// error.
+fn lease_namespace(
+    enabled: bool,
+    flag: Option<String>,
+    own_namespace: Option<String>,
+    scope: &WatchScope,
+) -> Result<Option<String>, RunError> {
+    let namespace = flag.or(own_namespace).or_else(|| match scope {
+        WatchScope::Namespaces(namespaces) => namespaces.iter().next().cloned(),
+        WatchScope::All => None,
+    });
+    match (enabled, namespace) {
+        (false, _) => Ok(None),
+        (true, Some(namespace)) => Ok(Some(namespace.trim().to_string())),
+        (true, None) => Err(RunError::NoLeaseNamespace),
+    }
+}
+
+/// The Kubernetes client; fails early and clearly when the API server is not there.
+async fn connect() -> Result<kube::Client, RunError> {
+    let client = kube::Client::try_default().await?;
+    client.apiserver_version().await?;
+    Ok(client)
+}
+
+/// `/metrics`, `/healthz` and `/readyz`, served from here until dropped.
+struct Endpoint {
+    election_metrics: ElectionMetrics,
+    /// Not ready until the controllers run (a standby: "waiting for the Lease").
+    readiness: Readiness,
+    _serving: AbortOnDrop<()>,
+}
+
+/// Registers the metrics and serves the endpoint on `address`.
+async fn serve_endpoint(address: std::net::SocketAddr) -> Result<Endpoint, RunError> {
     let registry =
         prometheus::Registry::new_custom(Some("infinispan_cluster_operator".into()), None)?;
     let election_metrics = ElectionMetrics::register(&registry)?;
     let readiness = Readiness::new("waiting for the Lease");
-    let listener = endpoint::bind(args.metrics_address)
+    let listener = endpoint::bind(address)
         .await
-        .map_err(|source| RunError::Listen {
-            address: args.metrics_address,
-            source,
-        })?;
-    let _endpoint = AbortOnDrop(tokio::spawn(endpoint::serve(
+        .map_err(|source| RunError::Listen { address, source })?;
+    let serving = AbortOnDrop(tokio::spawn(endpoint::serve(
         listener,
         registry,
         readiness.clone(),
     )));
+    Ok(Endpoint {
+        election_metrics,
+        readiness,
+        _serving: serving,
+    })
+}
 
-    let mut leadership = match lease_namespace {
-        None => {
-            tracing::info!(
-                "leader election is off (--leader-election=false): run exactly one replica"
-            );
-            election_metrics.leader.set(1);
-            None
-        }
-        Some(namespace) => {
-            let config = ElectionConfig {
-                namespace,
-                lease_name: LEASE_NAME.to_string(),
-                identity: args
-                    .election
-                    .identity
-                    .clone()
-                    .filter(|i| !i.is_empty())
-                    .unwrap_or_else(|| {
-                        leadership::default_identity(std::env::var("POD_NAME").ok())
-                    }),
-                timings,
-            };
-            tracing::info!(
-                namespace = config.namespace,
-                lease = LEASE_NAME,
-                identity = config.identity,
-                "leader election: waiting for the Lease"
-            );
-            let candidate = Candidate::new(client.clone(), config, election_metrics);
-            tokio::select! {
-                leadership = candidate.acquire(&readiness) => Some(leadership),
-                () = signals.stopped() => {
-                    tracing::info!("stopped as a standby");
-                    return Ok(());
-                }
-            }
-        }
+/// Stopped (SIGTERM or Ctrl-C) while waiting for the Lease.
+struct StoppedAsStandby;
+
+/// Leader election: without a Lease namespace (off) this replica runs alone (`None`); else it
+/// waits, Ready as a standby, until it holds the Lease or is stopped.
+async fn elect(
+    client: &kube::Client,
+    args: &RunArgs,
+    lease_namespace: Option<String>,
+    timings: Timings,
+    endpoint: &Endpoint,
+    signals: &Signals,
+) -> Result<Option<Leadership>, StoppedAsStandby> {
+    let Some(namespace) = lease_namespace else {
+        tracing::info!("leader election is off (--leader-election=false): run exactly one replica");
+        endpoint.election_metrics.leader.set(1);
+        return Ok(None);
     };
+    let config = ElectionConfig {
+        namespace,
+        lease_name: LEASE_NAME.to_string(),
+        identity: args
+            .election
+            .identity
+            .clone()
+            .filter(|i| !i.is_empty())
+            .unwrap_or_else(|| leadership::default_identity(std::env::var("POD_NAME").ok())),
+        timings,
+    };
+    tracing::info!(
+        namespace = config.namespace,
+        lease = LEASE_NAME,
+        identity = config.identity,
+        "leader election: waiting for the Lease"
+    );
+    let candidate = Candidate::new(client.clone(), config, endpoint.election_metrics.clone());
+    tokio::select! {
+        leadership = candidate.acquire(&endpoint.readiness) => Ok(Some(leadership)),
+        () = signals.stopped() => {
+            tracing::info!("stopped as a standby");
+            Err(StoppedAsStandby)
+        }
+    }
+}
 
-    let context = Arc::new(Context {
+/// What every `Infinispan` reconcile shares: the client, the settings, the Event recorder and
+/// the per-CR backoff.
+fn context(client: &kube::Client, settings: Settings) -> Arc<Context> {
+    Arc::new(Context {
         client: client.clone(),
         settings,
         recorder: Recorder::new(
@@ -250,11 +347,14 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
             },
         ),
         backoff: Arc::default(),
-    });
-    tracing::info!(?scope, "cluster operator starting");
-    match args.label_policy {
+    })
+}
+
+/// Installs the label policy (`--label-policy=operator`), or says who does.
+async fn label_policy(client: &kube::Client, policy: LabelPolicy) {
+    match policy {
         LabelPolicy::Operator => {
-            crate::label_policy::ensure(&client).await;
+            crate::label_policy::ensure(client).await;
         }
         LabelPolicy::External => {
             tracing::info!(
@@ -262,69 +362,78 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
             );
         }
     }
+}
 
-    let shutdown = move || {
-        let mut stopped = stopped.clone();
-        async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        }
-    };
-    let mut controllers = Vec::new();
-    match &scope {
-        WatchScope::All => {
-            controllers.push(tokio::spawn(backup::run(
-                client.clone(),
-                Api::all(client.clone()),
-                Api::all(client.clone()),
-                Api::all(client.clone()),
-                servers.clone(),
-                backup_settings.clone(),
-                shutdown(),
-            )));
-            let client = client.clone();
-            controllers.push(tokio::spawn(controller::run(
-                Api::<Infinispan>::all(client.clone()),
-                move || {
-                    (
-                        Api::<StatefulSet>::all(client.clone()),
-                        Api::<Deployment>::all(client.clone()),
-                        Api::<Pod>::all(client.clone()),
-                    )
-                },
-                context.clone(),
-                shutdown(),
-            )));
-        }
-        WatchScope::Namespaces(namespaces) => {
-            for namespace in namespaces {
-                controllers.push(tokio::spawn(backup::run(
-                    client.clone(),
-                    Api::namespaced(client.clone(), namespace),
-                    Api::namespaced(client.clone(), namespace),
-                    Api::namespaced(client.clone(), namespace),
-                    servers.clone(),
-                    backup_settings.clone(),
-                    shutdown(),
-                )));
-                let client = client.clone();
-                let ns = namespace.clone();
-                controllers.push(tokio::spawn(controller::run(
-                    Api::<Infinispan>::namespaced(client.clone(), namespace),
-                    move || {
-                        (
-                            Api::<StatefulSet>::namespaced(client.clone(), &ns),
-                            Api::<Deployment>::namespaced(client.clone(), &ns),
-                            Api::<Pod>::namespaced(client.clone(), &ns),
-                        )
-                    },
-                    context.clone(),
-                    shutdown(),
-                )));
-            }
-        }
+/// The namespaces one controller pair watches each (pure): `None` for all namespaces at once.
+fn watched(scope: &WatchScope) -> Vec<Option<&str>> {
+    match scope {
+        WatchScope::All => vec![None],
+        WatchScope::Namespaces(namespaces) => namespaces.iter().map(|n| Some(n.as_str())).collect(),
     }
-    readiness.set_ready();
+}
+
+/// The API of `K` in `namespace`, or in all namespaces.
+fn api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        None => Api::all(client.clone()),
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+    }
+}
+
+/// Starts, per watched namespace (or once for all), the `Backup`/`Restore` controller and then
+/// the `Infinispan` controller; each stops gracefully at the signal.
+fn spawn_controllers(
+    client: &kube::Client,
+    scope: &WatchScope,
+    servers: &Arc<Servers>,
+    backup_settings: &backup::Settings,
+    context: &Arc<Context>,
+    signals: &Signals,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut controllers = Vec::new();
+    for namespace in watched(scope) {
+        controllers.push(tokio::spawn(backup::run(
+            client.clone(),
+            api(client, namespace),
+            api(client, namespace),
+            api(client, namespace),
+            servers.clone(),
+            backup_settings.clone(),
+            signals.stopping(),
+        )));
+        let owner = client.clone();
+        let ns = namespace.map(str::to_string);
+        controllers.push(tokio::spawn(controller::run(
+            api::<Infinispan>(client, namespace),
+            move || {
+                (
+                    api::<StatefulSet>(&owner, ns.as_deref()),
+                    api::<Deployment>(&owner, ns.as_deref()),
+                    api::<Pod>(&owner, ns.as_deref()),
+                )
+            },
+            context.clone(),
+            signals.stopping(),
+        )));
+    }
+    controllers
+}
+
+/// Runs until the signal, or until the Lease is lost: then every controller is aborted at once
+/// (no write after the loss) and the loss is the error. After the signal, reconciles in flight
+/// get [`SHUTDOWN_GRACE`] to finish (a controller still on its first list does not hold the
+/// exit); then the Lease is released.
+async fn run_until_stopped(
+    controllers: Vec<tokio::task::JoinHandle<()>>,
+    leadership: Option<Leadership>,
+    signals: &Signals,
+) -> Result<(), RunError> {
     let aborts: Vec<_> = controllers.iter().map(|c| c.abort_handle()).collect();
+    let mut leadership = leadership;
     if let Some(held) = leadership.as_mut() {
         tokio::select! {
             () = signals.stopped() => {}
@@ -337,8 +446,6 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
     } else {
         signals.stopped().await;
     }
-    // Reconciles in flight finish; a controller still starting up (its first list) does not
-    // hold the exit.
     let finished = futures::future::join_all(controllers);
     if tokio::time::timeout(SHUTDOWN_GRACE, finished)
         .await
@@ -359,10 +466,9 @@ struct Signals {
 }
 
 impl Signals {
-    /// Registers the handlers now (synchronously) and sends `true` on `stop` at the first
-    /// signal.
-    fn listen(stop: watch::Sender<bool>) -> Self {
-        let stopped = stop.subscribe();
+    /// Registers the handlers now (synchronously); `stopped` resolves from the first signal on.
+    fn listen() -> Self {
+        let (stop, stopped) = watch::channel(false);
         #[cfg(unix)]
         let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         tokio::spawn(async move {
@@ -390,5 +496,56 @@ impl Signals {
     async fn stopped(&self) {
         let mut stopped = self.stopped.clone();
         let _ = stopped.wait_for(|s| *s).await;
+    }
+
+    /// A future of its own resolving at the signal, as a controller's graceful shutdown wants
+    /// it.
+    fn stopping(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        let mut stopped = self.stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    fn namespaces(names: &[&str]) -> WatchScope {
+        WatchScope::Namespaces(names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>())
+    }
+
+    #[test]
+    fn the_lease_namespace_is_the_flag_else_the_own_else_the_first_watched() {
+        let flag = || Some(" flag ".to_string());
+        let own = || Some("own".to_string());
+        let watched = namespaces(&["b", "a"]);
+        let lease = |enabled, flag, own, scope: &WatchScope| {
+            lease_namespace(enabled, flag, own, scope).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            lease(true, flag(), own(), &watched),
+            Ok(Some("flag".into()))
+        );
+        assert_eq!(lease(true, None, own(), &watched), Ok(Some("own".into())));
+        assert_eq!(lease(true, None, None, &watched), Ok(Some("a".into())));
+        assert_eq!(lease(false, flag(), own(), &watched), Ok(None));
+        assert_eq!(lease(false, None, None, &WatchScope::All), Ok(None));
+        assert!(matches!(
+            lease_namespace(true, None, None, &WatchScope::All),
+            Err(RunError::NoLeaseNamespace)
+        ));
+    }
+
+    #[test]
+    fn one_controller_pair_per_watched_namespace_or_one_for_all() {
+        assert_eq!(watched(&WatchScope::All), vec![None]);
+        assert_eq!(
+            watched(&namespaces(&["b", "a"])),
+            vec![Some("a"), Some("b")]
+        );
     }
 }

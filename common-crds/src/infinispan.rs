@@ -383,7 +383,7 @@ impl Default for ResourcesOperatorSpec {
     }
 }
 
-/// Direction of sync between CRs and the server (design E3).
+/// Direction of sync between CRs and the server (design E3, sync mode).
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SyncMode {
     /// Both directions.

@@ -28,7 +28,7 @@ pub fn origin(labels: &std::collections::BTreeMap<String, String>) -> &'static s
 }
 
 /// Annotation; `"false"` makes a CR unmanaged: never synced, it still claims its server name and
-/// deleting it leaves the server object alone (design E1).
+/// deleting it leaves the server object alone (design E1, unmanaged CRs).
 pub const MANAGED_ANNOTATION: &str = "infinispan.org/managed";
 /// [`MANAGED_ANNOTATION`] value that turns management off.
 pub const MANAGED_FALSE: &str = "false";

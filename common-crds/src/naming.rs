@@ -1,5 +1,6 @@
-//! Identity and naming (design N1): the server-side name of a resource CR, and the name of the
-//! mirror CR the resources operator creates for an object that exists only on the server.
+//! Identity and naming (design N1, server names): the server-side name of a resource CR, and the
+//! name of the mirror CR the resources operator creates for an object that exists only on the
+//! server.
 
 use sha2::{Digest, Sha256};
 

@@ -258,13 +258,8 @@ impl Client {
 
     pub async fn delete_backup(&self, name: &str) -> Result<(), Error> {
         let what = format!("delete backup '{name}'");
-        self.expect(
-            Req::new(Method::DELETE, backup_path(name)),
-            &what,
-            &[200, 202, 204],
-        )
-        .await
-        .map(|_| ())
+        self.delete(backup_path(name), &what, &[200, 202, 204])
+            .await
     }
 
     /// Starts a restore named `name` from the zip archive in the file `archive`, uploaded as
@@ -384,13 +379,8 @@ impl Client {
 
     pub async fn delete_restore(&self, name: &str) -> Result<(), Error> {
         let what = format!("delete restore '{name}'");
-        self.expect(
-            Req::new(Method::DELETE, restore_path(name)),
-            &what,
-            &[200, 202, 204],
-        )
-        .await
-        .map(|_| ())
+        self.delete(restore_path(name), &what, &[200, 202, 204])
+            .await
     }
 }
 

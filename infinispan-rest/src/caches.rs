@@ -239,13 +239,7 @@ impl Client {
 
     pub async fn delete_cache(&self, name: &str) -> Result<(), Error> {
         let what = format!("delete cache '{name}'");
-        self.expect(
-            Req::new(Method::DELETE, cache_path(name)),
-            &what,
-            &[200, 204],
-        )
-        .await
-        .map(|_| ())
+        self.delete(cache_path(name), &what, &[200, 204]).await
     }
 
     /// Names of the attributes of a running cache that can change without recreating it

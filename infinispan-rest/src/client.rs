@@ -457,6 +457,13 @@ impl Client {
             Err(from_response(what, r.status, &r.text()))
         }
     }
+
+    /// `DELETE path`, done when the status is in `ok` (the body, if any, says nothing more).
+    pub(crate) async fn delete(&self, path: String, what: &str, ok: &[u16]) -> Result<(), Error> {
+        self.expect(Req::new(Method::DELETE, path), what, ok)
+            .await
+            .map(|_| ())
+    }
 }
 
 /// 401s answered with a retry per request: the first one learns the scheme or a fresh DIGEST

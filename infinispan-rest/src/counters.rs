@@ -321,13 +321,7 @@ impl Client {
     /// Deletes a counter and its definition.
     pub async fn delete_counter(&self, name: &str) -> Result<(), Error> {
         let what = format!("delete counter '{name}'");
-        self.expect(
-            Req::new(Method::DELETE, counter_path(name)),
-            &what,
-            &[200, 204],
-        )
-        .await
-        .map(|_| ())
+        self.delete(counter_path(name), &what, &[200, 204]).await
     }
 }
 

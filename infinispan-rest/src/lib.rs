@@ -25,6 +25,7 @@ pub mod config;
 pub mod counters;
 pub mod error;
 pub mod events;
+mod kind;
 pub mod names;
 pub mod schemas;
 pub mod server;

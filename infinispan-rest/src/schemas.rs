@@ -84,13 +84,7 @@ impl Client {
 
     pub async fn delete_schema(&self, name: &str) -> Result<(), Error> {
         let what = format!("delete schema '{}'", schema_name(name));
-        self.expect(
-            Req::new(Method::DELETE, schema_path(name)),
-            &what,
-            &[200, 204],
-        )
-        .await
-        .map(|_| ())
+        self.delete(schema_path(name), &what, &[200, 204]).await
     }
 }
 

@@ -7,6 +7,7 @@ use serde::Deserialize;
 pub use crate::capabilities::{Capabilities, CapabilityOverride, Version};
 use crate::client::{Client, Req};
 use crate::error::Error;
+use crate::kind::EventKind;
 
 /// The server's overall health (`/rest/v2/container/health/status`, anonymous).
 /// `Failed` is what the server answers while any cache failed to start (a user's bad
@@ -22,7 +23,8 @@ pub enum HealthStatus {
 }
 
 /// Every configuration name the server holds, split by kind: the cheap names-only list that
-/// tells when the event stream's replay is complete (design.md R4). Internal names included.
+/// tells when the event stream's replay is complete (design.md R4, replay completeness). Internal
+/// names included.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConfigNames {
     pub caches: Vec<String>,
@@ -31,15 +33,12 @@ pub struct ConfigNames {
 
 impl ConfigNames {
     /// Every name with the kind of object it is.
-    pub fn objects(&self) -> impl Iterator<Item = (crate::EventKind, &str)> {
-        let caches = self
-            .caches
-            .iter()
-            .map(|n| (crate::EventKind::Cache, n.as_str()));
+    pub fn objects(&self) -> impl Iterator<Item = (EventKind, &str)> {
+        let caches = self.caches.iter().map(|n| (EventKind::Cache, n.as_str()));
         let templates = self
             .templates
             .iter()
-            .map(|n| (crate::EventKind::Template, n.as_str()));
+            .map(|n| (EventKind::Template, n.as_str()));
         caches.chain(templates)
     }
 }

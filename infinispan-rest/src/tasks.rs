@@ -75,16 +75,8 @@ impl Client {
     /// Deletes a script task by removing it from `___script_cache`.
     pub async fn delete_task(&self, name: &str) -> Result<(), Error> {
         let what = format!("delete task '{name}'");
-        self.expect(
-            Req::new(
-                Method::DELETE,
-                format!("/rest/v2/caches/{SCRIPT_CACHE}/{}", encode(name)),
-            ),
-            &what,
-            &[200, 204],
-        )
-        .await
-        .map(|_| ())
+        let path = format!("/rest/v2/caches/{SCRIPT_CACHE}/{}", encode(name));
+        self.delete(path, &what, &[200, 204]).await
     }
 
     /// Executes a task with string parameters and returns the raw result text.

@@ -1,7 +1,7 @@
 //! The leader-election flags of an operator's `run` command, declared once.
 //!
 //! clap's environment variable names must be literals and each operator has its own prefix, so
-//! [`election_args!`](crate::election_args) stamps a clap `Args` struct for one operator: the
+//! [`election_args!`](crate::election_args!) stamps a clap `Args` struct for one operator: the
 //! flags, their types, parsers and defaults, and `CLUSTER_OPERATOR_LEASE_DURATION`-style
 //! variables built with `concat!` from the prefix; the operator gives the help texts. The
 //! struct's `election()` checks the timings and resolves the holder identity into an

@@ -12,7 +12,7 @@
 //! - [`logging`]: the process's `tracing` subscriber (text or JSON on stderr, a level or
 //!   filter directives).
 //! - [`duration`]: durations on the command line (`15`, `500ms`, `1m30s`).
-//! - [`election_args`]: the leader-election flags of `run` ([`election_args!`]) and what they
+//! - [`mod@election_args`]: the leader-election flags of `run` ([`election_args!`]) and what they
 //!   resolve to.
 //! - [`memory`]: malloc kept to few arenas, and free heap memory given back after bursts.
 //! - [`events`]: Kubernetes Events with series, in bounded memory (kube-runtime's `Recorder`

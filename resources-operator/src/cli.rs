@@ -53,6 +53,8 @@ pub struct RunArgs {
     pub namespace: String,
 
     /// Base URL of the cluster's REST endpoint, e.g. http://demo.ns.svc.cluster.local:11222.
+    // The text is the `--help` text: the URL stays bare, as the user reads it.
+    #[allow(rustdoc::bare_urls)]
     #[arg(long, env = "RESOURCES_OPERATOR_INFINISPAN_URL")]
     pub infinispan_url: String,
 

@@ -3,7 +3,7 @@
 //! operator must drain (design E5: the CR is being deleted or has
 //! `spec.resourcesOperator.enabled: false`).
 //!
-//! [`state_of`] is the pure decision; [`watch`] feeds a `tokio::sync::watch` channel that the
+//! [`state_of`] is the pure decision; [`watch()`] feeds a `tokio::sync::watch` channel that the
 //! engines read on every reconcile, so a policy change applies to the next decision without a
 //! restart.
 

@@ -40,7 +40,8 @@ pub struct Metrics {
     /// yet, by kind. Requests from CR watch events are queued inside kube-runtime and not
     /// counted.
     pub queue_depth: IntGaugeVec,
-    /// From a server event that changed an object to the CR write it caused (S1, S2, S3), by
+    /// From a server event that changed an object to the CR write it caused (S1, server objects
+    /// appear as CRs; S2, server changes update the CR; S3, server removals delete the CR), by
     /// kind.
     pub event_to_cr_seconds: HistogramVec,
     /// CRs the operator could not read (each watch event of one), by kind.

@@ -244,7 +244,8 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
             instance: std::env::var("POD_NAME").ok(),
         },
     );
-    // The Infinispan CR, watched from here on: policy changes and drain (design E3, E5).
+    // The Infinispan CR, watched from here on: policy changes and drain (design E3, sync mode; E5,
+    // drain).
     let (state, initial, _cluster_watch) = watch_cluster(&client, args, &cluster);
     let settings = Settings {
         cluster: args.cluster.clone(),

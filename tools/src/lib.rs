@@ -4,7 +4,7 @@
 //! - [`cli`]: the command line.
 //! - [`rules`]: the label policy and the RBAC rules as YAML (`admission-policy`,
 //!   `resources-operator-rules`, `cluster-operator-rules`).
-//! - [`reference`]: the CRD reference in Markdown (`crd-reference`).
+//! - [`mod@reference`]: the CRD reference in Markdown (`crd-reference`).
 //! - [`operator_pod`]: the operator's pod both installers run (`operator-pod`, for the Helm
 //!   chart; the OLM bundle's Deployment is built from it).
 //! - [`olm`]: the OLM bundle's ClusterServiceVersion and metadata, and the file-based catalog

@@ -20,15 +20,20 @@
 //! | Failed | False, `Failed` | True, a [`Failure`] reason |
 //!
 //! Messages hold no times or counters, so a retry that finds the same thing writes nothing
-//! (design L1). Timing: a waiting object is retried after [`retry_delay`] (2 s doubling to 5
-//! min by attempt; a busy cluster after [`BUSY_DELAY`]); a running job is polled after
-//! [`poll_delay`] (a quarter of its age, 1 to 30 s). Watches wake waiting objects earlier when
-//! what they wait for changes (their cluster, their Backup).
+//! (design L1, idle: no writes). Timing: a waiting object is retried after [`retry_delay`] (2 s
+//! doubling to 5 min by attempt; a busy cluster after [`BUSY_DELAY`]); a running job is polled
+//! after [`poll_delay`] (a quarter of its age, 1 to 30 s). Watches wake waiting objects earlier
+//! when what they wait for changes (their cluster, their Backup).
 //!
 //! The schemas step of a Restore (its proto schemas restored by a job of their own before the
 //! rest, `selection::restore_steps`) is waited for within the reconcile that starts the
-//! Restore: polled every [`SCHEMAS_POLL`], at most [`SCHEMAS_WAIT`] ([`schemas_step`]); still
-//! running then, the Restore waits (`RestoringSchemas`, retried with backoff).
+//! Restore: polled every [`SCHEMAS_POLL`], at most [`SCHEMAS_WAIT`] ([`schemas_step`], which
+//! uses this module's types); still running then, the Restore waits (`RestoringSchemas`,
+//! retried with backoff).
+//!
+//! [`SCHEMAS_POLL`]: super::schemas_step::SCHEMAS_POLL
+//! [`SCHEMAS_WAIT`]: super::schemas_step::SCHEMAS_WAIT
+//! [`schemas_step`]: super::schemas_step
 
 use std::time::Duration;
 
@@ -38,11 +43,6 @@ use common_crds::conditions::{
 };
 use common_crds::restore::RestoreStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-
-// The schemas step, decided apart; its names stay reachable here.
-pub use super::schemas_step::{
-    SCHEMAS_POLL, SCHEMAS_WAIT, SchemasStep, schemas_step, schemas_waited_too_long,
-};
 
 /// Backup or Restore.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,7 +304,7 @@ fn running_message(kind: JobKind) -> String {
 
 /// The next status of a Backup or Restore (`kind`) of `generation`, whose current status is
 /// `current`, after `observation`, at `now`; `attempt` counts the retries so far. A final
-/// status stays; otherwise one step per kind of observation ([`Step`]).
+/// status stays; otherwise one step per kind of observation (`Step`).
 pub fn decide(
     kind: JobKind,
     current: &Progress,

@@ -11,7 +11,7 @@
 //!    its listing -> the `resources` to restore, checked against it -> when they hold proto
 //!    schemas and anything else, the schemas step: a job of its own restores the schemas alone
 //!    (uploaded from the file unless the target has it already), waited for
-//!    ([`phase::schemas_step`]), its record deleted -> multipart upload of the restore job
+//!    ([`schemas_step`]), its record deleted -> multipart upload of the restore job
 //!    (the rest) from the file -> the file deleted;
 //! 3. started: `HEAD` the restore job -> running / done / failed / unknown;
 //! 4. [`phase::decide`] -> status, Event, requeue.
@@ -26,7 +26,8 @@ use kube::Api;
 use kube::runtime::controller::Action;
 
 use super::archive::{self, ArchiveFile};
-use super::phase::{self, Failure, JobKind, Observation, Progress, SchemasStep, Waiting};
+use super::phase::{self, Failure, JobKind, Observation, Progress, Waiting};
+use super::schemas_step::{self, SchemasStep};
 use super::selection;
 use super::slots::Holder;
 use super::{
@@ -351,7 +352,7 @@ struct SchemasStepJob<'a> {
 
 impl SchemasStepJob<'_> {
     /// Starts the job unless the target has it already (an earlier attempt), waits for it
-    /// (every [`phase::SCHEMAS_POLL`], at most [`phase::SCHEMAS_WAIT`]), deletes its record
+    /// (every [`schemas_step::SCHEMAS_POLL`], at most [`schemas_step::SCHEMAS_WAIT`]), deletes its record
     /// once done. `Err`: what the Restore comes to instead of starting.
     async fn run(self) -> Result<(), Outcome> {
         let SchemasStepJob {
@@ -362,7 +363,7 @@ impl SchemasStepJob<'_> {
             target_context,
         } = self;
         let context = format!("{target_context}the schemas step (restore job {job}): ");
-        let deadline = tokio::time::Instant::now() + phase::SCHEMAS_WAIT;
+        let deadline = tokio::time::Instant::now() + schemas_step::SCHEMAS_WAIT;
         // Whether the job is (or may be) on the target.
         let mut started = false;
         loop {
@@ -399,18 +400,18 @@ impl SchemasStepJob<'_> {
                 }
             }
             started = true;
-            match phase::schemas_step(&job, status) {
+            match schemas_step::schemas_step(&job, status) {
                 SchemasStep::Done => break,
                 SchemasStep::Stop(observation) => return Err(observation.into()),
                 SchemasStep::Running => {}
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(Outcome {
-                    observation: phase::schemas_waited_too_long(&job),
+                    observation: schemas_step::schemas_waited_too_long(&job),
                     job_on_target: true,
                 });
             }
-            tokio::time::sleep(phase::SCHEMAS_POLL).await;
+            tokio::time::sleep(schemas_step::SCHEMAS_POLL).await;
         }
         // Done: its record is of no use (an attempt after a crash restores the schemas again).
         match target.delete_restore(&job).await {

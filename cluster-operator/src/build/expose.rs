@@ -24,8 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
-use super::resources_operator::SERVER_PORT;
-use super::server::{SERVER_PORT_NAME, client_service_name, labels, selector_labels};
+use super::server::{SERVER_PORT, SERVER_PORT_NAME, client_service_name, labels, selector_labels};
 
 /// What exposes the endpoint.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -1,5 +1,5 @@
-//! Removing a cluster's resources operator without leaving anything stuck (design E5), when the
-//! `Infinispan` CR is deleted or sets `spec.resourcesOperator.enabled: false`.
+//! Removing a cluster's resources operator without leaving anything stuck (design E5, drain), when
+//! the `Infinispan` CR is deleted or sets `spec.resourcesOperator.enabled: false`.
 //!
 //! The resources operator drains by itself: it watches its Infinispan CR and, once that is
 //! being deleted or disabled, releases its finalizer from every CR of its cluster and marks user

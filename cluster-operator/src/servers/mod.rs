@@ -53,8 +53,8 @@ use infinispan_rest::ClientConfig;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
-use crate::build::resources_operator::{self, BuildError, SERVER_PORT};
-use crate::build::server::ping_service_name;
+use crate::build::resources_operator::{self, BuildError};
+use crate::build::server::{SERVER_PORT, ping_service_name};
 
 pub use addresses::{AddressError, SERVER_URLS_ENV, ServerAddress, ServerAddresses};
 pub use credentials::{

@@ -25,7 +25,6 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::ConfigEvent;
-use super::EventKind;
 use super::freshness::Freshness;
 use super::sse::SseParser;
 use super::stream::{
@@ -34,6 +33,7 @@ use super::stream::{
 use crate::client::{Client, Req};
 use crate::counters::CounterConfig;
 use crate::error::Error;
+use crate::kind::EventKind;
 use crate::names::encode;
 use crate::server::ConfigNames;
 use crate::tasks::SCRIPT_CACHE;
@@ -578,8 +578,8 @@ impl Connection for CounterPoll {
             // Created by the caller while this poll ran: the list may predate the creation (a
             // recreation's delete seen, its create not), so an absence proves nothing, and a
             // new definition is the caller's; the next list, started after the creation, tells
-            // (seen in CI on 2026-12-02: a counter's K2 recreation reported removed after the
-            // caller had read the new one back, and its CR deleted).
+            // (seen in CI on 2026-12-02: a counter recreated for a CR change, design K2, reported
+            // removed after the caller had read the new one back, and its CR deleted).
             let during = self.created.pending();
             let by_caller = |name: &String| ours.contains(name) || during.contains(name);
             removed.extend(

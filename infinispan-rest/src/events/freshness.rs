@@ -20,7 +20,8 @@
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
 
-use super::{ConfigEvent, EventKind};
+use super::ConfigEvent;
+use crate::kind::EventKind;
 
 /// What a probe found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,17 +14,7 @@ pub mod stream;
 use serde_json::Value;
 
 use crate::counters::CounterConfig;
-
-/// The kind of a configuration object carried by an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EventKind {
-    Cache,
-    Template,
-    Schema,
-    Counter,
-    /// Server tasks (scripts): never on the config stream, see [`feeds`].
-    Task,
-}
+pub use crate::kind::EventKind;
 
 /// One configuration change (or one replayed object) from the server.
 #[derive(Debug, Clone, PartialEq)]

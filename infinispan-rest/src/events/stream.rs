@@ -4,13 +4,14 @@
 //! (`Accept: application/json`), wait for the headers (bounded), take the names-only list
 //! ([`Client::config_names`]), yield [`StreamItem::Connected`] with it, then events. The
 //! replay has no end marker: it is complete once every listed name has been seen (as a create,
-//! update or remove event), and [`StreamItem::ReplayComplete`] is yielded then (design.md R4).
+//! update or remove event), and [`StreamItem::ReplayComplete`] is yielded then (design.md R4,
+//! replay completeness).
 //!
 //! Dead connections: the server sends no keep-alives, so silence is normal. Every socket has
 //! TCP keepalive (detects a vanished peer host); after `probe_interval` of silence a read-only
 //! probe goes to the same base URL, and a failing probe ends the connection: the names-only
 //! list once the replay is complete (compared with what the stream told, it also shows a
-//! connection frozen on the way, see [`super::freshness`]), a health check before. Never a
+//! connection frozen on the way, see the private `freshness` module), a health check before. Never a
 //! write. After any end the stream yields [`StreamItem::Disconnected`] with the jittered,
 //! capped backoff it will wait, then reconnects; the caller resyncs on the next `Connected`.
 
@@ -25,11 +26,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::ConfigEvent;
-use super::EventKind;
 use super::freshness::{Freshness, Verdict};
 use super::sse::{SseEvent, SseParser};
 use crate::client::{Client, Req, error_chain};
 use crate::error::{Error, from_response};
+use crate::kind::EventKind;
 use crate::server::ConfigNames;
 use hyper::body::Incoming;
 

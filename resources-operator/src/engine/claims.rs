@@ -61,9 +61,10 @@ where
     }
 }
 
-/// The index on server name over the CRs of the watch (design N2, P1): who claims a name is
-/// found without a pass over the store. Kept from the watch's own events, so it moves with the
-/// store (a server name never changes: `spec.name` is immutable, and so is `metadata.name`).
+/// The index on server name over the CRs of the watch (design N2, claims on a server name; P1, O(1)
+/// per change): who claims a name is found without a pass over the store. Kept from the watch's own
+/// events, so it moves with the store (a server name never changes: `spec.name` is immutable, and
+/// so is `metadata.name`).
 ///
 /// Compact, since it holds an entry per CR: a claimant is its CR name (the watch is of one
 /// namespace, kept once), and nearly every name has one claimant (a one-element `Vec`, not a

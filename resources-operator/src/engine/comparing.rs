@@ -1,7 +1,7 @@
-//! How much of the server's comparison (design L3) a decision needs. The server's `compare` is
-//! the costliest part of following a change: on a server at its capacity each call queues
-//! behind the load, which made most of the event-to-CR time in the benchmark. Two cases need
-//! less than a full comparison:
+//! How much of the server's comparison (design L3, server defaults stay out of spec) a decision
+//! needs. The server's `compare` is the costliest part of following a change: on a server at its
+//! capacity each call queues behind the load, which made most of the event-to-CR time in the
+//! benchmark. Two cases need less than a full comparison:
 //!
 //! - A CR that holds, verbatim, the server object it was last synced with (a mirror, or a spec
 //!   the operator rewrote from the server), unedited since, differs from a server object whose

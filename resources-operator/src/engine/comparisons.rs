@@ -1,8 +1,8 @@
-//! The comparison memo: the server's comparison of a CR with its server object (design L3) is
-//! the costliest call of a reconcile, and a resync, a relist or our own status write reconciles
-//! a CR again with nothing changed. Per CR uid, the last comparison the server made is kept
-//! with what it was made of (the CR's generation, the server object's digest) and reused while
-//! both stay the same.
+//! The comparison memo: the server's comparison of a CR with its server object (design L3, server
+//! defaults stay out of spec) is the costliest call of a reconcile, and a resync, a relist or our
+//! own status write reconciles a CR again with nothing changed. Per CR uid, the last comparison the
+//! server made is kept with what it was made of (the CR's generation, the server object's digest)
+//! and reused while both stay the same.
 
 use std::collections::HashMap;
 

@@ -10,7 +10,7 @@
 //! 4. execute the one action (server writes are read back into the snapshot);
 //! 5. write the status, only when it changed, and the decision's Event.
 //!
-//! Submodules: [`wiring`] (watch, queue, controller), `reconcile` (the steps above), `mirror`
+//! Submodules: `wiring` (watch, queue, controller), `reconcile` (the steps above), `mirror`
 //! (the server-only path and the events entering the snapshot), `execute` (the writes a
 //! decision asks for), `drain` (design E5), `screen` (unreadable CRs). What the engine keeps
 //! between reconciles is in collaborators of its own: [`RequestQueue`], [`ClaimIndex`],
@@ -58,8 +58,8 @@ mod wiring;
 
 pub use wiring::Wiring;
 
-/// The server epoch recorded in `lastSynced` by versions without epoch markers (design R2); an
-/// epoch that never matches a real one.
+/// The server epoch recorded in `lastSynced` by versions without epoch markers (design R2, removals
+/// only when proven); an epoch that never matches a real one.
 pub const EPOCH_UNTRACKED: &str = "untracked";
 
 /// The cluster-wide settings of the sync.
@@ -126,9 +126,10 @@ pub struct Engine<A: KindAdapter> {
     drained: AtomicBool,
     /// Reconcile requests sent and not started yet (the `queue_depth` metric).
     requests: RequestQueue<ObjectRef<A::Cr>>,
-    /// Who claims which server name (design N2, P1), kept from the watch.
+    /// Who claims which server name (design N2, claims on a server name; P1, O(1) per change), kept
+    /// from the watch.
     claims: ClaimIndex<A::Cr>,
-    /// CRs waiting for a server object they need (design D1).
+    /// CRs waiting for a server object they need (design D1, dependencies between kinds).
     waits: DependencyWaits<ObjectRef<A::Cr>>,
     /// Per CR, the last comparison the server made.
     comparisons: ComparisonMemo,
@@ -171,7 +172,8 @@ impl<A: KindAdapter> Engine<A> {
         dependencies
     }
 
-    /// A server object appeared: the CRs waiting for it are reconciled (design D1).
+    /// A server object appeared: the CRs waiting for it are reconciled (design D1, dependencies
+    /// between kinds).
     pub fn dependency_appeared(&self, needed: &Needed) {
         for key in self.waits.appeared(needed) {
             self.requests.send(key);

@@ -25,14 +25,15 @@
 //! 6. **Deletion** (K3): a deleted CR deletes its server object unless `deletionPolicy: Retain` or
 //!    FromServer mode; an object already gone counts as deleted; while the server is unreachable,
 //!    the deletion waits (`ServerUnavailable`).
-//! 7. **Equality** (crash safety, L2): when the CR and the server object are semantically equal,
-//!    the decision is at most recording the last-synced state, whatever generation and digest say:
-//!    a crash between a write and its last-synced record, or the echo of our own write, is never
-//!    taken for a change.
-//! 8. **Existence matrix** (the outcome table): never synced (K1, S1, adopt, winner), else what
-//!    changed since last synced on each side: the CR (generation), the server (digest), the
-//!    server's state (epoch: R3; volatile losses: R2), directed by the mode (E3) and, for
-//!    conflicts in Bidirectional mode, the conflict winner (C1).
+//! 7. **Equality** (crash safety; L2, one change, one write): when the CR and the server object are
+//!    semantically equal, the decision is at most recording the last-synced state, whatever
+//!    generation and digest say: a crash between a write and its last-synced record, or the echo of
+//!    our own write, is never taken for a change.
+//! 8. **Existence matrix** (the outcome table): never synced (K1, a new CR creates the object; S1,
+//!    server objects appear as CRs; adopt; winner), else what changed since last synced on each
+//!    side: the CR (generation), the server (digest), the server's state (epoch: R3; volatile
+//!    losses: R2), directed by the mode (E3, sync mode) and, for conflicts in Bidirectional mode,
+//!    the conflict winner (C1).
 //! 9. **Finalizer**: a CR that needs the finalizer (a mode that deletes on the server, policy
 //!    `Delete`) and lacks it gets it first (L2 allows that one write), unless it is being deleted.
 //!
@@ -62,9 +63,10 @@ pub struct Observation {
     /// The server's current object.
     pub server: ServerView,
     /// The server's current epoch, `<state>/<session>` (the identity of its state and of its
-    /// current run, kept in the operator's markers on the server, design R2; see
-    /// `engine::epoch`). Only the state part tells a lost or replaced state (R3); the whole
-    /// epoch is recorded at each sync. Ignored while the server is [`ServerView::Unreachable`].
+    /// current run, kept in the operator's markers on the server, design R2, removals only when
+    /// proven; see `engine::epoch`). Only the state part tells a lost or replaced state (R3); the
+    /// whole epoch is recorded at each sync. Ignored while the server is
+    /// [`ServerView::Unreachable`].
     pub server_epoch: String,
     /// The CR's desired object compared with the server's current one, semantically (server
     /// defaults and document format do not count, design L3). Ignored unless both exist.
@@ -83,9 +85,9 @@ pub struct Observation {
     pub caps: KindCapabilities,
 }
 
-/// The state part of an epoch `<state>/<session>` (design R2, see `engine::epoch`): the
-/// identity of the server's state, kept across restarts that keep it. An epoch without a
-/// session part is all state.
+/// The state part of an epoch `<state>/<session>` (design R2, removals only when proven; see
+/// `engine::epoch`): the identity of the server's state, kept across restarts that keep it. An
+/// epoch without a session part is all state.
 pub fn epoch_state(epoch: &str) -> &str {
     epoch.split_once('/').map_or(epoch, |(state, _)| state)
 }
@@ -170,11 +172,12 @@ pub struct ServerObject {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Absence {
     /// Proven removed within the current epoch: a remove event, or a list of a continuous epoch
-    /// lacking a persistent object (design S3, R2).
+    /// lacking a persistent object (design S3, server removals delete the CR; R2, removals only
+    /// when proven).
     Removed,
     /// Not there, without proof that anyone removed it: never created, or a volatile object the
-    /// server lost in a restart (design R2), or anything whose removal cannot be proven. Never
-    /// taken as a deletion.
+    /// server lost in a restart (design R2, removals only when proven), or anything whose removal
+    /// cannot be proven. Never taken as a deletion.
     Missing,
 }
 
@@ -220,7 +223,7 @@ pub struct Decision {
     pub action: Action,
     /// The status to write once the action succeeded; `None`: leave the status as it is (no CR,
     /// a CR about to go, or nothing new to say). The engine writes it only on a real change
-    /// (design L1), and reports a failed action with its own reason (`Rejected`,
+    /// (design L1, idle: no writes), and reports a failed action with its own reason (`Rejected`,
     /// `ServerUnavailable`...) instead.
     pub status: Option<Status>,
     /// An Event to emit once the action succeeded. Only actions that write carry one, so an idle
@@ -249,7 +252,7 @@ pub enum Action {
     /// Delete the server object, then release the CR's finalizer.
     DeleteOnServer,
     /// Create a mirror CR for the server object (origin `server`), in one call with its labels,
-    /// annotations and owner reference (design S1).
+    /// annotations and owner reference (design S1, server objects appear as CRs).
     CreateMirrorCr {
         /// Create it with the operator's finalizer (not in FromServer mode: no finalizers).
         with_finalizer: bool,
@@ -348,10 +351,10 @@ pub struct Event {
 /// The reasons of the Events of the sync: conflicts, deletions and recreations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EventReason {
-    /// Both sides differ and one side's version replaced the other's (design C1, and a CR
-    /// applied for an existing, different server object).
+    /// Both sides differ and one side's version replaced the other's (design C1, the conflict
+    /// winner; also a CR applied for an existing, different server object).
     ConflictResolved,
-    /// ToServer mode: a change made on the server was reverted from the CR (design E3).
+    /// ToServer mode: a change made on the server was reverted from the CR (design E3, sync mode).
     ServerChangeReverted,
     /// The server object was deleted with its CR (design K3).
     DeletedOnServer,
@@ -360,9 +363,11 @@ pub enum EventReason {
     /// The CR was deleted because its server object was removed (design S3).
     DeletedFromServer,
     /// The server object was created again: after a removal, a restart that lost it or a loss of
-    /// the server's state (R2, R3), or to apply a change it cannot take in place.
+    /// the server's state (R2, removals only when proven; R3, a server that lost its state), or to
+    /// apply a change it cannot take in place.
     RecreatedOnServer,
-    /// A mirror CR was deleted because a user CR now stands for its server object (design N2).
+    /// A mirror CR was deleted because a user CR now stands for its server object (design N2,
+    /// claims on a server name).
     Superseded,
 }
 
@@ -417,8 +422,8 @@ const CREATED_GENERATION: i64 = 1;
 ///   beyond releasing its finalizer when deleted. Pause outweighs claims and deletion: a paused
 ///   CR (even a superseded mirror, even one being deleted) waits for the annotation to go.
 /// - A change needing recreation (`updates.strategy: recreate`) waits while others use the
-///   object (D1, reason `Pending`); a kind the server cannot create or delete reports
-///   `Unsupported` instead of recreating.
+///   object (D1, dependencies between kinds; reason `Pending`); a kind the server cannot create or
+///   delete reports `Unsupported` instead of recreating.
 /// - Events accompany conflicts, reverts, deletions and recreations, never an idle decision.
 pub fn decide(observation: &Observation) -> Decision {
     let Some(cr) = &observation.cr else {
@@ -447,7 +452,7 @@ pub fn decide(observation: &Observation) -> Decision {
 // ---- Steps 1 to 5: no CR, unmanaged, paused, internal, claims --------------------------------
 
 /// Step 1: a server object without CR is mirrored (S1) in Bidirectional and FromServer mode
-/// (without finalizer in FromServer), ignored in ToServer (E3) and when internal (E4).
+/// (without finalizer in FromServer), ignored in ToServer (E3, sync mode) and when internal (E4).
 fn server_only(observation: &Observation) -> Decision {
     match &observation.server {
         ServerView::Present(_) if !observation.internal => match observation.mode {
@@ -465,7 +470,7 @@ fn mirror(with_finalizer: bool) -> Decision {
     Decision::act(Action::CreateMirrorCr { with_finalizer }, synced())
 }
 
-/// Step 2 (E1).
+/// Step 2 (E1, unmanaged CRs).
 fn unmanaged(cr: &CrView) -> Decision {
     if cr.deleting {
         return release_if_held(cr, None);
@@ -476,7 +481,7 @@ fn unmanaged(cr: &CrView) -> Decision {
     )))
 }
 
-/// Step 3 (E2).
+/// Step 3 (E2, paused CRs).
 fn paused() -> Decision {
     Decision::nothing(Some(Status::Paused {
         message: format!(
@@ -486,7 +491,7 @@ fn paused() -> Decision {
     }))
 }
 
-/// Step 4 (E4).
+/// Step 4 (E4, internal objects).
 fn internal(cr: &CrView) -> Decision {
     if cr.deleting {
         return release_if_held(cr, None);
@@ -497,7 +502,8 @@ fn internal(cr: &CrView) -> Decision {
     )))
 }
 
-/// Step 5 (N2): the loser of a claim never touches the server, also when deleted.
+/// Step 5 (N2, claims on a server name): the loser of a claim never touches the server, also when
+/// deleted.
 fn losing_claim(cr: &CrView, winner: &str) -> Decision {
     if cr.deleting {
         return release_if_held(cr, None);
@@ -508,7 +514,8 @@ fn losing_claim(cr: &CrView, winner: &str) -> Decision {
     )))
 }
 
-/// Step 5 (N2): a mirror superseded by a user CR is deleted without touching the server.
+/// Step 5 (N2, claims on a server name): a mirror superseded by a user CR is deleted without
+/// touching the server.
 fn superseded_mirror(cr: &CrView, by: &str) -> Decision {
     if cr.deleting {
         return release_if_held(cr, None);
@@ -721,7 +728,7 @@ fn both_differ(
     let cr_edited = base.cr_edited(cr);
     let server_edited = base.server_edited(object);
     match (cr_edited, server_edited) {
-        // K2.
+        // K2: a CR change updates the server.
         (true, false) => match observation.mode {
             SyncMode::Bidirectional | SyncMode::ToServer => {
                 push(observation, cr, Push::Update { in_place }, None)
@@ -730,7 +737,7 @@ fn both_differ(
                 "the CR was edited; FromServer mode does not push it to the server".to_string(),
             ),
         },
-        // S2.
+        // S2: server changes update the CR.
         (false, true) => match observation.mode {
             SyncMode::Bidirectional | SyncMode::FromServer => pull(None),
             SyncMode::ToServer => push(
@@ -746,7 +753,7 @@ fn both_differ(
                 }),
             ),
         },
-        // C1.
+        // C1: the conflict winner decides.
         (true, true) => resolve_conflict(
             observation,
             cr,
@@ -805,7 +812,8 @@ fn cr_only(
     base: Option<Base<'_>>,
 ) -> Decision {
     let Some(base) = base else {
-        // K1 (a removal of an object this CR never synced does not concern it).
+        // K1, a new CR creates the object (a removal of an object this CR never synced does
+        // not concern it).
         return match observation.mode {
             SyncMode::Bidirectional | SyncMode::ToServer => {
                 push(observation, cr, Push::Create, None)
@@ -816,7 +824,7 @@ fn cr_only(
         };
     };
     if base.epoch_changed(&observation.server_epoch) {
-        // R3.
+        // R3, a server that lost its state.
         return restore(
             observation,
             cr,
@@ -824,9 +832,9 @@ fn cr_only(
         );
     }
     match absence {
-        // R2 and anything not proven removed.
+        // R2 (removals only when proven) and anything not proven removed.
         Absence::Missing => restore(observation, cr, "the server lost the object"),
-        // S3, or the unsynced edit wins.
+        // S3 (server removals delete the CR), or the unsynced edit wins.
         Absence::Removed => match observation.mode {
             SyncMode::Bidirectional if base.cr_edited(cr) => push(
                 observation,

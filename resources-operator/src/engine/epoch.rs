@@ -1,5 +1,5 @@
-//! The server's epoch (design R2, R3): what tells "the server removed this object" from "the
-//! server lost it".
+//! The server's epoch (design R2, removals only when proven; R3, a server that lost its state):
+//! what tells "the server removed this object" from "the server lost it".
 //!
 //! The operator keeps two markers on the server, as caches with reserved names (internal
 //! objects, design E4: never mirrored, pushed or deleted by the sync; the cache adapter already
@@ -19,8 +19,9 @@
 //! in the same state epoch was removed by someone (the CR is deleted, S3/R2) when the server did
 //! not restart since (same session), or when the object is persistent (it would have survived
 //! the restart). Otherwise the absence proves nothing (a volatile object lost in a restart, a
-//! wiped or restored server): the CR recreates the object (R2, R3). A changed state epoch is
-//! judged by the decision itself (R3, [`super::decision::epoch_state`]).
+//! wiped or restored server): the CR recreates the object (R2, removals only when proven; R3, a
+//! server that lost its state). A changed state epoch is judged by the decision itself (R3,
+//! [`super::decision::epoch_state`]).
 //!
 //! Limits, written in the user docs: a backup taken outside the operator includes the state
 //! marker; restoring it into a wiped server while the operator is down brings the old epoch back

@@ -230,8 +230,8 @@ pub trait KindAdapter: Send + Sync + 'static {
     /// its spec is a server object as the server wrote it (a mirror, or a spec the operator
     /// rewrote from the server) and the kind can tell without the server. A CR holding the very
     /// object it was last synced with, unedited since, is known to differ from a server object
-    /// whose digest moved: the engine skips the server's compare (design S2 for a CR that only
-    /// follows the server). Default: never known.
+    /// whose digest moved: the engine skips the server's compare (design S2, server changes update
+    /// the CR, for a CR that only follows the server). Default: never known.
     fn held_digest(&self, _cr: &Self::Cr) -> Option<String> {
         None
     }

@@ -11,7 +11,7 @@
 //! - [`stream`]: the server's config event stream: the snapshot, reconcile triggers, and the
 //!   server-only path that creates mirror CRs.
 //! - [`epoch`]: the server's epoch (markers the operator keeps on the server) that tells a
-//!   removal from a loss (design R2, R3).
+//!   removal from a loss (design R2, removals only when proven; R3, a server that lost its state).
 //! - [`catalog`]: the names of every server object, by kind, for dependencies (design D1).
 //! - The engine's bookkeeping between reconciles, each a small type of its own:
 //!   [`requests`] (the reconcile requests it sends, the `queue_depth` metric), [`waits`] (CRs

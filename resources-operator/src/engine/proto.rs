@@ -1,7 +1,8 @@
 //! What a `.proto` text declares, as far as dependencies need it: the fully qualified names of
 //! its message types (`package.Outer`, `package.Outer.Inner`), which indexed caches name as
-//! their entities (design D1). A scanner, not a parser: comments and strings are skipped,
-//! `message <Name> {` blocks are followed through nesting; anything else is ignored.
+//! their entities (design D1, dependencies between kinds). A scanner, not a parser: comments and
+//! strings are skipped, `message <Name> {` blocks are followed through nesting; anything else is
+//! ignored.
 
 /// The fully qualified message types a schema declares.
 pub fn message_types(proto: &str) -> Vec<String> {

@@ -1,7 +1,8 @@
 //! The status of a resource CR, computed from the old one and what the reconcile found: the
 //! `Ready` condition (reasons of design.md), `ReconciliationPaused`, `observedGeneration`,
 //! `serverName` and `lastSynced`. Pure; the engine writes the result only when it differs from
-//! the old status (design L1), and `lastTransitionTime` moves only on a real change.
+//! the old status (design L1, idle: no writes), and `lastTransitionTime` moves only on a real
+//! change.
 
 use common_crds::ResourceStatus;
 use common_crds::common::LastSynced;

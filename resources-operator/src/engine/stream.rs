@@ -48,7 +48,7 @@ pub trait KindSink: Send + Sync {
     fn resync(&self) -> BoxFuture<'_, ()>;
     /// Every CR reconciled again (a new epoch).
     fn trigger_all(&self);
-    /// A server object some CRs may wait for appeared (design D1).
+    /// A server object some CRs may wait for appeared (design D1, dependencies between kinds).
     fn dependency_appeared(&self, needed: &Needed);
     /// The Infinispan CR asks to drain (design E5).
     fn start_draining(&self, cause: crate::cluster::DrainCause);
@@ -120,9 +120,9 @@ impl<A: KindAdapter> KindSink for Engine<A> {
 /// metrics) for the engines of `sinks` and the server state every engine shares; `others` are
 /// the engines fed by other streams, told when an object they may need appears and when the
 /// epoch changes. The config event stream (caches, templates) owns the server's epoch:
-/// `markers` creates the epoch markers (design R2) the server lacks. The feeds of the other
-/// kinds (schemas, counters, tasks) run the same loop without markers and leave the epoch
-/// alone.
+/// `markers` creates the epoch markers (design R2, removals only when proven) the server lacks. The
+/// feeds of the other kinds (schemas, counters, tasks) run the same loop without markers and leave
+/// the epoch alone.
 pub async fn run<S, M>(
     name: &'static str,
     sinks: Vec<Arc<dyn KindSink>>,

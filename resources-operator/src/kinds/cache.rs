@@ -110,10 +110,10 @@ impl CacheAdapter {
             .map(|inner| server_document(&super::template::as_cache_document(&inner))))
     }
 
-    /// The server's comparison of the CR with the cache (design L3); with `classify`, a
-    /// difference is classified by a second comparison that ignores mutable attributes (only
-    /// they differ: the server can take the change in place), else it is reported as not in
-    /// place without the server's reasons.
+    /// The server's comparison of the CR with the cache (design L3, server defaults stay out of
+    /// spec); with `classify`, a difference is classified by a second comparison that ignores
+    /// mutable attributes (only they differ: the server can take the change in place), else it is
+    /// reported as not in place without the server's reasons.
     async fn compare_classifying(
         &self,
         cr: &Cache,
@@ -314,10 +314,10 @@ impl KindAdapter for CacheAdapter {
         Dependencies::default()
     }
 
-    /// A user template named by `templateName` (design D1). The server's own templates
-    /// (`org.infinispan.*`) are always there (not all of them are replayed by the stream).
-    /// Its template (by `templateName`), and the message types it indexes: a schema must
-    /// declare them first (the server would create the cache anyway, without those indexes).
+    /// A user template named by `templateName` (design D1, dependencies between kinds). The
+    /// server's own templates (`org.infinispan.*`) are always there (not all of them are replayed
+    /// by the stream). Its template (by `templateName`), and the message types it indexes: a schema
+    /// must declare them first (the server would create the cache anyway, without those indexes).
     fn needs(&self, cr: &Cache) -> Vec<Needed> {
         match (
             cr.spec.template_name.as_deref(),

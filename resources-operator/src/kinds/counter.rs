@@ -8,9 +8,9 @@
 //! - Immutable on the server: a changed definition is `Ready=False, reason=Immutable` naming
 //!   the attributes, or, with `updates.strategy: recreate`, deleted and created again, which
 //!   resets the value.
-//! - Persistent counters survive a server restart, volatile ones do not (design R2): the
-//!   storage is the counter's own, so it decides whether an absence after a restart is a
-//!   removal.
+//! - Persistent counters survive a server restart, volatile ones do not (design R2, removals only
+//!   when proven): the storage is the counter's own, so it decides whether an absence after a
+//!   restart is a removal.
 
 use common_crds::Counter;
 use common_crds::common::UpdateStrategy;
@@ -242,7 +242,7 @@ impl KindAdapter for CounterAdapter {
         Dependencies::default()
     }
 
-    /// The counter's own storage says it (design R2).
+    /// The counter's own storage says it (design R2, removals only when proven).
     fn persistent(&self, cr: &Counter) -> bool {
         cr.spec.storage == CrStorage::Persistent
     }

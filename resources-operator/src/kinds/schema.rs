@@ -157,8 +157,8 @@ impl KindAdapter for SchemaAdapter {
     }
 
     /// The server keeps every one of its schemas across a restart that keeps its state
-    /// (docs/server-api.md): an absence after such a restart is a removal (design R2), whoever
-    /// created it.
+    /// (docs/server-api.md): an absence after such a restart is a removal (design R2, removals only
+    /// when proven), whoever created it.
     fn persistent(&self, _cr: &Schema) -> bool {
         true
     }

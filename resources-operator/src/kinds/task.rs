@@ -114,8 +114,8 @@ impl KindAdapter for TaskAdapter {
     }
 
     /// The server keeps every one of its scripts across a restart that keeps its state
-    /// (docs/server-api.md): an absence after such a restart is a removal (design R2), whoever
-    /// created it.
+    /// (docs/server-api.md): an absence after such a restart is a removal (design R2, removals only
+    /// when proven), whoever created it.
     fn persistent(&self, _cr: &Task) -> bool {
         true
     }

@@ -11,7 +11,7 @@
 //! - Equality is the server's own `compare` of the two cache documents (defaults and formats do
 //!   not count, L3). Built-in `org.infinispan.*` templates are internal (E4).
 //! - A recreate waits (`Pending`, naming them) while Cache CRs name the template in
-//!   `templateName` (design D1).
+//!   `templateName` (design D1, dependencies between kinds).
 
 use common_crds::common::UpdateStrategy;
 use common_crds::{Cache, ServerResource, Template};
@@ -56,7 +56,7 @@ impl TemplateAdapter {
     }
 
     /// Knows the cluster's Cache CRs, so that a template is not recreated under caches that
-    /// name it (design D1).
+    /// name it (design D1, dependencies between kinds).
     pub fn with_caches(mut self, caches: Store<Cache>) -> Self {
         self.caches = Some(caches);
         self

@@ -31,10 +31,8 @@ pub use url::{client_service_host, endpoint_scheme, infinispan_url, operator_ser
 /// label value).
 const MAX_NAME_LEN: usize = 63;
 
-/// Cluster domain of the server's Service URL when the cluster operator is not told otherwise.
-pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
-/// The server's endpoint port (REST and Hot Rod), the port of its client Service.
-pub const SERVER_PORT: u16 = 11222;
+// Server facts the resources operator's URL is made of (defined with the server's objects).
+pub use super::server::{DEFAULT_CLUSTER_DOMAIN, SERVER_PORT};
 /// Port of the resources operator's `/metrics`, `/healthz` and `/readyz`.
 pub const METRICS_PORT: u16 = 8080;
 /// Name of [`METRICS_PORT`] in the container, which the probes use.

@@ -5,9 +5,9 @@
 use common_crds::Infinispan;
 use common_crds::infinispan::EncryptionType;
 
-use super::{BuildError, SERVER_PORT, name_and_namespace};
+use super::{BuildError, name_and_namespace};
 use crate::build::identity;
-use crate::build::server::{client_service_name, operator_service_name};
+use crate::build::server::{SERVER_PORT, client_service_name, operator_service_name};
 
 /// The server URL the resources operator is given (`docs/cluster-objects.md`): the
 /// operators' Service ([`operator_service_url`]), `https` when the endpoint is encrypted

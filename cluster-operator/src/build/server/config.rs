@@ -13,9 +13,9 @@ use super::inputs::Cx;
 use super::referenced::hash_part;
 use super::{
     GROUPS_KEY, IDENTITIES_DIR, JGROUPS_STACK, LOGGING_CONFIG_KEY, PEM_FILE, SECURITY_REALM,
-    SERVER_CONFIG_KEY, TLS_DIR, TlsCertificate, USERS_KEY, config_map_name, identities_secret_name,
+    SERVER_CONFIG_KEY, SERVER_PORT, TLS_DIR, TlsCertificate, USERS_KEY, config_map_name,
+    identities_secret_name,
 };
-use crate::build::resources_operator::SERVER_PORT;
 
 /// SHA-256 (hex) of what must roll the pods besides the pod template: the server ConfigMap's
 /// data except [`LOGGING_CONFIG_KEY`] (every key and value, length-prefixed) and the TLS digest.

@@ -12,12 +12,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::{
-    ConfigOverlay, DEFAULT_FS_GROUP, IDENTITIES_KEY, Identities, MAX_CLUSTER_NAME_LEN, MIN_VERSION,
-    TlsCertificate, labels, ping_service_name,
+    ConfigOverlay, DEFAULT_CLUSTER_DOMAIN, DEFAULT_FS_GROUP, IDENTITIES_KEY, Identities,
+    MAX_CLUSTER_NAME_LEN, MIN_VERSION, TlsCertificate, labels, ping_service_name,
 };
 use crate::build::MissingMetadata;
 use crate::build::identity;
-use crate::build::resources_operator::DEFAULT_CLUSTER_DOMAIN;
 
 /// Server log categories set unless `spec.logging.categories` names them (the server's own
 /// defaults, minus its file appenders; audit events are logged at INFO, so off unless asked).

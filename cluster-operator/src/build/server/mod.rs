@@ -47,6 +47,10 @@ pub const CONTAINER_NAME: &str = "infinispan";
 pub const TLS_INIT_CONTAINER_NAME: &str = "server-pem";
 /// Name of the endpoint port (REST and Hot Rod) in the container and the client Service.
 pub const SERVER_PORT_NAME: &str = "infinispan";
+/// The server's endpoint port (REST and Hot Rod), the port of its client Service.
+pub const SERVER_PORT: u16 = 11222;
+/// Cluster domain of the server's Service URL when the cluster operator is not told otherwise.
+pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
 /// JGroups TCP port of the `kubernetes` stack.
 pub const JGROUPS_PORT: u16 = 7800;
 /// Name of [`JGROUPS_PORT`].

@@ -10,10 +10,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::inputs::Cx;
 use super::{
-    JGROUPS_PORT, JGROUPS_PORT_NAME, SERVER_PORT_NAME, client_service_name, operator_service_name,
-    ping_service_name, selector_labels, stateful_set_name,
+    JGROUPS_PORT, JGROUPS_PORT_NAME, SERVER_PORT, SERVER_PORT_NAME, client_service_name,
+    operator_service_name, ping_service_name, selector_labels, stateful_set_name,
 };
-use crate::build::resources_operator::SERVER_PORT;
 
 impl Cx<'_> {
     pub(super) fn ping_service(&self) -> Service {

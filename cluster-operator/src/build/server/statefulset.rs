@@ -21,8 +21,8 @@ use super::inputs::Cx;
 use super::{
     CONFIG_DIR, CONFIG_HASH_ANNOTATION, CONFIG_VOLUME, CONTAINER_NAME, DATA_DIR, DATA_VOLUME,
     IDENTITIES_DIR, IDENTITIES_VOLUME, JGROUPS_FD_PORT, JGROUPS_PORT, JGROUPS_PORT_NAME,
-    LOGGING_CONFIG_KEY, PEM_FILE, SERVER_CONFIG_KEY, SERVER_PORT_NAME, TLS_CERT_KEY, TLS_DIR,
-    TLS_INIT_CONTAINER_NAME, TLS_KEY_KEY, TLS_SECRET_DIR, TLS_SECRET_VOLUME, TLS_VOLUME,
+    LOGGING_CONFIG_KEY, PEM_FILE, SERVER_CONFIG_KEY, SERVER_PORT, SERVER_PORT_NAME, TLS_CERT_KEY,
+    TLS_DIR, TLS_INIT_CONTAINER_NAME, TLS_KEY_KEY, TLS_SECRET_DIR, TLS_SECRET_VOLUME, TLS_VOLUME,
     config_hash, config_map_name, identities_secret_name, labels, ping_service_name,
     selector_labels, stateful_set_name,
 };
@@ -30,7 +30,6 @@ use crate::build::pod::{
     container_port, field_env, http_probe, image_pull_secrets, mount, non_empty,
     restricted_container, restricted_pod, secret_volume,
 };
-use crate::build::resources_operator::SERVER_PORT;
 
 impl Cx<'_> {
     pub(super) fn stateful_set(&self, config_map: &ConfigMap) -> StatefulSet {

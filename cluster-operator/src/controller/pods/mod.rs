@@ -25,7 +25,7 @@
 //! (for an ended container: its exit code and reason, and the end of its termination message,
 //! the last lines of its log with `terminationMessagePolicy: FallbackToLogsOnError`), and say
 //! what to do. They never carry a Secret: the kubelet's messages hold none, and
-//! [`log_summary`] masks what looks like a password, a secret or a token in a log line. The
+//! `log_summary` masks what looks like a password, a secret or a token in a log line. The
 //! messages do not change while the problem stays the same (the kubelet's alternating
 //! `ErrImagePull` / `ImagePullBackOff` give one message), except for the restart count.
 

@@ -50,7 +50,7 @@ impl<A: KindAdapter> Engine<A> {
     /// The record of a sync: the server's current epoch, else (the event stream is
     /// reconnecting, its epoch not known yet) the epoch the decision was made in. Recording
     /// "untracked" there made a removal on the server right after our write unprovable (design
-    /// R2): the object was recreated (chaos, seed 3).
+    /// R2, removals only when proven): the object was recreated (chaos, seed 3).
     pub(super) fn last_synced(
         &self,
         generation: i64,
@@ -65,7 +65,8 @@ impl<A: KindAdapter> Engine<A> {
     }
 
     /// Reads the server object back after our own write, so that the snapshot knows it before
-    /// the echo event arrives (which then changes nothing, design L2).
+    /// the echo event arrives (which then changes nothing: design L2, one
+    /// change, one write).
     pub(super) async fn read_back(&self, server_name: &str) -> Result<Option<String>, EngineError> {
         match self.adapter.read(server_name).await? {
             Some(object) => {

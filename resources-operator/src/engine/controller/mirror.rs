@@ -1,6 +1,6 @@
-//! The server-only path (design S1): a server object no CR stands for gets a mirror CR in the
-//! modes that mirror, created in one call with its labels, finalizer and owner reference; and
-//! the events of the config stream entering the snapshot.
+//! The server-only path (design S1, server objects appear as CRs): a server object no CR stands for
+//! gets a mirror CR in the modes that mirror, created in one call with its labels, finalizer and
+//! owner reference; and the events of the config stream entering the snapshot.
 
 use std::collections::HashSet;
 
@@ -43,7 +43,7 @@ impl<A: KindAdapter> Engine<A> {
     /// server-only path. One pass over the store, not one per object. After every replay and
     /// when the sync policy changes.
     ///
-    /// [`MIRRORS_AT_ONCE`] mirror CRs at a time, not more, on purpose: `bench --profile large
+    /// `MIRRORS_AT_ONCE` mirror CRs at a time, not more, on purpose: `bench --profile large
     /// --sizes 5000 --steady-seconds 0 --dry-run`, 2026-12-01, startup sync of 5,000 caches /
     /// RSS after it: one at a time 22.3 s (0.84 of its floor) / 30.1 MiB; two 16.6 s (0.81) /
     /// 30.8 MiB; eight 14.4 s (0.42) / 33.6 MiB, over the 32 MiB budget. Two is what keeps the

@@ -27,7 +27,7 @@ use crate::metrics::Metrics;
 const ERROR_REQUEUE: Duration = Duration::from_secs(5);
 
 /// Builds the engine of one kind and runs its controller until `shutdown` resolves. The
-/// returned engine is also fed by the config stream (see [`super::stream`]).
+/// returned engine is also fed by the config stream (see [`crate::engine::stream`]).
 pub struct Wiring<A: KindAdapter> {
     pub engine: Arc<Engine<A>>,
     /// The CR API read through `DeserializeGuard` (see `screen`).
