@@ -92,9 +92,10 @@ bench: testbed-up ## the resources operator's benchmark, each figure beside its 
 	  --command 'make bench BENCH_PROFILE=$(BENCH_PROFILE)$(if $(BENCH_ARGS), BENCH_ARGS="$(BENCH_ARGS)")' $(BENCH_ARGS)
 
 .PHONY: lint
-lint: ## rustfmt and clippy, warnings are errors
+lint: ## rustfmt, clippy and rustdoc, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q
 
 .PHONY: test
 test: lint testbed-up images ## everything: lint, unit tests, integration tests on the real testbed and its node
