@@ -71,133 +71,126 @@ impl Metrics {
 
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new_custom(Some(PREFIX.to_string()), None)?;
-        let reconciles = IntCounterVec::new(
-            Opts::new("reconciles_total", "Reconciles by kind and result"),
-            &["kind", "result"],
-        )?;
-        let reconcile_duration = HistogramVec::new(
-            HistogramOpts::new("reconcile_duration_seconds", "Duration of reconciles").buckets(
+        let r = &registry;
+        let kind = &["kind"];
+        let stream = &["stream"];
+        Ok(Self {
+            reconciles: counter(
+                r,
+                "reconciles_total",
+                "Reconciles by kind and result",
+                &["kind", "result"],
+            )?,
+            reconcile_duration: histogram(
+                r,
+                "reconcile_duration_seconds",
+                "Duration of reconciles",
                 vec![
                     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                 ],
-            ),
-            &["kind"],
-        )?;
-        let writes = IntCounterVec::new(
-            Opts::new(
+            )?,
+            writes: counter(
+                r,
                 "writes_total",
                 "Writes by kind, side (server, kubernetes) and operation",
-            ),
-            &["kind", "side", "operation"],
-        )?;
-        let server_objects = IntGaugeVec::new(
-            Opts::new(
+                &["kind", "side", "operation"],
+            )?,
+            server_objects: gauge(
+                r,
                 "server_objects",
                 "Server objects known from the event stream",
-            ),
-            &["kind"],
-        )?;
-        let stream_connections = IntCounterVec::new(
-            Opts::new(
+                kind,
+            )?,
+            stream_connections: counter(
+                r,
                 "stream_connections_total",
                 "Connections of the server streams (config events; schema, counter, task feeds)",
-            ),
-            &["stream"],
-        )?;
-        let stream_disconnects = IntCounterVec::new(
-            Opts::new(
+                stream,
+            )?,
+            stream_disconnects: counter(
+                r,
                 "stream_disconnects_total",
                 "Disconnections of the server streams",
-            ),
-            &["stream"],
-        )?;
-        let stream_events = IntCounterVec::new(
-            Opts::new("stream_events_total", "Config events received"),
-            &["kind"],
-        )?;
-        registry.register(Box::new(reconciles.clone()))?;
-        registry.register(Box::new(reconcile_duration.clone()))?;
-        registry.register(Box::new(writes.clone()))?;
-        registry.register(Box::new(server_objects.clone()))?;
-        registry.register(Box::new(stream_connections.clone()))?;
-        registry.register(Box::new(stream_disconnects.clone()))?;
-        registry.register(Box::new(stream_events.clone()))?;
-        let election = ElectionMetrics::register(&registry)?;
-        let draining = IntGaugeVec::new(
-            Opts::new(
+                stream,
+            )?,
+            stream_events: counter(r, "stream_events_total", "Config events received", kind)?,
+            election: ElectionMetrics::register(r)?,
+            draining: gauge(
+                r,
                 "draining",
                 "1 while draining (the Infinispan CR is deleted or disables the operator)",
-            ),
-            &["kind"],
-        )?;
-        let drained = IntGaugeVec::new(
-            Opts::new(
+                kind,
+            )?,
+            drained: gauge(
+                r,
                 "drained",
                 "1 once no CR of the kind holds the operator's finalizer while draining",
-            ),
-            &["kind"],
-        )?;
-        registry.register(Box::new(draining.clone()))?;
-        registry.register(Box::new(drained.clone()))?;
-        let reconciles_in_flight = IntGaugeVec::new(
-            Opts::new("reconciles_in_flight", "Reconciles running now"),
-            &["kind"],
-        )?;
-        let queue_depth = IntGaugeVec::new(
-            Opts::new(
+                kind,
+            )?,
+            reconciles_in_flight: gauge(r, "reconciles_in_flight", "Reconciles running now", kind)?,
+            queue_depth: gauge(
+                r,
                 "queue_depth",
                 "Reconcile requests queued by the engine (server events, dependencies, resyncs) not started yet",
-            ),
-            &["kind"],
-        )?;
-        let event_to_cr_seconds = HistogramVec::new(
-            HistogramOpts::new(
+                kind,
+            )?,
+            event_to_cr_seconds: histogram(
+                r,
                 "event_to_cr_seconds",
                 "From a server event that changed an object to the CR write it caused",
-            )
-            .buckets(vec![
-                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-            ]),
-            &["kind"],
-        )?;
-        registry.register(Box::new(reconciles_in_flight.clone()))?;
-        registry.register(Box::new(queue_depth.clone()))?;
-        registry.register(Box::new(event_to_cr_seconds.clone()))?;
-        let invalid_crs = IntCounterVec::new(
-            Opts::new(
+                vec![0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
+            )?,
+            invalid_crs: counter(
+                r,
                 "invalid_crs_total",
                 "CRs the operator could not read (per watch event)",
-            ),
-            &["kind"],
-        )?;
-        registry.register(Box::new(invalid_crs.clone()))?;
-        let objects_not_mirrored = IntGaugeVec::new(
-            Opts::new(
+                kind,
+            )?,
+            objects_not_mirrored: gauge(
+                r,
                 "objects_not_mirrored",
                 "Server objects without a CR: the API server refused their mirror CR",
-            ),
-            &["kind"],
-        )?;
-        registry.register(Box::new(objects_not_mirrored.clone()))?;
-        Ok(Self {
+                kind,
+            )?,
             registry,
-            reconciles,
-            reconcile_duration,
-            writes,
-            server_objects,
-            stream_connections,
-            stream_disconnects,
-            stream_events,
-            election,
-            draining,
-            drained,
-            reconciles_in_flight,
-            queue_depth,
-            event_to_cr_seconds,
-            invalid_crs,
-            objects_not_mirrored,
         })
     }
+}
+
+/// A counter vector `name` registered in `registry`.
+fn counter(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> Result<IntCounterVec, prometheus::Error> {
+    let counter = IntCounterVec::new(Opts::new(name, help), labels)?;
+    registry.register(Box::new(counter.clone()))?;
+    Ok(counter)
+}
+
+/// A gauge vector `name` registered in `registry`.
+fn gauge(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> Result<IntGaugeVec, prometheus::Error> {
+    let gauge = IntGaugeVec::new(Opts::new(name, help), labels)?;
+    registry.register(Box::new(gauge.clone()))?;
+    Ok(gauge)
+}
+
+/// A histogram vector `name` by kind, with `buckets`, registered in `registry`.
+fn histogram(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    buckets: Vec<f64>,
+) -> Result<HistogramVec, prometheus::Error> {
+    let histogram = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), &["kind"])?;
+    registry.register(Box::new(histogram.clone()))?;
+    Ok(histogram)
 }
 
 /// What `/readyz` says while the operator is not ready: a standby is Ready once it has seen
