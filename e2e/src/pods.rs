@@ -12,7 +12,7 @@ use std::time::Duration;
 use std::process::Stdio;
 
 use anyhow::{Context, bail, ensure};
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Service};
 use kube::api::{Api, LogParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -210,6 +210,40 @@ pub fn container_process(container_id: &str) -> anyhow::Result<u32> {
         }
     }
     bail!("no process of container {id} on this machine")
+}
+
+/// GETs `/metrics` through the Service `namespace/service` (its cluster IP and port `metrics`)
+/// from this machine, as a Prometheus in the cluster would.
+pub async fn scrape(admin: &Client, namespace: &str, service: &str) -> anyhow::Result<String> {
+    let service = Api::<Service>::namespaced(admin.clone(), namespace)
+        .get(service)
+        .await?;
+    let spec = service.spec.context("a Service without spec")?;
+    let ip = spec.cluster_ip.context("no cluster IP")?;
+    let port = spec
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some("metrics"))
+        .context("no port metrics")?
+        .port;
+    let url = format!("http://{ip}:{port}/metrics");
+    eventually(
+        &format!("metrics at {url}"),
+        Duration::from_secs(60),
+        || {
+            let url = url.clone();
+            async move {
+                let output = tokio::process::Command::new("curl")
+                    .args(["-sf", "--max-time", "5", &url])
+                    .output()
+                    .await?;
+                let page = String::from_utf8_lossy(&output.stdout).into_owned();
+                Ok(page.contains("# TYPE").then_some(page))
+            }
+        },
+    )
+    .await
 }
 
 /// The last 40 lines of each container's log (for failure messages).

@@ -928,36 +928,6 @@ async fn uninstall_and_check_clean(
     Ok(())
 }
 
-/// GETs `/metrics` through the Service `namespace/service` (its cluster IP and port `metrics`)
-/// from this machine, as a Prometheus in the cluster would.
-async fn scrape(admin: &Client, namespace: &str, service: &str) -> anyhow::Result<String> {
-    let service = Api::<Service>::namespaced(admin.clone(), namespace)
-        .get(service)
-        .await?;
-    let spec = service.spec.context("a Service without spec")?;
-    let ip = spec.cluster_ip.context("no cluster IP")?;
-    let port = spec
-        .ports
-        .iter()
-        .flatten()
-        .find(|p| p.name.as_deref() == Some("metrics"))
-        .context("no port metrics")?
-        .port;
-    let url = format!("http://{ip}:{port}/metrics");
-    eventually(&format!("metrics at {url}"), WAIT, || {
-        let url = url.clone();
-        async move {
-            let output = tokio::process::Command::new("curl")
-                .args(["-sf", "--max-time", "5", &url])
-                .output()
-                .await?;
-            let page = String::from_utf8_lossy(&output.stdout).into_owned();
-            Ok(page.contains("# TYPE").then_some(page))
-        }
-    })
-    .await
-}
-
 /// Applies a one-replica `Infinispan` CR `namespace/name` as the admin.
 async fn apply_cluster(admin: &Client, namespace: &str, name: &str) -> anyhow::Result<()> {
     let cr: Infinispan = serde_json::from_value(json!({
@@ -1415,7 +1385,7 @@ async fn install_run_uninstall(scope: Scope) -> anyhow::Result<()> {
             "the operator was not told that the chart installs the label policy"
         );
         // Metrics through the chart's Service, as Prometheus scrapes them.
-        let page = scrape(&admin, r, &format!("{fullname}-metrics")).await?;
+        let page = e2e::pods::scrape(&admin, r, &format!("{fullname}-metrics")).await?;
         ensure!(page.contains("infinispan_cluster_operator_leader 1"), "{page}");
         let exported = metric_names(&page);
         let dashboard_names = dashboard_metric_names(&dashboard()?);

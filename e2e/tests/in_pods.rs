@@ -123,29 +123,7 @@ async fn the_chart_with_its_defaults_runs_the_operator_pod_restricted_and_scrape
 
     // The kubelet's probes reached /healthz and /readyz: Ready came from them.
     // Metrics through the Service, as Prometheus would scrape them.
-    let service: Service = Api::namespaced(client.clone(), &ns.name)
-        .get("infinispan-operator-metrics")
-        .await?;
-    let ip = service
-        .spec
-        .and_then(|s| s.cluster_ip)
-        .context("no cluster IP")?;
-    let page = eventually(
-        "metrics through the Service",
-        Duration::from_secs(30),
-        || {
-            let url = format!("http://{ip}:8080/metrics");
-            async move {
-                let output = tokio::process::Command::new("curl")
-                    .args(["-sf", "--max-time", "5", &url])
-                    .output()
-                    .await?;
-                let page = String::from_utf8_lossy(&output.stdout).into_owned();
-                Ok(page.contains("# TYPE").then_some(page))
-            }
-        },
-    )
-    .await?;
+    let page = e2e::pods::scrape(&client, &ns.name, "infinispan-operator-metrics").await?;
     ensure!(
         page.contains("cluster_operator"),
         "no cluster operator metric in:\n{page}"

@@ -310,6 +310,42 @@ async fn probe(
     }
 }
 
+/// Runs probe pods `<prefix>-<n>` until one's outcome is `reached` (a policy takes effect
+/// within seconds of its change).
+async fn until_probe(
+    client: &Client,
+    helper: &str,
+    namespace: &str,
+    prefix: &str,
+    labels: &serde_json::Value,
+    (address, port): (&str, u16),
+    reached: bool,
+) -> anyhow::Result<()> {
+    let mut attempt = 0;
+    let what = format!(
+        "a probe from {namespace} with {labels} {} {address}:{port}",
+        if reached { "reaching" } else { "blocked from" }
+    );
+    eventually(&what, WAIT, || {
+        attempt += 1;
+        let name = format!("{prefix}-{attempt}");
+        async move {
+            let outcome = probe(
+                client,
+                helper,
+                namespace,
+                &name,
+                labels.clone(),
+                address,
+                port,
+            )
+            .await?;
+            Ok((outcome == reached).then_some(()))
+        }
+    })
+    .await
+}
+
 /// The node enforces NetworkPolicies (kube-router's firewall): a policy that admits only pods
 /// labelled `role: friend` of its namespace on port 8080 lets such a pod through, to the pod IP
 /// and through the Service, and blocks an unlabelled pod of the same namespace and a labelled
@@ -387,24 +423,10 @@ async fn a_network_policy_admits_only_the_pods_it_names() -> anyhow::Result<()> 
     policies.create(&PostParams::default(), &policy).await?;
 
     // The enforcer applies the policy within seconds: a stranger's probe is blocked.
-    let mut attempt = 0;
-    eventually("the policy blocks an unlabelled pod", WAIT, || {
-        attempt += 1;
-        let (client, helper, ns, pod_ip, stranger) = (
-            client.clone(),
-            helper.clone(),
-            ns.name.clone(),
-            pod_ip.clone(),
-            stranger.clone(),
-        );
-        async move {
-            let name = format!("stranger-{attempt}");
-            Ok(
-                (!probe(&client, &helper, &ns, &name, stranger, &pod_ip, 8080).await?)
-                    .then_some(()),
-            )
-        }
-    })
+    let target = (pod_ip.as_str(), 8080);
+    until_probe(
+        &client, &helper, &ns.name, "stranger", &stranger, target, false,
+    )
     .await?;
     for (namespace, name, labels, address, port) in [
         (&ns.name, "friend", &friend, &pod_ip, 8080),
@@ -460,28 +482,7 @@ async fn a_network_policy_admits_only_the_pods_it_names() -> anyhow::Result<()> 
 
     // Policy deleted: the stranger gets through again.
     policies.delete("only-friends", &Default::default()).await?;
-    let mut attempt = 0;
-    eventually(
-        "an unlabelled pod gets through once the policy is gone",
-        WAIT,
-        || {
-            attempt += 1;
-            let (client, helper, ns, pod_ip, stranger) = (
-                client.clone(),
-                helper.clone(),
-                ns.name.clone(),
-                pod_ip.clone(),
-                stranger.clone(),
-            );
-            async move {
-                let name = format!("after-{attempt}");
-                Ok(probe(&client, &helper, &ns, &name, stranger, &pod_ip, 8080)
-                    .await?
-                    .then_some(()))
-            }
-        },
-    )
-    .await?;
+    until_probe(&client, &helper, &ns.name, "after", &stranger, target, true).await?;
     other.delete().await?;
     ns.delete().await
 }
