@@ -409,20 +409,30 @@ fn exported_metric_names() -> anyhow::Result<BTreeSet<String>> {
             }
             let text = std::fs::read_to_string(&path)?;
             let text = text.split("#[cfg(test)]").next().unwrap_or_default();
-            for constructor in [
-                "Opts::new(",
-                "IntGauge::new(",
-                "IntCounter::new(",
-                "Gauge::new(",
-                "Counter::new(",
+            // prometheus' constructors, and the resources operator's registration helpers
+            // (`metrics.rs`: `counter(registry, "name", ...)`, whose name is the second
+            // argument).
+            for (constructor, skip_first) in [
+                ("Opts::new(", false),
+                ("IntGauge::new(", false),
+                ("IntCounter::new(", false),
+                ("Gauge::new(", false),
+                ("Counter::new(", false),
+                (" counter(", true),
+                (" gauge(", true),
+                (" histogram(", true),
             ] {
                 for (at, _) in text.match_indices(constructor) {
-                    let rest = text[at + constructor.len()..].trim_start();
-                    let Some(literal) = rest.strip_prefix('"') else {
+                    let mut rest = &text[at + constructor.len()..];
+                    if skip_first {
+                        rest = rest.split_once(',').map(|(_, r)| r).unwrap_or_default();
+                    }
+                    let Some(literal) = rest.trim_start().strip_prefix('"') else {
                         continue;
                     };
                     let name = literal.split('"').next().unwrap_or_default();
-                    let histogram = text[..at].ends_with("Histogram");
+                    let histogram =
+                        text[..at].ends_with("Histogram") || constructor == " histogram(";
                     for prefix in prefixes {
                         let full = format!("{prefix}_{name}");
                         if histogram {

@@ -801,6 +801,13 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     let rest = rest_client(&client, &ns.name, &source).await?;
     let credentials = operator_credentials(&client, &ns.name, &source).await?;
     let source_url = rest.config().base_url.clone();
+    // Ready=True comes from the pods' readiness; the Service's endpoints follow it a moment
+    // later (the EndpointSlice controller, then kube-proxy): until then the cluster IP refuses.
+    eventually("the source answers through its Service with two members", WAIT, || {
+        let rest = rest.clone();
+        async move { Ok((rest.container_info().await?.cluster_members.len() == 2).then_some(())) }
+    })
+    .await?;
     rest.create_cache_from_template("people", "org.infinispan.DIST_SYNC", Default::default())
         .await?;
     let entry = format!("{source_url}/rest/v2/caches/people/alice");
