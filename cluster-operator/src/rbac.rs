@@ -16,7 +16,7 @@
 //! | StatefulSets, Deployments (watched: owned objects) | get, list, watch, create, patch, delete |
 //! | reads why its clusters' pods cannot run (their status: image pull, crash loop, scheduling), watched by label | `pods`: get, list, watch |
 //! | PodDisruptionBudgets | `policy` `poddisruptionbudgets`: get, create, patch, delete |
-//! | `spec.expose` Ingress | `networking.k8s.io` `ingresses`: get, create, patch, delete |
+//! | `spec.expose` Ingress, the clusters' NetworkPolicies | `networking.k8s.io` `ingresses`, `networkpolicies`: get, create, patch, delete |
 //! | the resources operator's Role and RoleBinding | `roles`, `rolebindings`: get, create, patch, delete |
 //! | deletes a drained resources operator's Lease | `leases`: delete (with the get, update, create below) |
 //! | Events | `events.k8s.io` `events`: create, patch |
@@ -109,7 +109,7 @@ pub fn rules() -> Vec<PolicyRule> {
         ),
         rule(
             "networking.k8s.io",
-            &["ingresses"],
+            &["ingresses", "networkpolicies"],
             &["get", "create", "patch", "delete"],
         ),
         rule(

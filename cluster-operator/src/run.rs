@@ -107,6 +107,7 @@ pub fn settings(args: &RunArgs) -> Result<Settings, RunError> {
     server.cluster_domain = args.cluster_domain.clone();
     server.fs_group = args.server_fs_group.0;
     server.image_pull_secrets = args.image_pull_secrets.clone();
+    server.operator_namespace = std::env::var("POD_NAMESPACE").ok();
     let mut resources =
         resources_operator::Settings::new(args.resources_operator_image.clone(), "");
     resources.cluster_domain = args.cluster_domain.clone();

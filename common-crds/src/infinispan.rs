@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     Affinity, EnvVar, ResourceRequirements, Toleration, TopologySpreadConstraint,
 };
+use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
@@ -118,6 +119,39 @@ pub struct InfinispanSpec {
     /// CRs and the server in sync.
     #[serde(default)]
     pub resources_operator: ResourcesOperatorSpec,
+
+    /// The cluster's NetworkPolicy: who may reach its pods.
+    #[serde(default)]
+    pub network_policy: NetworkPolicySpec,
+}
+
+/// The NetworkPolicy the operator keeps for a cluster (named like the cluster): the JGroups
+/// ports only from the cluster's own pods; the endpoint (11222) from the cluster's own pods, the
+/// operators, and `endpointPeers`; from anywhere when `spec.expose` is set.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct NetworkPolicySpec {
+    /// Keep the cluster's NetworkPolicy (default true). false removes it: every pod of the
+    /// Kubernetes cluster may then reach the server pods, JGroups ports included.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+
+    /// Who else may reach the endpoint port (REST, Hot Rod, metrics), as NetworkPolicy peers;
+    /// default: every pod of the cluster's namespace. Give e.g. a namespaceSelector for a
+    /// Prometheus in another namespace; an empty list admits only the cluster's pods and the
+    /// operators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_peers: Option<Vec<NetworkPolicyPeer>>,
+}
+
+impl Default for NetworkPolicySpec {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            endpoint_peers: None,
+        }
+    }
 }
 
 fn default_replicas() -> i32 {

@@ -246,6 +246,65 @@ pub async fn scrape(admin: &Client, namespace: &str, service: &str) -> anyhow::R
     .await
 }
 
+/// Whether a short-lived pod `namespace/name` with `labels` (restricted, the helper image)
+/// opens a TCP connection to `address:port` within 3 s; the pod is deleted afterwards.
+pub async fn connects(
+    client: &Client,
+    helper: &str,
+    namespace: &str,
+    name: &str,
+    labels: serde_json::Value,
+    address: &str,
+    port: u16,
+) -> anyhow::Result<bool> {
+    // busybox's nc has no -z: `-e` (after the address: it takes the rest of the line) runs a
+    // program once connected.
+    let script = format!(
+        "if nc -w 3 {address} {port} -e /bin/echo 2>/dev/null; then echo OPEN; else echo CLOSED; fi"
+    );
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "probe", "image": helper, "command": ["/bin/sh", "-c", script],
+                "securityContext": {
+                    "allowPrivilegeEscalation": false,
+                    "capabilities": {"drop": ["ALL"]},
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+            }],
+        }
+    }))?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    pods.create(&Default::default(), &pod).await?;
+    let pods = &pods;
+    eventually(
+        &format!("probe pod {namespace}/{name} finished"),
+        Duration::from_secs(90),
+        || async move {
+            let phase = pods
+                .get(name)
+                .await?
+                .status
+                .and_then(|s| s.phase)
+                .unwrap_or_default();
+            Ok((phase == "Succeeded" || phase == "Failed").then_some(()))
+        },
+    )
+    .await?;
+    let log = pods.logs(name, &LogParams::default()).await?;
+    pods.delete(name, &Default::default()).await?;
+    match log.lines().last().unwrap_or_default().trim() {
+        "OPEN" => Ok(true),
+        "CLOSED" => Ok(false),
+        other => bail!("probe pod {namespace}/{name} printed {other:?}"),
+    }
+}
+
 /// The last 40 lines of each container's log (for failure messages).
 pub async fn logs_tail(client: &Client, namespace: &str, name: &str) -> String {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);

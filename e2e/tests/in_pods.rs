@@ -11,7 +11,9 @@
 //!   through the cluster's Service), the CR reaches `Ready=True`, and the cluster's resources
 //!   operator pod syncs a Cache both ways through `<cluster>-operator`; a server pod deleted
 //!   comes back on its volume (the same claim) and rejoins with the caches; scaling 2 -> 3 -> 1
-//!   changes the server's view; deleting the CR drains for real (the resources operator pod
+//!   changes the server's view; the cluster's NetworkPolicy lets a pod of the namespace reach
+//!   the endpoint but not JGroups, and a pod of another namespace neither; deleting the CR
+//!   drains for real (the resources operator pod
 //!   releases the user's Cache CR, which says `ClusterNotFound`; the mirror CR goes with the
 //!   cluster; no `DrainTimeout`) and removes the pods and the data volumes.
 //! - TLS on (`endpointEncryption` with a Secret of a private CA): the init container writes the
@@ -344,6 +346,46 @@ async fn two_server_pods_form_one_cluster_and_the_resources_operator_pod_syncs_b
     let mut members = info.cluster_members.clone();
     members.sort();
     ensure!(members == ["demo-0", "demo-1"], "members {members:?}");
+
+    // The cluster's NetworkPolicy (enforced by the node): the two members above talk JGroups
+    // to each other; a pod of the namespace that is not a server reaches the endpoint, not
+    // JGroups; a pod of another namespace reaches neither.
+    let helper = e2e::pods::helper_image(&testbed)?;
+    let demo_0 = Api::<Pod>::namespaced(client.clone(), &ns.name)
+        .get("demo-0")
+        .await?;
+    let ip = demo_0
+        .status
+        .and_then(|s| s.pod_ip)
+        .context("demo-0 has no IP")?;
+    let other = TestNamespace::create(&client, "pods-elsewhere").await?;
+    for (namespace, name, port, open) in [
+        (&ns.name, "neighbour-endpoint", 11222, true),
+        (&ns.name, "neighbour-jgroups", 7800, false),
+        (&other.name, "stranger-endpoint", 11222, false),
+        (&other.name, "stranger-jgroups", 7800, false),
+    ] {
+        let connected = e2e::pods::connects(
+            &client,
+            &helper,
+            namespace,
+            name,
+            json!({"probe": name}),
+            &ip,
+            port,
+        )
+        .await?;
+        ensure!(
+            connected == open,
+            "{namespace}/{name}: port {port} of demo-0 {}",
+            if connected {
+                "open to it"
+            } else {
+                "closed to it"
+            }
+        );
+    }
+    other.delete().await?;
 
     // The resources operator runs as a pod and syncs a Cache both ways.
     wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;

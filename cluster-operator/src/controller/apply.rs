@@ -89,7 +89,8 @@ where
 
 /// Applies the server's objects in order (ConfigMap, identities Secret, Services: headless,
 /// client and the operators', the `spec.expose` Service or Ingress, StatefulSet,
-/// PodDisruptionBudget), deleting a left-over optional one; returns the StatefulSet as applied.
+/// PodDisruptionBudget, NetworkPolicy), deleting a left-over optional one; returns the
+/// StatefulSet as applied.
 pub async fn apply_server(
     client: &kube::Client,
     cluster: &Infinispan,
@@ -112,6 +113,8 @@ pub async fn apply_server(
     let budget = objects.pod_disruption_budget.as_ref();
     let budget_name = server::stateful_set_name(&name);
     apply_or_remove(client, cluster, budget, &budget_name).await?;
+    let policy = objects.network_policy.as_ref();
+    apply_or_remove(client, cluster, policy, &budget_name).await?;
     Ok(stateful_set)
 }
 

@@ -119,6 +119,9 @@ pub struct Settings {
     pub default_resources: ResourceRequirements,
     /// Image pull Secrets of the server pods (they must exist in the CR's namespace).
     pub image_pull_secrets: Vec<String>,
+    /// The cluster operator's own namespace when it runs in a pod: its pods may reach the
+    /// servers' endpoint through the clusters' NetworkPolicies.
+    pub operator_namespace: Option<String>,
 }
 
 impl Settings {
@@ -130,6 +133,7 @@ impl Settings {
             fs_group: Some(DEFAULT_FS_GROUP),
             default_resources: default_resources(),
             image_pull_secrets: Vec::new(),
+            operator_namespace: None,
         }
     }
 }

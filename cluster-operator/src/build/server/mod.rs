@@ -1,6 +1,6 @@
 //! The Infinispan server's objects (see [`super`]): its configuration (ConfigMap), the realm's
 //! identities (Secret), the headless Service of JGroups discovery, the client Service, the
-//! operators' Service, the StatefulSet and the PodDisruptionBudget.
+//! operators' Service, the StatefulSet, the PodDisruptionBudget and the NetworkPolicy.
 //!
 //! [`build`] returns them all from the `Infinispan` CR (as read from the API server), the
 //! operator-level [`Settings`] and the [`Referenced`] content the controller read and checked.
@@ -12,6 +12,7 @@ mod config;
 pub(crate) mod fixtures;
 mod inputs;
 mod names;
+mod network_policy;
 mod referenced;
 mod services;
 mod statefulset;
@@ -19,6 +20,7 @@ mod statefulset;
 use common_crds::Infinispan;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 pub use config::config_hash;
@@ -124,6 +126,9 @@ pub struct Objects {
     pub stateful_set: StatefulSet,
     /// `None` when replicas <= 1 (a left-over one is the controller's to delete).
     pub pod_disruption_budget: Option<PodDisruptionBudget>,
+    /// `None` when `spec.networkPolicy.enabled` is false (a left-over one is the controller's
+    /// to delete).
+    pub network_policy: Option<NetworkPolicy>,
 }
 
 /// Every object of the server of `cluster`.
@@ -141,6 +146,7 @@ pub fn build(
         operator_service: cx.operator_service(),
         stateful_set: cx.stateful_set(&config_map),
         pod_disruption_budget: cx.pod_disruption_budget(),
+        network_policy: cx.network_policy(),
         config_map,
     })
 }
