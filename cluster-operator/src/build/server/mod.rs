@@ -240,6 +240,9 @@ mod tests {
         if let Some(budget) = &objects.pod_disruption_budget {
             documents.push(serde_saphyr::to_string(budget));
         }
+        if let Some(policy) = &objects.network_policy {
+            documents.push(serde_saphyr::to_string(policy));
+        }
         snapshot::yaml(documents)
     }
 
@@ -268,6 +271,7 @@ mod tests {
         ];
         all.extend(objects.identities_secret.iter().map(|s| &s.metadata));
         all.extend(objects.pod_disruption_budget.iter().map(|p| &p.metadata));
+        all.extend(objects.network_policy.iter().map(|p| &p.metadata));
         all
     }
 
@@ -278,7 +282,7 @@ mod tests {
         assert!(objects.pod_disruption_budget.is_some());
         let expected = controlled_by("demo", UID);
         let metadata = all_metadata(&objects);
-        assert_eq!(metadata.len(), 7);
+        assert_eq!(metadata.len(), 8);
         for metadata in metadata {
             assert_eq!(metadata.owner_references, Some(vec![expected.clone()]));
             assert_eq!(metadata.namespace.as_deref(), Some("team-a"));
@@ -301,6 +305,7 @@ mod tests {
                 "demo-operator",
                 "demo",
                 "demo-server-identities",
+                "demo",
                 "demo"
             ]
         );
