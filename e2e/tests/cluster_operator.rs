@@ -19,6 +19,7 @@ use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
@@ -54,6 +55,7 @@ async fn objects_of(
     look!(Service, format!("{name}-operator"));
     look!(StatefulSet, name.to_string());
     look!(PodDisruptionBudget, name.to_string());
+    look!(NetworkPolicy, name.to_string());
     look!(ServiceAccount, format!("resources-operator-{name}"));
     look!(Role, format!("resources-operator-{name}"));
     look!(RoleBinding, format!("resources-operator-{name}"));
@@ -61,7 +63,7 @@ async fn objects_of(
     Ok(found)
 }
 
-const ALL_OBJECTS: [&str; 13] = [
+const ALL_OBJECTS: [&str; 14] = [
     "ConfigMap/{}-server-config",
     "Secret/{}-operator-credentials",
     "Secret/{}-generated-identities",
@@ -71,6 +73,7 @@ const ALL_OBJECTS: [&str; 13] = [
     "Service/{}-operator",
     "StatefulSet/{}",
     "PodDisruptionBudget/{}",
+    "NetworkPolicy/{}",
     "ServiceAccount/resources-operator-{}",
     "Role/resources-operator-{}",
     "RoleBinding/resources-operator-{}",
