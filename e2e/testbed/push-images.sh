@@ -151,12 +151,22 @@ olm() {
   grep -q '^image: quay.io/infinispan-operators/infinispan-operator-bundle:' "$fbc" \
     || die "$fbc has no bundle image line to point at the bundle pushed here"
   sed -i "s|^image: quay.io/infinispan-operators/infinispan-operator-bundle:.*|image: $bundle|" "$fbc"
-  # The builder stage's RUN: the serve cache, so that the catalog pod starts without building it.
-  # (The cache is not byte-for-byte reproducible: each `make images` pushes a new catalog tag.)
-  "$rootfs/bin/opm" serve "$rootfs/configs" --cache-dir="$rootfs/tmp/cache" --cache-only >&2
-  chmod -R a+rX "$rootfs"
   mapfile -t flags < <(containerfile_config "$REPO_ROOT/olm/catalog.Containerfile" olm)
-  catalog=$(push_rootfs_image infinispan-operators/infinispan-operator-catalog "$rootfs" "${flags[@]}")
+  # The serve cache is not byte-for-byte reproducible (its layer, hence its tag, changes with
+  # every build): the image is rebuilt only when what it is made from changed (opm, the catalog,
+  # the config), recorded in $RUN_DIR/images/olm-catalog.inputs.
+  local inputs record=$RUN_DIR/images/olm-catalog.inputs
+  inputs=$( { sha256sum "$rootfs/bin/opm" "$fbc"; printf '%s\n' "${flags[@]}"; } | sha256sum | cut -c1-16)
+  if [[ -f $record ]] && [[ $(head -1 "$record") == "$inputs" ]] \
+    && crane_cmd manifest "$(tail -1 "$record")" >/dev/null 2>&1; then
+    catalog=$(tail -1 "$record")
+  else
+    # The builder stage's RUN: the serve cache, so that the catalog pod starts without building it.
+    "$rootfs/bin/opm" serve "$rootfs/configs" --cache-dir="$rootfs/tmp/cache" --cache-only >&2
+    chmod -R a+rX "$rootfs"
+    catalog=$(push_rootfs_image infinispan-operators/infinispan-operator-catalog "$rootfs" "${flags[@]}")
+    printf '%s\n%s\n' "$inputs" "$catalog" >"$record"
+  fi
   set_image TESTBED_OLM_CATALOG_IMAGE "$catalog"
   log "OLM catalog image: $catalog"
 }
