@@ -129,15 +129,30 @@ pub async fn apply_resources_operator(
     apply(client, &objects.deployment).await
 }
 
-/// Applies `object` (forcing ownership of its fields) and returns what the API server holds
-/// after it.
-pub async fn apply<K>(client: &kube::Client, object: &K) -> Result<K, ApplyError>
-where
+/// A namespaced object the operator applies with server-side apply and reads back.
+pub trait Applied:
+    Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Applied for K where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + Clone
         + Serialize
         + DeserializeOwned
-        + std::fmt::Debug,
+        + std::fmt::Debug
+{
+}
+
+/// Applies `object` (forcing ownership of its fields) and returns what the API server holds
+/// after it.
+pub async fn apply<K>(client: &kube::Client, object: &K) -> Result<K, ApplyError>
+where
+    K: Applied,
 {
     let name = object.name_any();
     let namespace = object.namespace().unwrap_or_default();
@@ -157,11 +172,7 @@ pub async fn apply_or_remove<K>(
     name: &str,
 ) -> Result<(), ApplyError>
 where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + Serialize
-        + DeserializeOwned
-        + std::fmt::Debug,
+    K: Applied,
 {
     match desired {
         Some(object) => apply(client, object).await.map(|_| ()),
