@@ -261,55 +261,6 @@ async fn an_image_not_built_here_fails_with_the_pull_error_and_nothing_leaves_th
     ns.delete().await
 }
 
-/// Runs a short-lived pod with `labels` in `namespace` that sends one HTTP request to
-/// `address:port` and says whether the page came back. The pod is deleted afterwards.
-async fn probe(
-    client: &Client,
-    helper: &str,
-    namespace: &str,
-    name: &str,
-    labels: serde_json::Value,
-    address: &str,
-    port: u16,
-) -> anyhow::Result<bool> {
-    let script = format!(
-        "if printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {address} {port} 2>/dev/null | grep -q hello-from-web; \
-         then echo REACHED; else echo BLOCKED; fi"
-    );
-    create_pod(client, namespace, json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": false,
-            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [restricted(helper, "probe", &["/bin/sh", "-c", &script])],
-        }
-    }))
-    .await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    eventually(
-        &format!("probe pod {namespace}/{name} finished"),
-        WAIT,
-        || {
-            let pods = pods.clone();
-            async move {
-                let pod = pods.get(name).await?;
-                let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
-                Ok((phase == "Succeeded" || phase == "Failed").then_some(()))
-            }
-        },
-    )
-    .await?;
-    let log = pods.logs(name, &LogParams::default()).await?;
-    pods.delete(name, &Default::default()).await?;
-    match log.lines().last().unwrap_or_default().trim() {
-        "REACHED" => Ok(true),
-        "BLOCKED" => Ok(false),
-        other => anyhow::bail!("probe pod {namespace}/{name} printed {other:?}"),
-    }
-}
-
 /// Runs probe pods `<prefix>-<n>` until one's outcome is `reached` (a policy takes effect
 /// within seconds of its change).
 async fn until_probe(
@@ -330,7 +281,7 @@ async fn until_probe(
         attempt += 1;
         let name = format!("{prefix}-{attempt}");
         async move {
-            let outcome = probe(
+            let outcome = e2e::pods::connects(
                 client,
                 helper,
                 namespace,
@@ -397,7 +348,7 @@ async fn a_network_policy_admits_only_the_pods_it_names() -> anyhow::Result<()> 
 
     // Without a policy everyone gets through: the probes themselves work.
     ensure!(
-        probe(
+        e2e::pods::connects(
             &client,
             &helper,
             &other.name,
@@ -458,7 +409,7 @@ async fn a_network_policy_admits_only_the_pods_it_names() -> anyhow::Result<()> 
         ),
     ];
     for (namespace, name, labels, address, port, reaches) in cases {
-        let reached = probe(
+        let reached = e2e::pods::connects(
             &client,
             &helper,
             namespace,
