@@ -195,8 +195,14 @@ impl Operator {
     /// The operator's `queue_depth` gauge for `kind`: reconcile requests it sent and has not
     /// started.
     pub async fn queue_depth(&self, kind: &str) -> anyhow::Result<f64> {
+        self.gauge("queue_depth", kind).await
+    }
+
+    /// The value of the operator's per-kind metric `infinispan_resources_operator_<name>` for
+    /// `kind`, or an error when /metrics has no such series.
+    pub async fn gauge(&self, name: &str, kind: &str) -> anyhow::Result<f64> {
         let (_, body) = self.get("/metrics").await?;
-        let series = format!("infinispan_resources_operator_queue_depth{{kind=\"{kind}\"}} ");
+        let series = format!("infinispan_resources_operator_{name}{{kind=\"{kind}\"}} ");
         body.lines()
             .find_map(|l| l.strip_prefix(&series)?.parse::<f64>().ok())
             .with_context(|| format!("no {series}in the metrics"))

@@ -84,35 +84,47 @@ async fn the_node_is_ready_with_the_testbeds_runtime_and_versions() -> anyhow::R
     Ok(())
 }
 
-#[tokio::test]
-async fn a_pod_resolves_a_service_by_name_and_reaches_it_the_host_too() -> anyhow::Result<()> {
-    let (_testbed, client, ns, helper) = setup("node-net").await?;
-    let web = json!({
+/// The pod `web` (label `app: web`, httpd on 8080 serving `hello-from-web`) and its Service
+/// `web` (port 80), once the pod is Ready.
+async fn web_server(client: &Client, ns: &str, helper: &str) -> anyhow::Result<(Pod, Service)> {
+    let mut httpd = restricted(
+        helper,
+        "httpd",
+        &[
+            "/bin/sh",
+            "-c",
+            "mkdir -p /tmp/www && echo hello-from-web > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www",
+        ],
+    );
+    httpd["readinessProbe"] = json!({"tcpSocket": {"port": 8080}, "periodSeconds": 1});
+    httpd["volumeMounts"] = json!([{"name": "tmp", "mountPath": "/tmp"}]);
+    create_pod(client, ns, json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "web", "labels": {"app": "web"}},
         "spec": {
             "automountServiceAccountToken": false,
             "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [restricted(&helper, "httpd",
-                &["/bin/sh", "-c", "mkdir -p /tmp/www && echo hello-from-web > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"])],
-            "volumes": [],
+            "containers": [httpd],
+            "volumes": [{"name": "tmp", "emptyDir": {}}],
         }
-    });
-    let mut web = web;
-    web["spec"]["containers"][0]["readinessProbe"] =
-        json!({"tcpSocket": {"port": 8080}, "periodSeconds": 1});
-    web["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "tmp", "mountPath": "/tmp"}]);
-    web["spec"]["volumes"] = json!([{"name": "tmp", "emptyDir": {}}]);
-    create_pod(&client, &ns.name, web).await?;
+    }))
+    .await?;
     let service: Service = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "web"},
         "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
     }))?;
-    let service = Api::<Service>::namespaced(client.clone(), &ns.name)
+    let service = Api::<Service>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &service)
         .await?;
-    let pod = wait_ready(&client, &ns.name, "web", WAIT).await?;
+    let pod = wait_ready(client, ns, "web", WAIT).await?;
+    Ok((pod, service))
+}
+
+#[tokio::test]
+async fn a_pod_resolves_a_service_by_name_and_reaches_it_the_host_too() -> anyhow::Result<()> {
+    let (_testbed, client, ns, helper) = setup("node-net").await?;
+    let (pod, service) = web_server(&client, &ns.name, &helper).await?;
 
     // Another pod looks the Service up in the cluster DNS (busybox's nslookup asks the pod's
     // nameserver itself; its wget cannot be used: the static busybox crashes in glibc's
@@ -307,41 +319,11 @@ async fn a_network_policy_admits_only_the_pods_it_names() -> anyhow::Result<()> 
     use k8s_openapi::api::networking::v1::NetworkPolicy;
     let (_testbed, client, ns, helper) = setup("node-netpol").await?;
     let other = TestNamespace::create(&client, "node-netpol-other").await?;
-    let mut httpd = restricted(
-        &helper,
-        "httpd",
-        &[
-            "/bin/sh",
-            "-c",
-            "mkdir -p /tmp/www && echo hello-from-web > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www",
-        ],
-    );
-    httpd["readinessProbe"] = json!({"tcpSocket": {"port": 8080}, "periodSeconds": 1});
-    httpd["volumeMounts"] = json!([{"name": "tmp", "mountPath": "/tmp"}]);
-    create_pod(&client, &ns.name, json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "web", "labels": {"app": "web"}},
-        "spec": {
-            "automountServiceAccountToken": false,
-            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [httpd],
-            "volumes": [{"name": "tmp", "emptyDir": {}}],
-        }
-    }))
-    .await?;
-    let service: Service = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "web"},
-        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
-    }))?;
-    let service = Api::<Service>::namespaced(client.clone(), &ns.name)
-        .create(&PostParams::default(), &service)
-        .await?;
+    let (pod, service) = web_server(&client, &ns.name, &helper).await?;
     let cluster_ip = service
         .spec
         .and_then(|s| s.cluster_ip)
         .context("no cluster IP")?;
-    let pod = wait_ready(&client, &ns.name, "web", WAIT).await?;
     let pod_ip = pod.status.and_then(|s| s.pod_ip).context("no pod IP")?;
     let friend = json!({"role": "friend"});
     let stranger = json!({"role": "stranger"});

@@ -225,19 +225,6 @@ async fn s1_s3_server_task_is_mirrored() -> anyhow::Result<()> {
     .await
 }
 
-/// The value of the gauge `objects_not_mirrored` for Tasks on the operator's /metrics.
-async fn tasks_not_mirrored(f: &Fixture) -> anyhow::Result<Option<i64>> {
-    let (_, page) = f.operator.get("/metrics").await?;
-    Ok(page
-        .lines()
-        .find(|l| {
-            l.starts_with("infinispan_resources_operator_objects_not_mirrored{")
-                && l.contains("Task")
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok()))
-}
-
 /// A task the server takes but no Task CR can hold (an empty script, as the CLI's `task upload`
 /// of an empty file makes; the CRD requires a script) does not vanish from the user's view: a
 /// Warning Event `NotMirrored` on the `Infinispan` CR names it with the API server's reason, and
@@ -260,7 +247,7 @@ async fn a_server_task_no_cr_can_hold_is_reported_on_the_cluster() -> anyhow::Re
                 "{type_}: {note}"
             );
             eventually("the gauge counts the task", FAST * 4, || async move {
-                Ok((tasks_not_mirrored(f).await? == Some(1)).then_some(()))
+                Ok((f.operator.gauge("objects_not_mirrored", "Task").await? == 1.0).then_some(()))
             })
             .await?;
             let mirror = common_crds::naming::mirror_name(CLUSTER, &name);
@@ -274,7 +261,7 @@ async fn a_server_task_no_cr_can_hold_is_reported_on_the_cluster() -> anyhow::Re
             let cr = f.wait_kind::<Task>(&mirror, "Synced").await?;
             ensure!(cr.spec.script == text, "{:?}", cr.spec.script);
             eventually("the gauge back to 0", FAST * 4, || async move {
-                Ok((tasks_not_mirrored(f).await? == Some(0)).then_some(()))
+                Ok((f.operator.gauge("objects_not_mirrored", "Task").await? == 0.0).then_some(()))
             })
             .await?;
             Ok(())
