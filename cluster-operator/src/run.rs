@@ -88,8 +88,9 @@ fn init_logging(args: &RunArgs) -> Result<(), RunError> {
     })
 }
 
-/// The controller settings from the command line.
-pub fn settings(args: &RunArgs) -> Result<Settings, RunError> {
+/// The controller settings from the command line and the operator's own namespace (the
+/// clusters' NetworkPolicies admit its pods to the servers' endpoint).
+pub fn settings(args: &RunArgs, own_namespace: Option<&str>) -> Result<Settings, RunError> {
     let mut by_version: BTreeMap<String, String> = SERVER_IMAGES
         .iter()
         .map(|(version, image)| (version.to_string(), image.to_string()))
@@ -107,7 +108,7 @@ pub fn settings(args: &RunArgs) -> Result<Settings, RunError> {
     server.cluster_domain = args.cluster_domain.clone();
     server.fs_group = args.server_fs_group.0;
     server.image_pull_secrets = args.image_pull_secrets.clone();
-    server.operator_namespace = std::env::var("POD_NAMESPACE").ok();
+    server.operator_namespace = own_namespace.map(str::to_string);
     let mut resources =
         resources_operator::Settings::new(args.resources_operator_image.clone(), "");
     resources.cluster_domain = args.cluster_domain.clone();
@@ -196,7 +197,7 @@ fn check(args: &RunArgs) -> Result<Checked, RunError> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let own_namespace = own_namespace();
     let scope = scope::resolve(requested.as_deref(), in_cluster, own_namespace.as_deref())?;
-    let settings = settings(args)?;
+    let settings = settings(args, own_namespace.as_deref())?;
     let mut servers = Servers::new(
         ServerAddresses::from_entries(args.server_urls.iter().cloned())?,
         args.cluster_domain.clone(),
