@@ -157,8 +157,9 @@ pub fn binary() -> anyhow::Result<PathBuf> {
 
 /// A `cluster-operator run` in a pod on the testbed's node: the image built here (`make
 /// images`), the identity's ServiceAccount, a bare pod (`restartPolicy: Never`, so that a crash
-/// or a clean exit shows in its phase) in the identity's namespace, under the restricted Pod
-/// Security profile with the chart's container security context. Its log is streamed from the
+/// or a clean exit shows in its phase) in the identity's namespace; otherwise the pod both
+/// installers run (`tools::operator_pod`: restricted Pod Security profile, read-only root
+/// filesystem, the probes). Its log is streamed from the
 /// API server into a file under `target/e2e-logs/` (it outlives the pod); its /metrics,
 /// /healthz and /readyz are reached on the pod's IP from this machine.
 pub struct ClusterOperator {
@@ -181,9 +182,6 @@ impl std::fmt::Debug for ClusterOperator {
     }
 }
 
-/// The metrics port of the operator's container.
-const METRICS_PORT: u16 = 8080;
-
 impl ClusterOperator {
     /// Starts `cluster-operator run --watch-namespaces <namespaces> <args>` as `identity`, and
     /// waits until its container runs.
@@ -198,46 +196,47 @@ impl ClusterOperator {
         let name = crate::operator::unique("cluster-operator").to_lowercase();
         let mut all_args = vec![
             "run".to_string(),
-            format!("--metrics-address=0.0.0.0:{METRICS_PORT}"),
+            format!(
+                "--metrics-address=0.0.0.0:{}",
+                tools::operator_pod::METRICS_PORT
+            ),
             format!("--watch-namespaces={}", namespaces.join(",")),
             "--log-level=cluster_operator=debug,operator_runtime=debug,info".to_string(),
             // Restores keep their archive on the pod's scratch volume.
             "--archive-dir=/tmp".to_string(),
         ];
         all_args.extend(args.iter().map(|a| a.to_string()));
-        let pod: Pod = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "labels": {"app.kubernetes.io/component": "cluster-operator", "infinispan-operators-e2e": "true"},
+        // The pod both installers run (`tools::operator_pod`), with this test's image, flags
+        // and identity; a bare pod that is not restarted.
+        let mut spec = tools::operator_pod::operator_pod();
+        spec.service_account_name = Some(identity.service_account.clone());
+        spec.restart_policy = Some("Never".to_string());
+        let container = spec
+            .containers
+            .first_mut()
+            .context("the operator pod has no container")?;
+        container.image = Some(images.cluster_operator.clone());
+        container.args = Some(all_args);
+        container.env = Some(serde_json::from_value(json!([
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ]))?);
+        let pod = Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some(
+                    [
+                        ("app.kubernetes.io/component", "cluster-operator"),
+                        ("infinispan-operators-e2e", "true"),
+                    ]
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .into(),
+                ),
+                ..Default::default()
             },
-            "spec": {
-                "serviceAccountName": identity.service_account,
-                "restartPolicy": "Never",
-                "terminationGracePeriodSeconds": 30,
-                "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
-                "containers": [{
-                    "name": "cluster-operator",
-                    "image": images.cluster_operator,
-                    "args": all_args,
-                    "env": [
-                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                    ],
-                    "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
-                    "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 2},
-                    "securityContext": {
-                        "allowPrivilegeEscalation": false,
-                        "readOnlyRootFilesystem": true,
-                        "runAsNonRoot": true,
-                        "capabilities": {"drop": ["ALL"]},
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-                }],
-                "volumes": [{"name": "tmp", "emptyDir": {}}],
-            },
-        }))?;
+            spec: Some(spec),
+            status: None,
+        };
         let pods: Api<Pod> = Api::namespaced(admin.clone(), &identity.namespace);
         pods.create(&PostParams::default(), &pod)
             .await
@@ -280,7 +279,7 @@ impl ClusterOperator {
             namespace: identity.namespace.clone(),
             pod: name,
             log,
-            metrics: std::net::SocketAddr::new(ip.parse()?, METRICS_PORT),
+            metrics: std::net::SocketAddr::new(ip.parse()?, tools::operator_pod::METRICS_PORT),
             log_stream,
         })
     }
