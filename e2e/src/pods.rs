@@ -246,6 +246,23 @@ pub async fn scrape(admin: &Client, namespace: &str, service: &str) -> anyhow::R
     .await
 }
 
+/// A container of `image` running `command` that the restricted Pod Security profile admits
+/// (user 65534, no privilege escalation, no capabilities, the runtime's seccomp profile).
+pub fn restricted(image: &str, name: &str, command: &[&str]) -> serde_json::Value {
+    json!({
+        "name": name,
+        "image": image,
+        "command": command,
+        "securityContext": {
+            "runAsNonRoot": true,
+            "runAsUser": 65534,
+            "allowPrivilegeEscalation": false,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    })
+}
+
 /// Whether a short-lived pod `namespace/name` with `labels` (restricted, the helper image)
 /// opens a TCP connection to `address:port` within 3 s; the pod is deleted afterwards.
 pub async fn connects(
@@ -268,15 +285,8 @@ pub async fn connects(
         "spec": {
             "restartPolicy": "Never",
             "automountServiceAccountToken": false,
-            "securityContext": {"runAsNonRoot": true, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{
-                "name": "probe", "image": helper, "command": ["/bin/sh", "-c", script],
-                "securityContext": {
-                    "allowPrivilegeEscalation": false,
-                    "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
-            }],
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [restricted(helper, "probe", &["/bin/sh", "-c", &script])],
         }
     }))?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
-use e2e::pods::{helper_image, require_node, wait_ready};
+use e2e::pods::{helper_image, require_node, restricted, wait_ready};
 use e2e::{TestNamespace, Testbed, eventually};
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Service};
 use kube::Client;
@@ -26,22 +26,6 @@ async fn setup(prefix: &str) -> anyhow::Result<(Testbed, Client, TestNamespace, 
     let client = testbed.admin_client().await?;
     let ns = TestNamespace::create(&client, prefix).await?;
     Ok((testbed, client, ns, helper))
-}
-
-/// A restricted-profile container spec around the helper image.
-fn restricted(image: &str, name: &str, command: &[&str]) -> serde_json::Value {
-    json!({
-        "name": name,
-        "image": image,
-        "command": command,
-        "securityContext": {
-            "runAsNonRoot": true,
-            "runAsUser": 65534,
-            "allowPrivilegeEscalation": false,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-    })
 }
 
 async fn create_pod(client: &Client, ns: &str, pod: serde_json::Value) -> anyhow::Result<Pod> {
