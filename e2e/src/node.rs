@@ -37,6 +37,40 @@ fn infinispan_sh(args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the Infinispan CLI said ([`cli`]).
+#[derive(Debug)]
+pub struct CliOutput {
+    /// False when the CLI printed an error (its batch mode exits 0 anyway).
+    pub ok: bool,
+    /// Its output (stdout and stderr, colours removed).
+    pub text: String,
+}
+
+/// Runs the real Infinispan CLI (the server's own `infinispan-cli-client`, through
+/// `infinispan.sh cli`) against the testbed node on REST port `11222 + offset`, with the
+/// testbed's credentials: one command per line of `commands`.
+pub fn cli(offset: u16, commands: &[&str]) -> anyhow::Result<CliOutput> {
+    let offset = offset.to_string();
+    let output = Command::new(repo_root().join("e2e/testbed/infinispan.sh"))
+        .args(["cli", "node", "--offset", &offset])
+        .args(commands)
+        .env("TESTBED_RUN_DIR", run_dir())
+        .output()
+        .context("running e2e/testbed/infinispan.sh cli")?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // 3: the CLI ran and printed an error.
+    let ok = match output.status.code() {
+        Some(0) => true,
+        Some(3) => false,
+        _ => anyhow::bail!("infinispan.sh cli could not run the CLI: {text}"),
+    };
+    Ok(CliOutput { ok, text })
+}
+
 impl Node {
     /// A node of the resources-operator suites' range (`offset` in 2001..=2099).
     pub fn new(name: &str, offset: u16) -> Self {

@@ -14,6 +14,9 @@
 //!   are stalled from their start too. Clearing the flag lets new connections through; the
 //!   connections already stalled stay dead until [`FaultProxy::cut`] or the proxy is dropped.
 //!   [`FaultProxy::stall_open`] stalls only the connections open now (new ones flow).
+//! - [`FaultProxy::stall_streams`]: stalls the open connections that carry an event stream (a
+//!   request with `action=listen`, seen in plain HTTP), and only those: a frozen stream while
+//!   the operator's other requests flow (a middlebox that lost one long-lived flow).
 //!
 //! Only loopback: the proxy listens on `127.0.0.1:0` and forwards only to a loopback address.
 //! Dropping the proxy resets every connection and stops listening.
@@ -32,6 +35,9 @@ use tokio::task::JoinHandle;
 
 /// Size of the forwarding buffer of one direction.
 const CHUNK: usize = 16 * 1024;
+
+/// What an event stream's request carries (`?action=listen`).
+const LISTEN: &[u8] = b"action=listen";
 
 /// The proxy. Controls take effect at once and need no `.await`.
 #[derive(Debug)]
@@ -59,6 +65,8 @@ struct Shared {
 #[derive(Debug, Default)]
 struct Link {
     stalled: AtomicBool,
+    /// The client sent a request with `action=listen` on it: an event stream.
+    listens: AtomicBool,
 }
 
 impl Shared {
@@ -150,6 +158,17 @@ impl FaultProxy {
         });
     }
 
+    /// Stalls, for good, the open connections that carry an event stream (see the module
+    /// documentation); returns how many.
+    pub fn stall_streams(&self) -> usize {
+        self.shared.open(|open| {
+            open.values()
+                .filter(|link| link.listens.load(Ordering::SeqCst))
+                .inspect(|link| link.stalled.store(true, Ordering::SeqCst))
+                .count()
+        })
+    }
+
     /// Connections accepted and forwarded (refused ones not included).
     pub fn accepted(&self) -> u64 {
         self.shared.accepted.load(Ordering::SeqCst)
@@ -231,6 +250,7 @@ async fn accept_loop(listener: TcpListener, target: SocketAddr, shared: Arc<Shar
         let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
         let link = Arc::new(Link {
             stalled: AtomicBool::new(shared.stall_new.load(Ordering::SeqCst)),
+            listens: AtomicBool::new(false),
         });
         // Registered and subscribed before the task runs, so that a `stall` or `cut` right
         // after the accept reaches this connection.
@@ -271,8 +291,8 @@ async fn forward(
         let (upstream_read, upstream_write) = upstream.split();
         let both = async {
             tokio::try_join!(
-                pump(client_read, upstream_write, link),
-                pump(upstream_read, client_write, link),
+                pump(client_read, upstream_write, link, Direction::Request),
+                pump(upstream_read, client_write, link, Direction::Response),
             )
         };
         tokio::select! {
@@ -287,12 +307,21 @@ async fn forward(
     }
 }
 
+/// Which way a pump copies.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// Client to server: requests, looked at for `action=listen`.
+    Request,
+    Response,
+}
+
 /// One direction: copies until end of file (then half-closes the other side) or an error. Once
 /// the link is stalled nothing more is written and the pump never returns.
 async fn pump(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
     link: &Link,
+    direction: Direction,
 ) -> std::io::Result<()> {
     let mut buffer = vec![0u8; CHUNK];
     loop {
@@ -307,6 +336,13 @@ async fn pump(
         if read == 0 {
             to.shutdown().await?;
             return Ok(());
+        }
+        if direction == Direction::Request
+            && buffer[..read]
+                .windows(LISTEN.len())
+                .any(|window| window == LISTEN)
+        {
+            link.listens.store(true, Ordering::SeqCst);
         }
         to.write_all(&buffer[..read]).await?;
     }
@@ -478,6 +514,24 @@ mod tests {
         let mut fresh = connect(&proxy).await?;
         round_trip(&mut fresh, b"flows").await?;
         assert_eq!(proxy.stalled_connections(), 1);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn stall_streams_stalls_only_the_connections_that_listen() -> anyhow::Result<()> {
+        let (echo, _server) = echo_server().await?;
+        let proxy = FaultProxy::start(echo).await?;
+        let mut stream = connect(&proxy).await?;
+        round_trip(
+            &mut stream,
+            b"GET /rest/v2/container/config?action=listen HTTP/1.1\r\n",
+        )
+        .await?;
+        let mut plain = connect(&proxy).await?;
+        round_trip(&mut plain, b"GET /rest/v2/caches HTTP/1.1\r\n").await?;
+        assert_eq!(proxy.stall_streams(), 1);
+        silence(&mut stream, b"event").await?;
+        round_trip(&mut plain, b"still flows").await?;
         Ok(())
     }
 

@@ -11,6 +11,10 @@
 #   infinispan.sh stop NAME [--wipe]      stop a node (SIGTERM, then SIGKILL after 20 s); --wipe deletes its state
 #   infinispan.sh kill NAME               SIGKILL a node (state kept)
 #   infinispan.sh status NAME [--offset N] [--ca FILE]   exit 0 when the node answers HEALTHY
+#   infinispan.sh cli NAME [--offset N] COMMAND...   runs the Infinispan CLI (the server's own
+#                                        infinispan-cli-client) against the node, one argument per
+#                                        command line, e.g. 'alter cache c --attribute=memory.max-count --value=9';
+#                                        exit 3 when the CLI prints an error
 #
 # Each node has its own server root under $RUN_DIR/infinispan/NAME (conf/, data/, log/) and its
 # REST + Hot Rod port at 11222 + offset. Nodes given the same --cluster and each other as --peers
@@ -134,13 +138,43 @@ stop_node() {
   fi
 }
 
+# cli NAME OFFSET COMMAND...: the CLI in batch mode. The credentials go in a private batch file
+# (mode 600, deleted after), never on a command line or in a URL.
+run_cli() {
+  local name=$1 offset=$2; shift 2
+  (($#)) || die "usage: infinispan.sh cli NAME [--offset N] COMMAND..."
+  local home java_home batch out status=0
+  home=$(infinispan_home) || die "Infinispan is not built: run 'make testbed-build' (or e2e/testbed/build.sh infinispan)"
+  java_home=$(cat "$home/JAVA_HOME")
+  [[ -f $(credentials_file) ]] || die "no credentials for node $name: start it first (infinispan.sh start $name)"
+  # shellcheck disable=SC1090
+  source "$(credentials_file)"
+  batch=$(umask 077 && mktemp)
+  printf 'connect http://127.0.0.1:%s --username=%s --password=%s\n' \
+    "$(node_port "$offset")" "$INFINISPAN_USER" "$INFINISPAN_PASSWORD" >"$batch"
+  printf '%s\n' "$@" >>"$batch"
+  out=$("$java_home/bin/java" -cp "$home/lib/*" org.infinispan.cli.commands.CLI --file="$batch" 2>&1) || status=$?
+  rm -f "$batch"
+  # The CLI's colours off, for logs.
+  out=$(printf '%s\n' "$out" | sed 's/\x1b\[[0-9;]*m//g')
+  printf '%s\n' "$out"
+  # Batch mode exits 0 after a failed command: its "Error:" line says it.
+  if ((status == 0)) && grep -q '^Error:' <<<"$out"; then status=3; fi
+  return "$status"
+}
+
 cmd=${1:-}; name=${2:-}
-[[ -n $cmd && -n $name ]] || die "usage: infinispan.sh start|stop|kill|status NAME [options]"
+[[ -n $cmd && -n $name ]] || die "usage: infinispan.sh start|stop|kill|status|cli NAME [options]"
 shift 2
 case $cmd in
   start) start_node "$name" "$@" ;;
   stop) stop_node "$name" TERM "$([[ ${1:-} == --wipe ]] && echo wipe)" ;;
   kill) stop_node "$name" KILL ;;
+  cli)
+    offset=$INFINISPAN_PORT_OFFSET
+    if [[ ${1:-} == --offset ]]; then offset=$2; shift 2; fi
+    run_cli "$name" "$offset" "$@"
+    ;;
   status)
     offset=$INFINISPAN_PORT_OFFSET ca=""
     while (($#)); do

@@ -40,6 +40,7 @@ pub use client::Client;
 pub use config::{ClientConfig, TcpKeepalive};
 pub use counters::{CounterConfig, CounterStorage};
 pub use error::Error;
+pub use events::documents::Documents;
 pub use events::feeds::CreatedCounters;
 pub use events::stream::{Backoff, ConfigEventStream, StreamItem, StreamOptions};
 pub use events::{ConfigEvent, EventKind};

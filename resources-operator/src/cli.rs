@@ -112,6 +112,17 @@ pub struct RunArgs {
     )]
     pub counter_list_interval: Duration,
 
+    /// How often the server's documents are compared with what its events said (drift: a
+    /// change stored without an event, or an update a stream missed); `0s` turns the check off.
+    /// One request per interval for all caches and templates, one for schemas, one for tasks.
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_DRIFT_CHECK_INTERVAL",
+        value_parser = parse_duration,
+        default_value = "60s"
+    )]
+    pub drift_check_interval: Duration,
+
     #[command(flatten)]
     pub election: ElectionArgs,
 }

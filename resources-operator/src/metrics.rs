@@ -49,6 +49,11 @@ pub struct Metrics {
     /// Server objects without a CR because the API server refused their mirror CR (a CRD
     /// stricter than the server), by kind.
     pub objects_not_mirrored: IntGaugeVec,
+    /// Drift checks of the server's documents (see `engine::drift`), by stream and result
+    /// (`ok`, `error`).
+    pub drift_checks: IntCounterVec,
+    /// Server objects found changed without an event (drift), by kind.
+    pub drift_detected: IntCounterVec,
 }
 
 impl Metrics {
@@ -150,6 +155,18 @@ impl Metrics {
                 r,
                 "objects_not_mirrored",
                 "Server objects without a CR: the API server refused their mirror CR",
+                kind,
+            )?,
+            drift_checks: counter(
+                r,
+                "drift_checks_total",
+                "Checks of the server's documents against what its events said, by stream and result",
+                &["stream", "result"],
+            )?,
+            drift_detected: counter(
+                r,
+                "drift_detected_total",
+                "Server objects found changed without an event (drift)",
                 kind,
             )?,
             registry,

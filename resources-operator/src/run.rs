@@ -13,10 +13,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common_crds::Infinispan;
 use futures::FutureExt;
-use infinispan_rest::{ClientConfig, Credentials, InternalObjects, StreamOptions};
+use infinispan_rest::{ClientConfig, Credentials, Documents, InternalObjects, StreamOptions};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Resource};
 use operator_runtime::endpoint::{self, Readiness};
@@ -29,6 +30,7 @@ use crate::cli::RunArgs;
 use crate::cluster;
 use crate::engine::ServerState;
 use crate::engine::controller::{Settings, Wiring};
+use crate::engine::drift::{self, DocumentSource};
 use crate::engine::stream;
 use crate::kinds::cache::CacheAdapter;
 use crate::kinds::counter::CounterAdapter;
@@ -275,12 +277,19 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
     let (engines, streams) = Engines::wire(&parts, &rest, args);
     let all: Vec<Arc<dyn stream::KindSink>> = streams
         .iter()
-        .flat_map(|(_, sinks, _, _)| sinks.iter().cloned())
+        .flat_map(|stream| stream.sinks.iter().cloned())
         .collect();
     // Ready once every kind's engine has its first snapshot.
     parts.readiness.expect_parts(all.len());
     // Aborted however this function ends.
-    let _streams = spawn_streams(streams, &all, &server, &metrics, &rest);
+    let _streams = spawn_streams(
+        streams,
+        &all,
+        &server,
+        &metrics,
+        &rest,
+        args.drift_check_interval,
+    );
     let (resume_tx, resume) = futures::channel::oneshot::channel::<()>();
     let _follow = AbortOnDrop(tokio::spawn(follow_cluster(all, state, initial, resume_tx)));
     // The engines stop on SIGTERM, or when a drained cluster is enabled again (the process
@@ -346,29 +355,39 @@ fn watch_cluster(
 }
 
 /// Runs one task per server stream, feeding its engines; `all` are every stream's engines.
+/// `drift_interval`: how often each stream's documents are checked (zero: never).
 fn spawn_streams(
     streams: Vec<Stream>,
     all: &[Arc<dyn stream::KindSink>],
     server: &ServerState,
     metrics: &Metrics,
     rest: &infinispan_rest::Client,
+    drift_interval: Duration,
 ) -> Vec<AbortOnDrop<()>> {
     streams
         .into_iter()
-        .map(|(name, sinks, events, owns_epoch)| {
+        .map(|stream| {
             let others = all
                 .iter()
-                .filter(|other| !sinks.iter().any(|own| Arc::ptr_eq(own, other)))
+                .filter(|other| !stream.sinks.iter().any(|own| Arc::ptr_eq(own, other)))
                 .cloned()
                 .collect();
+            let source = stream
+                .documents
+                .filter(|_| !drift_interval.is_zero())
+                .map(|documents| {
+                    let source: Box<dyn DocumentSource> = Box::new((rest.clone(), documents));
+                    (source, drift::Timing::every(drift_interval))
+                });
             AbortOnDrop(tokio::spawn(stream::run(
-                name,
-                sinks,
+                stream.name,
+                stream.sinks,
                 others,
                 server.clone(),
                 metrics.clone(),
-                events,
-                owns_epoch.then(|| rest.clone()),
+                stream.events,
+                stream.owns_epoch.then(|| rest.clone()),
+                drift::Watch::new(source),
             )))
         })
         .collect()
@@ -405,34 +424,38 @@ impl Engines {
         // follows design D1's order within each stream; across them, dependencies wait and are
         // re-triggered.
         let streams: Vec<Stream> = vec![
-            (
-                "config",
-                vec![sink(templates.engine.clone()), sink(caches.engine.clone())],
-                rest.config_events(StreamOptions::default()),
-                true,
-            ),
-            (
-                "schemas",
-                vec![sink(schemas.engine.clone())],
-                rest.schema_feed(StreamOptions::default()),
-                false,
-            ),
-            (
-                "counters",
-                vec![sink(counters.engine.clone())],
-                rest.counter_feed(
+            Stream {
+                name: "config",
+                sinks: vec![sink(templates.engine.clone()), sink(caches.engine.clone())],
+                events: rest.config_events(StreamOptions::default()),
+                owns_epoch: true,
+                documents: Some(Documents::Configs),
+            },
+            Stream {
+                name: "schemas",
+                sinks: vec![sink(schemas.engine.clone())],
+                events: rest.schema_feed(StreamOptions::default()),
+                owns_epoch: false,
+                documents: Some(Documents::Schemas),
+            },
+            Stream {
+                name: "counters",
+                sinks: vec![sink(counters.engine.clone())],
+                events: rest.counter_feed(
                     args.counter_list_interval,
                     StreamOptions::default(),
                     created_counters,
                 ),
-                false,
-            ),
-            (
-                "tasks",
-                vec![sink(tasks.engine.clone())],
-                rest.task_feed(StreamOptions::default()),
-                false,
-            ),
+                owns_epoch: false,
+                documents: None,
+            },
+            Stream {
+                name: "tasks",
+                sinks: vec![sink(tasks.engine.clone())],
+                events: rest.task_feed(StreamOptions::default()),
+                owns_epoch: false,
+                documents: Some(Documents::Tasks),
+            },
         ];
         let engines = Self {
             caches,
@@ -474,14 +497,19 @@ struct Start<'a> {
     shutdown: &'a Shutdown,
 }
 
-/// One server stream: its name (logs, metrics), the engines it feeds, the stream, whether it
-/// owns the server's epoch.
-type Stream = (
-    &'static str,
-    Vec<Arc<dyn stream::KindSink>>,
-    infinispan_rest::ConfigEventStream,
-    bool,
-);
+/// One server stream.
+struct Stream {
+    /// For logs and metrics.
+    name: &'static str,
+    /// The engines it feeds.
+    sinks: Vec<Arc<dyn stream::KindSink>>,
+    events: infinispan_rest::ConfigEventStream,
+    /// Whether it owns the server's epoch.
+    owns_epoch: bool,
+    /// The server's current documents of its kinds, for the drift check (none for counters:
+    /// their definitions cannot change).
+    documents: Option<infinispan_rest::Documents>,
+}
 
 /// What every kind's engine is wired with.
 struct Parts {

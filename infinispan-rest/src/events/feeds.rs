@@ -216,7 +216,7 @@ async fn reconnecting(
 
 /// A kind kept in an internal cache, followed through the cache's entry events.
 #[derive(Debug, Clone, Copy)]
-enum EntryFeed {
+pub(super) enum EntryFeed {
     Schemas,
     Tasks,
 }
@@ -262,7 +262,7 @@ impl EntryFeed {
         }
     }
 
-    fn cache(self) -> &'static str {
+    pub(super) fn cache(self) -> &'static str {
         match self {
             EntryFeed::Schemas => SCHEMA_CACHE,
             EntryFeed::Tasks => SCRIPT_CACHE,
@@ -270,7 +270,7 @@ impl EntryFeed {
     }
 
     /// The objects of a listing of the cache.
-    fn snapshot(self, entries: Vec<(String, String)>) -> Vec<ConfigEvent> {
+    pub(super) fn snapshot(self, entries: Vec<(String, String)>) -> Vec<ConfigEvent> {
         match self {
             EntryFeed::Tasks => entries
                 .into_iter()

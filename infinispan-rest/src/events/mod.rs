@@ -3,9 +3,12 @@
 //! - [`sse`]: the Server-Sent Events parser;
 //! - this module: decoding of the server's frames into [`ConfigEvent`];
 //! - [`stream`]: the connection, replay tracking, dead-connection detection and reconnects.
+//! - [`documents`]: the server's current documents of a stream's kinds in one request (what a
+//!   drift check compares with what the events said);
 //! - [`feeds`]: the same items for kinds the config stream does not carry on every version
 //!   (schemas, tasks: an internal cache's entry events; counters: a names list).
 
+pub mod documents;
 pub mod feeds;
 mod freshness;
 pub mod sse;

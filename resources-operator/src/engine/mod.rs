@@ -35,6 +35,7 @@ pub mod comparisons;
 pub mod controller;
 pub mod decision;
 pub mod digest;
+pub mod drift;
 pub mod epoch;
 pub mod kind;
 pub mod locked;

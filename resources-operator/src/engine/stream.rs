@@ -17,6 +17,7 @@ use infinispan_rest::{ConfigEvent, EventKind, StreamItem};
 use super::ServerState;
 use super::catalog::Needed;
 use super::controller::Engine;
+use super::drift::{Step, Watch};
 use super::epoch::MarkerWriter;
 use super::kind::KindAdapter;
 use crate::metrics::Metrics;
@@ -38,6 +39,11 @@ pub trait KindSink: Send + Sync {
     fn replay_complete(&self, same_run: bool) -> usize;
     /// Objects known now.
     fn objects(&self) -> usize;
+    /// The server name when `document` (a listed current document) is of this kind and differs
+    /// from what the snapshot has of it (see [`super::drift`]).
+    fn drifted(&self, document: &ConfigEvent) -> Option<String>;
+    /// A drifted object was applied to the snapshot: report it.
+    fn drift_found<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()>;
     /// A server object of this kind changed while connected.
     fn object_changed<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()>;
     /// Waits for the CR store's initial list; false when the store is gone.
@@ -83,6 +89,14 @@ impl<A: KindAdapter> KindSink for Engine<A> {
         self.snapshot.len()
     }
 
+    fn drifted(&self, document: &ConfigEvent) -> Option<String> {
+        Engine::drifted(self, document)
+    }
+
+    fn drift_found<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(Engine::drift_found(self, name))
+    }
+
     fn object_changed<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             if let Err(error) = self.server_object_changed(name).await {
@@ -122,7 +136,9 @@ impl<A: KindAdapter> KindSink for Engine<A> {
 /// epoch changes. The config event stream (caches, templates) owns the server's epoch:
 /// `markers` creates the epoch markers (design R2, removals only when proven) the server lacks. The
 /// feeds of the other kinds (schemas, counters, tasks) run the same loop without markers and leave
-/// the epoch alone.
+/// the epoch alone. `drift` checks the server's documents against the snapshot while connected
+/// ([`super::drift`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn run<S, M>(
     name: &'static str,
     sinks: Vec<Arc<dyn KindSink>>,
@@ -131,6 +147,7 @@ pub async fn run<S, M>(
     metrics: Metrics,
     mut stream: S,
     markers: Option<M>,
+    mut drift: Watch,
 ) where
     S: Stream<Item = StreamItem> + Unpin,
     M: MarkerWriter,
@@ -147,20 +164,36 @@ pub async fn run<S, M>(
         connected: false,
         replayed_in: None,
     };
-    while let Some(item) = stream.next().await {
-        match item {
-            StreamItem::Connected { connection, .. } => feed.connected(connection),
-            StreamItem::Event(event) => feed.event(&event).await,
-            StreamItem::ReplayComplete { connection } => {
-                if !feed.replay_complete(connection).await {
-                    return;
+    loop {
+        tokio::select! {
+            item = stream.next() => {
+                let Some(item) = item else { return };
+                match item {
+                    StreamItem::Connected { connection, .. } => {
+                        drift.disconnected();
+                        feed.connected(connection);
+                    }
+                    StreamItem::Event(event) => {
+                        drift.saw(&event);
+                        feed.event(&event).await;
+                    }
+                    StreamItem::ReplayComplete { connection } => {
+                        if !feed.replay_complete(connection).await {
+                            return;
+                        }
+                        drift.connected();
+                    }
+                    StreamItem::Disconnected {
+                        error,
+                        retry_in,
+                        failures,
+                    } => {
+                        drift.disconnected();
+                        feed.disconnected(&error, retry_in, failures);
+                    }
                 }
             }
-            StreamItem::Disconnected {
-                error,
-                retry_in,
-                failures,
-            } => feed.disconnected(&error, retry_in, failures),
+            step = drift.next() => feed.drift(&mut drift, step).await,
         }
     }
 }
@@ -238,6 +271,56 @@ impl<M: MarkerWriter> Feed<M> {
                 sink.object_changed(&name).await;
             }
         }
+    }
+
+    /// Whether some engine's snapshot differs from a listed current document.
+    fn differs(&self, document: &ConfigEvent) -> bool {
+        self.sinks
+            .iter()
+            .any(|sink| sink.drifted(document).is_some())
+    }
+
+    /// One step of the drift check ([`super::drift`]): candidates kept after a list; after
+    /// their grace, the drift applied as the events the server never sent, and reported.
+    async fn drift(&self, watch: &mut Watch, step: Step) {
+        let stream = self.name;
+        match step {
+            Step::Listed(listed) => {
+                self.count_drift_check("ok");
+                let candidates = watch.candidates(listed, |d| self.differs(d));
+                if candidates > 0 {
+                    tracing::debug!(
+                        stream,
+                        candidates,
+                        "drift check: documents differ from the snapshot; confirming"
+                    );
+                }
+            }
+            Step::Failed(error) => {
+                self.count_drift_check("error");
+                tracing::warn!(stream, %error, "drift check: cannot list the server's documents; tried again at the next interval");
+            }
+            Step::Confirm(candidates) => {
+                for document in watch.confirmed(candidates, |d| self.differs(d)) {
+                    let drifted: Vec<(&Arc<dyn KindSink>, String)> = self
+                        .sinks
+                        .iter()
+                        .filter_map(|sink| Some((sink, sink.drifted(&document)?)))
+                        .collect();
+                    self.event(&document).await;
+                    for (sink, name) in drifted {
+                        sink.drift_found(&name).await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn count_drift_check(&self, result: &str) {
+        self.metrics
+            .drift_checks
+            .with_label_values(&[self.name, result])
+            .inc();
     }
 
     /// The replay is complete: the snapshot is, and everything is decided again in it. False

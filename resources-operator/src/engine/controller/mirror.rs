@@ -175,6 +175,16 @@ impl<A: KindAdapter> Engine<A> {
             message,
             "the server's object cannot become a CR: the API server refused its mirror CR"
         );
+        let note = format!(
+            "the server's {} '{server_name}' has no CR: the API server refused it ({message})",
+            self.kind()
+        );
+        self.warn_cluster("NotMirrored", note, "Mirror").await;
+    }
+
+    /// A Warning Event on the cluster's `Infinispan` CR (about a server object, whether or not
+    /// a CR stands for it).
+    async fn warn_cluster(&self, reason: &str, note: String, action: &str) {
         let owner = &self.settings.owner;
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(owner.api_version.clone()),
@@ -186,17 +196,46 @@ impl<A: KindAdapter> Engine<A> {
         };
         let event = operator_runtime::events::Event {
             type_: kube::runtime::events::EventType::Warning,
-            reason: "NotMirrored".to_string(),
-            note: Some(format!(
-                "the server's {} '{server_name}' has no CR: the API server refused it ({message})",
-                self.kind()
-            )),
-            action: "Mirror".to_string(),
+            reason: reason.to_string(),
+            note: Some(note),
+            action: action.to_string(),
             secondary: None,
         };
         if let Err(error) = self.recorder.publish(&event, &reference).await {
             tracing::warn!(%error, "cannot publish an Event");
         }
+    }
+
+    /// The server name when a listed current document of the server is of this kind and
+    /// differs from the snapshot's object (see [`crate::engine::drift`]); objects the snapshot
+    /// lacks are not drift (the freshness check and the replay handle names).
+    pub fn drifted(&self, document: &infinispan_rest::ConfigEvent) -> Option<String> {
+        let (name, ServerChange::Present(object)) = self.adapter.change_of(document)? else {
+            return None;
+        };
+        let known = self.snapshot.get(&name)?;
+        (known.digest != self.adapter.digest(&object)).then_some(name)
+    }
+
+    /// A drifted object was taken into the snapshot (and its CR reconciled): said where users
+    /// look (the `drift_detected_total` counter, a Warning Event on the `Infinispan` CR, a log
+    /// line).
+    pub async fn drift_found(&self, server_name: &str) {
+        self.metrics
+            .drift_detected
+            .with_label_values(&[self.kind()])
+            .inc();
+        tracing::warn!(
+            kind = self.kind(),
+            server_name,
+            "drift: the server's object changed without an event; synced from its current document"
+        );
+        let note = format!(
+            "the server's {} '{server_name}' changed without an event (found by the periodic \
+             drift check); its current definition is synced now",
+            self.kind()
+        );
+        self.warn_cluster("DriftDetected", note, "Sync").await;
     }
 
     fn set_not_mirrored(&self) {
