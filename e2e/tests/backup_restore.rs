@@ -578,7 +578,7 @@ async fn object_by_object(h: &mut Harness) -> anyhow::Result<()> {
     // The resources operator's markers, made by hand: the source's state, never to travel.
     source
         .create_cache(
-            "___infinispan-operator.epoch.0123456789abcdef",
+            "___infinispan-operator.sync-state.do-not-delete.0123456789abcdef",
             &ConfigDocument::json(r#"{"local-cache":{}}"#),
             CreateCacheOptions::default(),
         )
@@ -591,7 +591,7 @@ async fn object_by_object(h: &mut Harness) -> anyhow::Result<()> {
         )
         .await?;
     // The target's own marker, which must stay the only one there.
-    let own_marker = "___infinispan-operator.epoch.aaaaaaaaaaaaaaaa";
+    let own_marker = "___infinispan-operator.sync-state.do-not-delete.aaaaaaaaaaaaaaaa";
     target
         .create_cache(
             own_marker,

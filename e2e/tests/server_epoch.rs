@@ -9,14 +9,20 @@
 //!   recreated, never taken as deleted, while a persistent cache removed meanwhile still counts
 //!   as removed.
 //! - R3: a wiped server: CRs recreate everything, no CR is deleted.
+//! - The operator's one object on the server (the state cache), taken over from the two
+//!   markers of earlier versions, deleted when the operator is turned off.
 
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
+use common_crds::Infinispan;
 use e2e::node::{Node, NodeGuard};
 use e2e::operator::*;
 use e2e::{Testbed, eventually};
 use infinispan_rest::{ConfigDocument, CreateCacheOptions};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
 
 /// A fixture whose operator and test both talk to `node`.
 fn options(node: &Node) -> Options {
@@ -192,26 +198,20 @@ async fn r3_wiped_server_is_refilled_from_the_crs() -> anyhow::Result<()> {
     .await
 }
 
-/// The markers are internal: never mirrored, and they exist on the server.
+/// The server's bookkeeping objects: exactly one (`docs/sync.md`: the state cache, with its
+/// session entry), named for what it is, never mirrored.
 #[tokio::test]
-async fn epoch_markers_exist_and_are_never_mirrored() -> anyhow::Result<()> {
+async fn one_state_cache_exists_and_is_never_mirrored() -> anyhow::Result<()> {
     let _node = fresh_node("epoch-markers", 2004)?;
     let node = Node::new("epoch-markers", 2004);
     let testbed = Testbed::get()?;
     with_options_fixture("markers", options(&node), async |f| {
         let rest = node.rest(&testbed)?;
-        let names = rest.list_caches().await?;
-        let state = names
-            .iter()
-            .filter(|n| n.starts_with("___infinispan-operator.epoch."))
-            .count();
-        let session = names
-            .iter()
-            .filter(|n| n.starts_with("___infinispan-operator.session."))
-            .count();
+        let state = only_state_cache(&rest).await?;
+        let session = rest.cache_entry(&state, "session").await?;
         ensure!(
-            state == 1 && session == 1,
-            "markers on the server: {names:?}"
+            session.as_deref().is_some_and(|s| !s.is_empty()),
+            "no session in {state}: {session:?}"
         );
         let mirrored: Vec<String> = f
             .caches
@@ -225,6 +225,114 @@ async fn epoch_markers_exist_and_are_never_mirrored() -> anyhow::Result<()> {
             mirrored.is_empty(),
             "internal caches mirrored: {mirrored:?}"
         );
+        Ok(())
+    })
+    .await
+}
+
+/// The name of the one bookkeeping cache of the operator on the server (an error when there
+/// is none, or anything else of the operator's).
+async fn only_state_cache(rest: &infinispan_rest::Client) -> anyhow::Result<String> {
+    let names = rest.list_caches().await?;
+    let ours: Vec<&String> = names.iter().filter(|n| n.starts_with(OURS)).collect();
+    match ours.as_slice() {
+        [one] if one.starts_with(STATE) => Ok(one.to_string()),
+        _ => anyhow::bail!("the operator's objects on the server: {ours:?}"),
+    }
+}
+
+/// Every bookkeeping object of the operator starts so.
+const OURS: &str = "___infinispan-operator.";
+const STATE: &str = "___infinispan-operator.sync-state.do-not-delete.";
+
+/// An upgrade from the two markers of earlier versions (`___infinispan-operator.epoch.<a>`,
+/// permanent, and `.session.<b>`, volatile) keeps the epoch `<a>/<b>` (recorded CRs see no
+/// change of state) and leaves one state cache.
+#[tokio::test]
+async fn the_markers_of_an_earlier_version_are_taken_over() -> anyhow::Result<()> {
+    let _node = fresh_node("epoch-legacy", 2006)?;
+    let node = Node::new("epoch-legacy", 2006);
+    let testbed = Testbed::get()?;
+    let rest = node.rest(&testbed)?;
+    let (state, session) = ("0123456789abcdef", "fedcba9876543210");
+    let local = ConfigDocument::json(r#"{"local-cache":{}}"#);
+    rest.create_cache(
+        &format!("{OURS}epoch.{state}"),
+        &local,
+        CreateCacheOptions::default(),
+    )
+    .await?;
+    rest.create_cache(
+        &format!("{OURS}session.{session}"),
+        &local,
+        CreateCacheOptions { volatile: true },
+    )
+    .await?;
+    with_options_fixture("legacy", options(&node), async |f| {
+        let user = f.server_name("legacy-user");
+        f.apply_cache(&user, r#"{"local-cache":{}}"#).await?;
+        f.wait_ready(&user, "Synced").await?;
+        let epoch = recorded_epoch(f, &user).await?;
+        ensure!(
+            epoch == format!("{state}/{session}"),
+            "the epoch changed on the upgrade: {epoch}"
+        );
+        let rest = &rest;
+        let left = eventually("the earlier markers deleted", SLOW, || async move {
+            Ok(only_state_cache(rest).await.ok())
+        })
+        .await
+        .map_err(|e| f.operator.with_log(e))?;
+        ensure!(left == format!("{STATE}{state}"), "{left}");
+        Ok(())
+    })
+    .await
+}
+
+/// Turning the resources operator off (`spec.resourcesOperator.enabled: false`) deletes its
+/// state cache; on again, it starts a new epoch.
+#[tokio::test]
+async fn turning_the_operator_off_deletes_its_state_cache() -> anyhow::Result<()> {
+    let _node = fresh_node("epoch-off", 2007)?;
+    let node = Node::new("epoch-off", 2007);
+    let testbed = Testbed::get()?;
+    let rest = node.rest(&testbed)?;
+    with_options_fixture("epoch-off", options(&node), async |f| {
+        let user = f.server_name("off-user");
+        f.apply_cache(&user, r#"{"local-cache":{}}"#).await?;
+        f.wait_ready(&user, "Synced").await?;
+        let before = only_state_cache(&rest).await?;
+        let clusters: Api<Infinispan> = Api::namespaced(f.client.clone(), &f.ns.name);
+        let off = json!({ "spec": { "resourcesOperator": { "enabled": false } } });
+        clusters
+            .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&off))
+            .await?;
+        let rest = &rest;
+        eventually("no state cache on the server", SLOW, || async move {
+            let names = rest.list_caches().await?;
+            Ok((!names.iter().any(|n| n.starts_with(OURS))).then_some(()))
+        })
+        .await
+        .map_err(|e| f.operator.with_log(e))?;
+        f.wait_condition(&user, "Ready", "False", "ClusterNotFound")
+            .await?;
+
+        let on = json!({ "spec": { "resourcesOperator": { "enabled": true } } });
+        clusters
+            .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&on))
+            .await?;
+        let exited = tokio::time::timeout(SLOW, f.operator.child.wait()).await;
+        ensure!(
+            matches!(exited, Ok(Ok(status)) if status.success()),
+            "the operator did not exit to resume: {exited:?}"
+        );
+        f.restart_operator(&[]).await?;
+        let after = eventually("a new state cache", SLOW, || async move {
+            Ok(only_state_cache(rest).await.ok())
+        })
+        .await?;
+        ensure!(after != before, "the same state cache came back: {after}");
+        f.wait_ready(&user, "Synced").await?;
         Ok(())
     })
     .await

@@ -291,7 +291,13 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
         args.drift_check_interval,
     );
     let (resume_tx, resume) = futures::channel::oneshot::channel::<()>();
-    let _follow = AbortOnDrop(tokio::spawn(follow_cluster(all, state, initial, resume_tx)));
+    let retire = Retire {
+        epoch: server.epoch.clone(),
+        rest: rest.clone(),
+    };
+    let _follow = AbortOnDrop(tokio::spawn(follow_cluster(
+        all, state, initial, resume_tx, retire,
+    )));
     // The engines stop on SIGTERM, or when a drained cluster is enabled again (the process
     // then exits, and a fresh start resumes the sync: in a pod, a restart).
     let stop = futures::future::select(Box::pin(shutdown.signalled()), resume)
@@ -535,16 +541,39 @@ impl Parts {
     }
 }
 
+/// What turning the operator off deletes on the server: the epoch's markers.
+struct Retire {
+    epoch: crate::engine::epoch::ServerEpoch,
+    rest: infinispan_rest::Client,
+}
+
+/// How long turning the operator off waits for the server's markers to be known before it
+/// drains without deleting them.
+const RETIRE_WAIT: Duration = Duration::from_secs(5);
+
+impl Retire {
+    /// Before a drain: a cluster whose resources operator is turned off (not one being deleted,
+    /// whose server may come back with its state) loses the operator's markers.
+    async fn before_drain(&self, cause: cluster::DrainCause) {
+        if cause == cluster::DrainCause::Disabled {
+            self.epoch.retire(&self.rest, RETIRE_WAIT).await;
+        }
+    }
+}
+
 /// Applies the Infinispan CR's state to the engine: a policy change re-decides every object; a
-/// drain starts draining; enabled again after a drain sends `resume`.
+/// drain starts draining (turned off: after deleting the epoch's markers); enabled again after
+/// a drain sends `resume`.
 async fn follow_cluster(
     engines: Vec<Arc<dyn stream::KindSink>>,
     mut state: watch::Receiver<cluster::ClusterState>,
     mut last: cluster::ClusterState,
     resume: futures::channel::oneshot::Sender<()>,
+    retire: Retire,
 ) {
     use cluster::ClusterState::{Active, Draining};
     if let Draining(cause) = last {
+        retire.before_drain(cause).await;
         for engine in &engines {
             engine.start_draining(cause);
         }
@@ -563,6 +592,7 @@ async fn follow_cluster(
                 }
             }
             (Active(_), Draining(cause)) => {
+                retire.before_drain(cause).await;
                 for engine in &engines {
                     engine.start_draining(cause);
                 }

@@ -13,8 +13,9 @@
 //! | a kind `["a","b"]` | those; a name that does not exist fails the whole job (`ISPN005048` on a backup, `ISPN005047` on a restore, seen only in the server log) |
 //!
 //! and "all caches" (`["*"]`, `[]` or no `resources`) includes every cache created through
-//! the admin API, **the resources operator's `___infinispan-operator.epoch.*` and
-//! `___infinispan-operator.session.*` markers included** (the volatile session marker too),
+//! the admin API, **the resources operator's `___infinispan-operator.sync-state.do-not-delete.*`
+//! cache included** (and the `___infinispan-operator.epoch.*` / `.session.*` markers of its
+//! earlier versions),
 //! but not the server's internal caches (`___protobuf_metadata`, `___script_cache`).
 //!
 //! So the operator never sends `[]` and never sends "all caches":
@@ -44,8 +45,8 @@ use infinispan_rest::{BackupResources, InternalObjects};
 use super::archive::ArchiveContents;
 
 /// Name prefix of the resources operator's epoch markers (resources-operator
-/// `engine/epoch.rs`: `___infinispan-operator.epoch.<id>` and
-/// `___infinispan-operator.session.<id>`).
+/// `engine/epoch.rs`: `___infinispan-operator.sync-state.do-not-delete.<id>`; earlier versions:
+/// `___infinispan-operator.epoch.<id>` and `___infinispan-operator.session.<id>`).
 pub const MARKER_PREFIX: &str = "___infinispan-operator.";
 
 /// "All of this kind".

@@ -149,6 +149,32 @@ impl Client {
             _ => Err(crate::error::from_response(&what, r.status, &r.text())),
         }
     }
+
+    /// Creates the text entry `key` of a cache unless it exists (`POST`, the server's
+    /// put-if-absent): true when this call created it, false when it existed (409).
+    pub async fn create_cache_entry(
+        &self,
+        cache: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<bool, Error> {
+        let what = format!("create entry '{key}' of cache '{cache}'");
+        let r = self
+            .call(
+                Req::new(
+                    http::Method::POST,
+                    format!("/rest/v2/caches/{}/{}", encode(cache), encode(key)),
+                )
+                .body("text/plain", value.to_owned()),
+                &what,
+            )
+            .await?;
+        match r.status.as_u16() {
+            200 | 204 => Ok(true),
+            409 => Ok(false),
+            _ => Err(crate::error::from_response(&what, r.status, &r.text())),
+        }
+    }
 }
 
 /// One connection of a feed: sends the snapshot and then the changes; returns why it ended.

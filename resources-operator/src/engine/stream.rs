@@ -18,7 +18,7 @@ use super::ServerState;
 use super::catalog::Needed;
 use super::controller::Engine;
 use super::drift::{Step, Watch};
-use super::epoch::MarkerWriter;
+use super::epoch::MarkerStore;
 use super::kind::KindAdapter;
 use crate::metrics::Metrics;
 
@@ -150,7 +150,7 @@ pub async fn run<S, M>(
     mut drift: Watch,
 ) where
     S: Stream<Item = StreamItem> + Unpin,
-    M: MarkerWriter,
+    M: MarkerStore,
 {
     let mut feed = Feed {
         name,
@@ -215,7 +215,7 @@ struct Feed<M> {
     replayed_in: Option<String>,
 }
 
-impl<M: MarkerWriter> Feed<M> {
+impl<M: MarkerStore> Feed<M> {
     /// A connection is made: its replay starts.
     fn connected(&mut self, connection: u64) {
         self.metrics
