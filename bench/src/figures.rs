@@ -200,6 +200,22 @@ pub struct SizeResult {
     pub restart: PhaseCost,
     pub steady: Option<Steady>,
     pub memory: Memory,
+    /// The drift check's list of every cache and template definition, with the 2N caches on
+    /// the server (the operator sends it every `--drift-check-interval`, 60 s by default).
+    pub drift_list: DriftList,
+}
+
+/// One request of the drift check, as the operator sends it, timed by the bench.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DriftList {
+    /// Definitions listed (caches and templates).
+    pub objects: usize,
+    /// Size of the response body (the listing re-serialised as compact JSON, as the server
+    /// sends it).
+    pub bytes: u64,
+    /// Median of the runs.
+    pub median_s: f64,
+    pub runs_s: Vec<f64>,
 }
 
 /// One check of a run.

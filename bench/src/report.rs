@@ -124,6 +124,15 @@ pub fn figures_table(sizes: &[SizeResult]) -> String {
                 c.server_per_object()
             );
         }
+        let d = &r.drift_list;
+        let _ = writeln!(
+            t,
+            "| {n} | drift check, every --drift-check-interval (60 s): one list of every cache and template definition with 2N caches on the server, median of {} | {:.0} ms, {:.1} KiB for {} definitions | | |",
+            d.runs_s.len(),
+            d.median_s * 1000.0,
+            d.bytes as f64 / 1024.0,
+            d.objects
+        );
         let _ = writeln!(
             t,
             "| {n} | operator RSS: idle / at N / at 2N / peak | {} / {} / {} / {} | | |",

@@ -408,6 +408,13 @@ impl Sizes<'_> {
             result.cr_to_server.operator_s, result.cr_to_server.floor_s
         );
 
+        // The drift check's list at 2N (its cost per interval).
+        result.drift_list = drift_list(self.rest).await?;
+        eprintln!(
+            "bench: N={n} drift check list: {} definitions, {} bytes, median {:.3} s",
+            result.drift_list.objects, result.drift_list.bytes, result.drift_list.median_s
+        );
+
         // 7. Steady flow.
         if self.options.steady_seconds > 0.0 {
             let flow = steady::Flow {
@@ -568,4 +575,35 @@ async fn create_on_server(rest: &infinispan_rest::Client, names: &[String]) -> a
             .with_context(|| format!("creating cache {name} on the server"))?;
     }
     Ok(())
+}
+
+/// Times the drift check's list of every cache and template definition (the operator's own
+/// request, `infinispan_rest::Documents::Configs`), three times.
+async fn drift_list(rest: &infinispan_rest::Client) -> anyhow::Result<crate::figures::DriftList> {
+    use infinispan_rest::{ConfigEvent, Documents};
+    let mut runs_s = Vec::new();
+    let mut listed = Vec::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        listed = rest.current_documents(Documents::Configs).await?;
+        runs_s.push(started.elapsed().as_secs_f64());
+    }
+    // The body as the server sends it: `[{"name":..,"configuration":{"<name>":{...}}}]`.
+    let body: Vec<serde_json::Value> = listed
+        .iter()
+        .filter_map(|event| match event {
+            ConfigEvent::CacheUpdated { name, config }
+            | ConfigEvent::TemplateUpdated { name, config } => Some(serde_json::json!({
+                "name": name,
+                "configuration": { name.as_str(): config },
+            })),
+            _ => None,
+        })
+        .collect();
+    Ok(crate::figures::DriftList {
+        objects: listed.len(),
+        bytes: serde_json::to_vec(&body)?.len() as u64,
+        median_s: crate::stats::median(&runs_s),
+        runs_s,
+    })
 }
