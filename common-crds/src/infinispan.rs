@@ -402,6 +402,14 @@ pub struct ResourcesOperatorSpec {
     /// Image of the resources operator instead of the cluster operator's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+
+    /// How often the resources operator compares the server's definitions with what the
+    /// server's events said (drift: a change the server stored without an event), e.g. `60s`
+    /// (the default), `5m`, `1m30s`; `0s` turns the check off. Each check is one request for all
+    /// caches and templates, one for schemas and one for tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = "^([0-9]+(ms|s|m|h))+$"))]
+    pub drift_check_interval: Option<String>,
 }
 
 impl Default for ResourcesOperatorSpec {
@@ -413,6 +421,7 @@ impl Default for ResourcesOperatorSpec {
             resources: None,
             log_level: LogLevel::default(),
             image: None,
+            drift_check_interval: None,
         }
     }
 }

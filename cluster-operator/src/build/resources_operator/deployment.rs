@@ -105,6 +105,9 @@ fn args(
     if server_ca {
         args.push(format!("--ca-bundle={SERVER_CA_DIR}/{SERVER_CA_KEY}"));
     }
+    if let Some(interval) = &cluster.spec.resources_operator.drift_check_interval {
+        args.push(format!("--drift-check-interval={interval}"));
+    }
     if url.starts_with("https://") {
         args.push(format!(
             "--tls-server-name={}",
@@ -305,6 +308,14 @@ mod tests {
             assert_eq!(get.path.as_deref(), Some(path));
             assert_eq!(get.port, IntOrString::String("metrics".to_string()));
         }
+    }
+
+    #[test]
+    fn a_drift_check_interval_is_passed_on() {
+        let mut cr = cluster("demo", "team-a");
+        cr.spec.resources_operator.drift_check_interval = Some("5m".to_string());
+        let deployment = built(&cr, &settings()).deployment;
+        assert!(args(&deployment).contains(&"--drift-check-interval=5m".to_string()));
     }
 
     #[test]
