@@ -289,11 +289,7 @@ impl Client {
             .await
             .map_err(|e| Error::local(&what, format!("{}: {e}", archive.display())))?
             .len();
-        let form = Multipart::new(
-            &format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)),
-            name,
-            resources.as_deref(),
-        );
+        let form = Multipart::new(&crate::random::token()?, name, resources.as_deref());
         let req = Req::new(Method::POST, restore_path(name))
             .header(http::header::CONTENT_TYPE, form.content_type())
             .header(
@@ -472,8 +468,10 @@ mod tests {
 
     #[tokio::test]
     async fn the_upload_frames_the_archive_file_as_multipart_form_data() {
-        let dir =
-            std::env::temp_dir().join(format!("infinispan-rest-mp-{:016x}", fastrand::u64(..)));
+        let dir = std::env::temp_dir().join(format!(
+            "infinispan-rest-mp-{}",
+            crate::random::token().expect("a token")
+        ));
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("a.zip");
         // More than one chunk, not a multiple of it.

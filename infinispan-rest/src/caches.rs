@@ -113,8 +113,8 @@ pub(crate) fn cache_path(name: &str) -> String {
 
 /// A `multipart/form-data` body of plain fields (no file names: the server's compare
 /// handler only accepts attributes).
-pub(crate) fn multipart(parts: &[(&str, &str, &[u8])]) -> (String, Bytes) {
-    let boundary = format!("----infinispan-rest-{:016x}", fastrand::u64(..));
+pub(crate) fn multipart(parts: &[(&str, &str, &[u8])]) -> Result<(String, Bytes), Error> {
+    let boundary = format!("----infinispan-rest-{}", crate::random::token()?);
     let mut body = Vec::new();
     for (name, content_type, data) in parts {
         body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
@@ -126,10 +126,10 @@ pub(crate) fn multipart(parts: &[(&str, &str, &[u8])]) -> (String, Bytes) {
         body.extend_from_slice(b"\r\n");
     }
     body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
-    (
+    Ok((
         format!("multipart/form-data; boundary={boundary}"),
         Bytes::from(body),
-    )
+    ))
 }
 
 impl Client {
@@ -371,7 +371,7 @@ impl Client {
         let (ct, body) = multipart(&[
             ("one", a.format.media_type(), a.text.as_bytes()),
             ("two", b.format.media_type(), b.text.as_bytes()),
-        ]);
+        ])?;
         let path = if ignore_mutable {
             "/rest/v2/caches?action=compare&ignoreMutable=true"
         } else {
@@ -427,7 +427,7 @@ mod tests {
 
     #[test]
     fn multipart_shape() {
-        let (ct, body) = multipart(&[("one", "application/json", b"{}")]);
+        let (ct, body) = multipart(&[("one", "application/json", b"{}")]).expect("a token");
         let boundary = ct.split("boundary=").nth(1).unwrap_or_default().to_owned();
         let text = String::from_utf8_lossy(&body);
         assert!(text.starts_with(&format!("--{boundary}\r\n")));

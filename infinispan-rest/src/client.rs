@@ -106,23 +106,51 @@ impl AuthState {
         }
     }
 
-    /// Learns from a 401 offering `ch`, for a client configured with `configured`. `None`: no
-    /// retry; `Some(nonce)`: retry, answering `nonce` (a fresh DIGEST nonce, for this request
-    /// alone) or, without one, with the mechanism resolved (BASIC).
-    fn learn(&mut self, configured: AuthMethod, ch: Challenges) -> Option<Option<NonceState>> {
-        let first_digest = ch.digest.into_iter().next();
+    /// Learns from a 401 offering `ch`, for a client configured with `configured`, over a
+    /// connection that is `encrypted` or not: retry (answering a fresh DIGEST nonce, for this
+    /// request alone, or, without one, with the mechanism resolved: BASIC), give up (the 401
+    /// stands), or refuse what was offered. Never BASIC over plain HTTP (a spoofed challenge
+    /// would get the password in clear text), never a DIGEST challenge without `qop=auth` (the
+    /// weaker RFC 2069 answer, without a client nonce).
+    fn learn(&mut self, configured: AuthMethod, ch: Challenges, encrypted: bool) -> Answer {
+        let offered_digest = !ch.digest.is_empty();
+        let first_digest = ch.digest.into_iter().find(|d| d.qop_auth);
         let (resolved, nonce) = match (configured, first_digest) {
-            (AuthMethod::Basic, _) => return None,
+            (AuthMethod::Basic, _) => return Answer::GiveUp,
             (AuthMethod::Digest | AuthMethod::Auto, Some(challenge)) => {
                 (AuthMethod::Digest, Some(NonceState { challenge, nc: 0 }))
             }
-            (AuthMethod::Digest, None) => return None,
-            (AuthMethod::Auto, None) if ch.basic => (AuthMethod::Basic, None),
-            (AuthMethod::Auto, None) => return None,
+            (AuthMethod::Digest | AuthMethod::Auto, None) if offered_digest => {
+                return Answer::Refuse(
+                    "the server's DIGEST challenge lacks qop=auth: the client answers only \
+                     qop=auth (RFC 7616); check the server's authentication settings",
+                );
+            }
+            (AuthMethod::Digest, None) => return Answer::GiveUp,
+            (AuthMethod::Auto, None) if ch.basic && encrypted => (AuthMethod::Basic, None),
+            (AuthMethod::Auto, None) if ch.basic => {
+                return Answer::Refuse(
+                    "the server asks for BASIC authentication over plain HTTP: the client never \
+                     sends the password in clear text; use an https:// URL (TLS) or enable \
+                     DIGEST on the server's REST endpoint",
+                );
+            }
+            (AuthMethod::Auto, None) => return Answer::GiveUp,
         };
         self.resolved = Some(resolved);
-        Some(nonce)
+        Answer::Retry(nonce)
     }
+}
+
+/// What a 401 leads to ([`AuthState::learn`]).
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    /// Send again, answering this DIGEST nonce (or, without one, with BASIC).
+    Retry(Option<NonceState>),
+    /// No retry: the 401 is the answer.
+    GiveUp,
+    /// What the server offers is not answered, for this reason.
+    Refuse(&'static str),
 }
 
 /// The DIGEST nonce a request holds while in flight. Dropping it (the response came, the
@@ -261,6 +289,15 @@ impl Client {
                 "credentials belong in ClientConfig::credentials, never in the URL".into(),
             ));
         }
+        if config.auth == AuthMethod::Basic
+            && config.credentials.is_some()
+            && uri.scheme_str() == Some("http")
+        {
+            return Err(Error::Config(format!(
+                "BASIC authentication would send the password in clear text to '{base}': \
+                 use an https:// URL, or DIGEST (AuthMethod::Digest or Auto)"
+            )));
+        }
         let base_path = uri.path().trim_end_matches('/').to_owned();
         let connector = build_connector(&config)?;
         let http = HyperClient::builder(TokioExecutor::new())
@@ -317,37 +354,42 @@ impl Client {
         method: &Method,
         path: &str,
         nonce: Option<&mut NonceState>,
-    ) -> Option<String> {
-        let creds = self.inner.config.credentials.as_ref()?;
+    ) -> Result<Option<String>, Error> {
+        let Some(creds) = self.inner.config.credentials.as_ref() else {
+            return Ok(None);
+        };
         if let Some(n) = nonce {
             n.nc += 1;
-            let cnonce = format!("{:016x}", fastrand::u64(..));
+            let cnonce = crate::random::token()?;
             let uri = format!("{}{path}", self.inner.base_path);
-            return Some(digest_authorization(
+            return Ok(Some(digest_authorization(
                 creds,
                 &n.challenge,
                 method.as_str(),
                 &uri,
                 n.nc,
                 &cnonce,
-            ));
+            )));
         }
-        match lock(&self.inner.auth).resolved {
+        Ok(match lock(&self.inner.auth).resolved {
             Some(AuthMethod::Basic) => Some(basic_authorization(creds)),
             _ => None,
-        }
+        })
     }
 
     /// Learns from a 401: see [`AuthState::learn`].
-    fn learn(&self, headers: &HeaderMap) -> Option<Option<NonceState>> {
-        self.inner.config.credentials.as_ref()?;
+    fn learn(&self, headers: &HeaderMap) -> Answer {
+        if self.inner.config.credentials.is_none() {
+            return Answer::GiveUp;
+        }
         let ch = parse_challenges(
             headers
                 .get_all(WWW_AUTHENTICATE)
                 .iter()
                 .filter_map(|v| v.to_str().ok()),
         );
-        lock(&self.inner.auth).learn(self.inner.config.auth, ch)
+        let encrypted = self.inner.base.starts_with("https://");
+        lock(&self.inner.auth).learn(self.inner.config.auth, ch, encrypted)
     }
 
     /// Sends a request and returns once the response headers arrived (body unread). Answers
@@ -375,7 +417,7 @@ impl Client {
         };
         loop {
             let mut b = Request::builder().method(req.method.clone()).uri(&url);
-            if let Some(a) = self.authorization(&req.method, &req.path, held.nonce.as_mut()) {
+            if let Some(a) = self.authorization(&req.method, &req.path, held.nonce.as_mut())? {
                 let mut v = HeaderValue::from_str(&a)
                     .map_err(|_| Error::Config("credentials contain invalid characters".into()))?;
                 v.set_sensitive(true);
@@ -410,13 +452,22 @@ impl Client {
             if resp.status() == StatusCode::UNAUTHORIZED {
                 // The server refused the nonce (expired, or a count it saw already): dropped.
                 held.nonce = None;
-                if challenges < MAX_CHALLENGES
-                    && let Some(next) = self.learn(resp.headers())
-                {
-                    challenges += 1;
-                    self.inner.challenges.fetch_add(1, Ordering::Relaxed);
-                    held.nonce = next;
-                    continue;
+                if challenges < MAX_CHALLENGES {
+                    match self.learn(resp.headers()) {
+                        Answer::Retry(next) => {
+                            challenges += 1;
+                            self.inner.challenges.fetch_add(1, Ordering::Relaxed);
+                            held.nonce = next;
+                            continue;
+                        }
+                        Answer::Refuse(reason) => {
+                            return Err(Error::Unsupported {
+                                what: what.to_owned(),
+                                reason: reason.to_owned(),
+                            });
+                        }
+                        Answer::GiveUp => {}
+                    }
                 }
             }
             return Ok(resp);
@@ -623,34 +674,87 @@ mod tests {
     #[test]
     fn a_401_resolves_the_mechanism_and_gives_a_fresh_nonce() {
         let fresh = |n: &str| {
-            Some(Some(NonceState {
+            Answer::Retry(Some(NonceState {
                 challenge: challenge(n),
                 nc: 0,
             }))
         };
         let mut st = AuthState::default();
         assert_eq!(
-            st.learn(AuthMethod::Auto, offered(true, &["n1"])),
+            st.learn(AuthMethod::Auto, offered(true, &["n1"]), false),
             fresh("n1")
         );
         assert_eq!(st.resolved, Some(AuthMethod::Digest));
+        // BASIC alone: over TLS only.
         let mut st = AuthState::default();
-        assert_eq!(st.learn(AuthMethod::Auto, offered(true, &[])), Some(None));
+        assert!(matches!(
+            st.learn(AuthMethod::Auto, offered(true, &[]), false),
+            Answer::Refuse(reason) if reason.contains("clear text")
+        ));
+        assert_eq!(st.resolved, None);
+        assert_eq!(
+            st.learn(AuthMethod::Auto, offered(true, &[]), true),
+            Answer::Retry(None)
+        );
         assert_eq!(st.resolved, Some(AuthMethod::Basic));
-        assert_eq!(st.learn(AuthMethod::Auto, offered(false, &[])), None);
+        assert_eq!(
+            st.learn(AuthMethod::Auto, offered(false, &[]), true),
+            Answer::GiveUp
+        );
         // An explicit mechanism: BASIC never retries, DIGEST only with a DIGEST challenge.
-        assert_eq!(st.learn(AuthMethod::Basic, offered(true, &["n"])), None);
+        assert_eq!(
+            st.learn(AuthMethod::Basic, offered(true, &["n"]), true),
+            Answer::GiveUp
+        );
         let mut st = AuthState {
             resolved: Some(AuthMethod::Digest),
             ..AuthState::default()
         };
-        assert_eq!(st.learn(AuthMethod::Digest, offered(true, &[])), None);
         assert_eq!(
-            st.learn(AuthMethod::Digest, offered(false, &["n2"])),
+            st.learn(AuthMethod::Digest, offered(true, &[]), false),
+            Answer::GiveUp
+        );
+        assert_eq!(
+            st.learn(AuthMethod::Digest, offered(false, &["n2"]), false),
             fresh("n2")
         );
         // Learning never touches the idle nonces.
         assert!(st.idle.is_empty());
+    }
+
+    #[test]
+    fn a_digest_challenge_without_qop_is_refused() {
+        let mut legacy = challenge("n");
+        legacy.qop_auth = false;
+        let ch = Challenges {
+            basic: false,
+            digest: vec![legacy],
+        };
+        for configured in [AuthMethod::Auto, AuthMethod::Digest] {
+            let mut st = AuthState::default();
+            assert!(matches!(
+                st.learn(configured, ch.clone(), true),
+                Answer::Refuse(reason) if reason.contains("qop")
+            ));
+        }
+    }
+
+    #[test]
+    fn basic_over_plain_http_is_refused_at_construction() {
+        let config = ClientConfig::new("http://127.0.0.1:1")
+            .with_credentials(crate::Credentials::new("u", "secret-password"))
+            .with_auth(AuthMethod::Basic);
+        match Client::new(config) {
+            Err(Error::Config(message)) => {
+                assert!(message.contains("clear text"), "{message}");
+                assert!(!message.contains("secret-password"));
+            }
+            other => panic!("expected Config, got {other:?}"),
+        }
+        let tls = ClientConfig::new("https://127.0.0.1:1")
+            .with_credentials(crate::Credentials::new("u", "p"))
+            .with_auth(AuthMethod::Basic);
+        assert!(Client::new(tls).is_ok());
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod error;
 pub mod events;
 mod kind;
 pub mod names;
+mod random;
 pub mod schemas;
 pub mod server;
 pub mod tasks;

@@ -488,9 +488,15 @@ async fn tasks_upload_run_and_delete_through_the_script_cache() {
 }
 
 #[tokio::test]
-async fn basic_digest_and_auto_all_work_and_wrong_credentials_are_clear() {
+async fn digest_and_auto_work_basic_is_refused_over_http_and_wrong_credentials_are_clear() {
     let tb = testbed();
-    for auth in [AuthMethod::Basic, AuthMethod::Digest, AuthMethod::Auto] {
+    // node0 offers BASIC too, but over plain HTTP the client never sends it (BASIC over TLS:
+    // tests/tls.rs).
+    match Client::new(tb.config().with_auth(AuthMethod::Basic)) {
+        Err(Error::Config(message)) => assert!(message.contains("clear text"), "{message}"),
+        other => panic!("BASIC over http: {other:?}"),
+    }
+    for auth in [AuthMethod::Digest, AuthMethod::Auto] {
         let c = tb.client_with(auth);
         for _ in 0..3 {
             c.list_caches()
