@@ -204,11 +204,11 @@ impl Client {
                 });
             }
             _ => {
-                let text = tokio::time::timeout(idle, body.collect())
+                let text = tokio::time::timeout(idle, self.read_body(body, &what))
                     .await
                     .ok()
                     .and_then(Result::ok)
-                    .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
                     .unwrap_or_default();
                 return Err(from_response(&what, parts.status, &text));
             }
@@ -319,13 +319,13 @@ impl Client {
             }
         };
         let (parts, body) = resp.into_parts();
-        let text = tokio::time::timeout(timeout, body.collect())
+        let text = tokio::time::timeout(timeout, self.read_body(body, &what))
             .await
             .map_err(|_| Error::Timeout {
                 what: what.clone(),
                 after: timeout,
             })?
-            .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         if matches!(parts.status.as_u16(), 200..=202) {
             Ok(())

@@ -480,11 +480,7 @@ impl Client {
         let fut = async {
             let resp = self.send(&req, what).await?;
             let (parts, body) = resp.into_parts();
-            let body = body
-                .collect()
-                .await
-                .map_err(|e| Error::transport(what, error_chain(&e)))?
-                .to_bytes();
+            let body = self.read_body(body, what).await?;
             Ok(Reply {
                 status: parts.status,
                 body,
@@ -496,6 +492,21 @@ impl Client {
                 what: what.to_owned(),
                 after,
             }),
+        }
+    }
+
+    /// Reads a whole body, up to [`ClientConfig::max_response_bytes`]: a larger one is dropped
+    /// (the connection with it) with [`Error::ResponseTooLarge`].
+    pub(crate) async fn read_body(&self, body: Incoming, what: &str) -> Result<Bytes, Error> {
+        let limit = self.inner.config.max_response_bytes;
+        match http_body_util::Limited::new(body, limit).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::ResponseTooLarge {
+                what: what.to_owned(),
+                limit,
+                setting: "ClientConfig::max_response_bytes",
+            }),
+            Err(e) => Err(Error::transport(what, error_chain(e.as_ref()))),
         }
     }
 

@@ -46,7 +46,21 @@ pub struct ClientConfig {
     pub tcp_keepalive: Option<TcpKeepalive>,
     /// Forces fallbacks, so they can be tested on a server that would not need them.
     pub capabilities: CapabilityOverride,
+    /// Bound on one response body read whole (every request but the event streams and backup
+    /// downloads, which stream): a larger one ends the request with
+    /// [`crate::Error::ResponseTooLarge`] instead of growing the process without end.
+    pub max_response_bytes: usize,
+    /// Bound on one event of an event stream (its data, and the line being read): a larger one
+    /// ends the connection with [`crate::Error::ResponseTooLarge`]; the stream reconnects with
+    /// backoff.
+    pub max_event_bytes: usize,
 }
+
+/// Default of [`ClientConfig::max_response_bytes`]: far above what the server sends (every
+/// definition of 5,000 caches is about 1 MiB), far below what would hurt an operator.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
+/// Default of [`ClientConfig::max_event_bytes`]: one cache definition or one schema.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
 
 impl ClientConfig {
     pub fn new(base_url: impl Into<String>) -> Self {
@@ -60,7 +74,17 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(5),
             tcp_keepalive: Some(TcpKeepalive::default()),
             capabilities: CapabilityOverride::None,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
         }
+    }
+
+    /// Sets both bounds on what is read from the server (see
+    /// [`ClientConfig::max_response_bytes`], [`ClientConfig::max_event_bytes`]).
+    pub fn with_limits(mut self, max_response_bytes: usize, max_event_bytes: usize) -> Self {
+        self.max_response_bytes = max_response_bytes;
+        self.max_event_bytes = max_event_bytes;
+        self
     }
 
     /// The URL of a cluster's Service from inside Kubernetes:

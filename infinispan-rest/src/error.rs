@@ -49,6 +49,16 @@ pub enum Error {
         limit: usize,
     },
 
+    /// The server's answer exceeded a bound of [`crate::ClientConfig`] (a whole body, or one
+    /// event of a stream): it was dropped, and the connection with it. Retried later (with
+    /// backoff): a server may send a huge answer once; one that always does is reported again.
+    #[error("{what}: the server's answer exceeds {limit} bytes ({setting}); dropped")]
+    ResponseTooLarge {
+        what: String,
+        limit: usize,
+        setting: &'static str,
+    },
+
     /// Connecting failed or the connection broke: retry later.
     #[error("transport error during {what}: {message}")]
     Transport { what: String, message: String },
@@ -96,7 +106,10 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::Transport { .. } | Error::Timeout { .. } | Error::Server { .. }
+            Error::Transport { .. }
+                | Error::Timeout { .. }
+                | Error::Server { .. }
+                | Error::ResponseTooLarge { .. }
         )
     }
 
@@ -110,6 +123,7 @@ impl Error {
             Error::Forbidden { .. } => "Forbidden",
             Error::Unsupported { .. } => "Unsupported",
             Error::TooLarge { .. } => "TooLarge",
+            Error::ResponseTooLarge { .. } => "ResponseTooLarge",
             Error::Transport { .. } => "Transport",
             Error::Tls { .. } => "Tls",
             Error::Timeout { .. } => "Timeout",

@@ -401,7 +401,7 @@ impl Connection for Listener {
             send(tx, StreamItem::Event(event)).await?;
         }
         send(tx, StreamItem::ReplayComplete { connection }).await?;
-        let mut parser = SseParser::new();
+        let mut parser = SseParser::with_limit(client.config().max_event_bytes);
         loop {
             match next(&mut body, &mut parser, opts.probe_interval, what).await {
                 Err(e) => return Ok(e),

@@ -15,9 +15,15 @@ pub struct SseEvent {
     pub retry: Option<u64>,
 }
 
-/// Incremental parser: feed it chunks, get complete events.
-#[derive(Debug, Default)]
+/// Incremental parser: feed it chunks, get complete events. Bounded: an event (its data and
+/// the line being read) larger than its limit is not kept; the parser says it overflowed
+/// ([`SseParser::overflowed`]) and the connection must end.
+#[derive(Debug)]
 pub struct SseParser {
+    /// The bound on one event, in bytes.
+    limit: usize,
+    /// An event exceeded `limit`: nothing more is parsed.
+    overflowed: bool,
     line: Vec<u8>,
     /// The previous chunk ended in CR: a leading LF of the next chunk belongs to it.
     pending_cr: bool,
@@ -29,14 +35,49 @@ pub struct SseParser {
     retry: Option<u64>,
 }
 
+impl Default for SseParser {
+    fn default() -> Self {
+        Self::with_limit(crate::config::DEFAULT_MAX_EVENT_BYTES)
+    }
+}
+
 impl SseParser {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Feeds one chunk and returns the events it completed.
+    /// A parser that keeps events up to `limit` bytes.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            limit,
+            overflowed: false,
+            line: Vec::new(),
+            pending_cr: false,
+            started: false,
+            event: String::new(),
+            data: String::new(),
+            has_data: false,
+            last_id: None,
+            retry: None,
+        }
+    }
+
+    /// The bound on one event, in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// An event exceeded the limit: what it had is dropped, and nothing more is parsed.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Feeds one chunk and returns the events it completed (none once overflowed).
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
         let mut out = Vec::new();
+        if self.overflowed {
+            return out;
+        }
         if chunk.is_empty() {
             // An empty chunk says nothing about a CR that ended the previous one.
             return out;
@@ -61,11 +102,24 @@ impl SseParser {
                         self.pending_cr = true;
                     }
                 }
-                b => self.line.push(b),
+                b => {
+                    if self.line.len() + self.data.len() >= self.limit {
+                        self.overflow();
+                        return out;
+                    }
+                    self.line.push(b);
+                }
             }
             i += 1;
         }
         out
+    }
+
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        self.line = Vec::new();
+        self.data = String::new();
+        self.event = String::new();
     }
 
     fn end_line(&mut self, out: &mut Vec<SseEvent>) {
@@ -129,6 +183,25 @@ impl SseParser {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn an_event_over_the_limit_overflows_the_parser() {
+        let mut p = SseParser::with_limit(16);
+        assert_eq!(p.feed(b"data: short\n\n"), vec![ev("message", "short")]);
+        assert!(!p.overflowed());
+        // Over several lines and chunks: the sum counts.
+        assert!(p.feed(b"data: 0123456\n").is_empty());
+        assert!(p.feed(b"data: 789abcdef\n\n").is_empty());
+        assert!(p.overflowed());
+        // Nothing more once overflowed.
+        assert!(p.feed(b"data: x\n\n").is_empty());
+        // One endless line, never a newline.
+        let mut p = SseParser::with_limit(1024);
+        for _ in 0..100 {
+            p.feed(&[b'a'; 4096]);
+        }
+        assert!(p.overflowed());
+    }
 
     fn parse_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
         let mut p = SseParser::new();

@@ -257,7 +257,7 @@ async fn connect_once(
         send(tx, StreamItem::ReplayComplete { connection: conn }).await?;
     }
     let replay_deadline = tokio::time::Instant::now() + opts.replay_timeout;
-    let mut parser = SseParser::new();
+    let mut parser = SseParser::with_limit(client.config().max_event_bytes);
     loop {
         let wait = if replay_done {
             opts.probe_interval
@@ -361,10 +361,20 @@ pub(crate) async fn next(
     what: &str,
 ) -> Result<Next, Error> {
     match tokio::time::timeout(wait, body.frame()).await {
-        Ok(Some(Ok(frame))) => Ok(Next::Events(match frame.into_data() {
-            Ok(data) => parser.feed(&data),
-            Err(_) => Vec::new(), // trailers
-        })),
+        Ok(Some(Ok(frame))) => {
+            let events = match frame.into_data() {
+                Ok(data) => parser.feed(&data),
+                Err(_) => Vec::new(), // trailers
+            };
+            if parser.overflowed() {
+                return Err(Error::ResponseTooLarge {
+                    what: what.to_owned(),
+                    limit: parser.limit(),
+                    setting: "ClientConfig::max_event_bytes",
+                });
+            }
+            Ok(Next::Events(events))
+        }
         Ok(Some(Err(e))) => Err(Error::transport(what, error_chain(&e))),
         Ok(None) => Err(Error::Transport {
             what: what.to_owned(),
