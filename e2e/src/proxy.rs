@@ -17,6 +17,9 @@
 //! - [`FaultProxy::stall_streams`]: stalls the open connections that carry an event stream (a
 //!   request with `action=listen`, seen in plain HTTP), and only those: a frozen stream while
 //!   the operator's other requests flow (a middlebox that lost one long-lived flow).
+//! - [`FaultProxy::flood`]: a hostile server. On connections accepted from then on, a request
+//!   whose text contains a pattern is not forwarded; its answer is an endless JSON body
+//!   (chunked, up to 1 GiB, until the client hangs up). [`FaultProxy::floods`] counts them.
 //!
 //! Only loopback: the proxy listens on `127.0.0.1:0` and forwards only to a loopback address.
 //! Dropping the proxy resets every connection and stops listening.
@@ -59,6 +62,10 @@ struct Shared {
     open: Mutex<HashMap<u64, Arc<Link>>>,
     /// Bumped by `cut`: every connection accepted before ends.
     cuts: watch::Sender<u64>,
+    /// Requests containing this are answered by a flood (see [`FaultProxy::flood`]).
+    flood: Mutex<Option<Vec<u8>>>,
+    /// Requests answered by a flood.
+    floods: AtomicU64,
 }
 
 /// One proxied connection.
@@ -67,6 +74,19 @@ struct Link {
     stalled: AtomicBool,
     /// The client sent a request with `action=listen` on it: an event stream.
     listens: AtomicBool,
+    /// The flood pattern when the connection was accepted.
+    flood: Option<Vec<u8>>,
+    /// A request matched `flood`: the server's side is cut off and the flood answers.
+    flooding: AtomicBool,
+    /// Wakes the response pump when `flooding` is set.
+    wake: tokio::sync::Notify,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
 }
 
 impl Shared {
@@ -98,6 +118,8 @@ impl FaultProxy {
             next_id: AtomicU64::new(0),
             open: Mutex::new(HashMap::new()),
             cuts,
+            flood: Mutex::new(None),
+            floods: AtomicU64::new(0),
         });
         let accept = tokio::spawn(accept_loop(listener, target, Arc::clone(&shared)));
         Ok(Self {
@@ -167,6 +189,17 @@ impl FaultProxy {
                 .inspect(|link| link.stalled.store(true, Ordering::SeqCst))
                 .count()
         })
+    }
+
+    /// From now on (new connections), a request whose text contains `pattern` gets an
+    /// endless body instead of the server's answer (see the module documentation).
+    pub fn flood(&self, pattern: &str) {
+        *lock(&self.shared.flood) = Some(pattern.as_bytes().to_vec());
+    }
+
+    /// Requests answered by a flood so far.
+    pub fn floods(&self) -> u64 {
+        self.shared.floods.load(Ordering::SeqCst)
     }
 
     /// Connections accepted and forwarded (refused ones not included).
@@ -251,6 +284,9 @@ async fn accept_loop(listener: TcpListener, target: SocketAddr, shared: Arc<Shar
         let link = Arc::new(Link {
             stalled: AtomicBool::new(shared.stall_new.load(Ordering::SeqCst)),
             listens: AtomicBool::new(false),
+            flood: lock(&shared.flood).clone(),
+            flooding: AtomicBool::new(false),
+            wake: tokio::sync::Notify::new(),
         });
         // Registered and subscribed before the task runs, so that a `stall` or `cut` right
         // after the accept reaches this connection.
@@ -258,7 +294,7 @@ async fn accept_loop(listener: TcpListener, target: SocketAddr, shared: Arc<Shar
         let cuts = shared.cuts.subscribe();
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
-            forward(client, target, &link, cuts).await;
+            forward(client, target, &link, cuts, &shared.floods).await;
             shared.open(|open| open.remove(&id));
         });
     }
@@ -276,6 +312,7 @@ async fn forward(
     target: SocketAddr,
     link: &Link,
     mut cuts: watch::Receiver<u64>,
+    floods: &AtomicU64,
 ) {
     let mut upstream = tokio::select! {
         connected = TcpStream::connect(target) => match connected {
@@ -292,7 +329,7 @@ async fn forward(
         let both = async {
             tokio::try_join!(
                 pump(client_read, upstream_write, link, Direction::Request),
-                pump(upstream_read, client_write, link, Direction::Response),
+                respond(upstream_read, client_write, link, floods),
             )
         };
         tokio::select! {
@@ -337,16 +374,71 @@ async fn pump(
             to.shutdown().await?;
             return Ok(());
         }
-        if direction == Direction::Request
-            && buffer[..read]
-                .windows(LISTEN.len())
-                .any(|window| window == LISTEN)
-        {
-            link.listens.store(true, Ordering::SeqCst);
+        let chunk = &buffer[..read];
+        if direction == Direction::Request {
+            if contains(chunk, LISTEN) {
+                link.listens.store(true, Ordering::SeqCst);
+            }
+            if link.flooding.load(Ordering::SeqCst)
+                || link.flood.as_deref().is_some_and(|p| contains(chunk, p))
+            {
+                // Not forwarded: the flood answers it (and whatever the client sends after).
+                link.flooding.store(true, Ordering::SeqCst);
+                link.wake.notify_one();
+                continue;
+            }
         }
-        to.write_all(&buffer[..read]).await?;
+        to.write_all(chunk).await?;
     }
 }
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The response direction: the server's bytes, until a request asked for a flood; then an
+/// endless JSON body (chunked, up to [`FLOOD_BYTES`]) until the client hangs up.
+async fn respond(
+    from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    link: &Link,
+    floods: &AtomicU64,
+) -> std::io::Result<()> {
+    {
+        // Dropped before the flood writes: the client asked anew, so the server's last answer
+        // was complete.
+        let forwarding = pump(from, &mut to, link, Direction::Response);
+        tokio::pin!(forwarding);
+        loop {
+            tokio::select! {
+                done = &mut forwarding => return done,
+                () = link.wake.notified() => {
+                    if link.flooding.load(Ordering::SeqCst) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    floods.fetch_add(1, Ordering::SeqCst);
+    to.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n[\r\n",
+    )
+    .await?;
+    let piece = br#"{"key":"k","value":"v"},"#.repeat(2048);
+    let mut sent = 0u64;
+    while sent < FLOOD_BYTES {
+        to.write_all(format!("{:x}\r\n", piece.len()).as_bytes())
+            .await?;
+        to.write_all(&piece).await?;
+        to.write_all(b"\r\n").await?;
+        sent += piece.len() as u64;
+    }
+    to.shutdown().await
+}
+
+/// The most one flood sends.
+const FLOOD_BYTES: u64 = 1 << 30;
 
 #[cfg(test)]
 mod tests {

@@ -44,6 +44,8 @@ pub trait KindSink: Send + Sync {
     fn drifted(&self, document: &ConfigEvent) -> Option<String>;
     /// A drifted object was applied to the snapshot: report it.
     fn drift_found<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()>;
+    /// A Warning Event on the cluster's `Infinispan` CR about the server.
+    fn warn_cluster<'a>(&'a self, reason: &'a str, note: String) -> BoxFuture<'a, ()>;
     /// A server object of this kind changed while connected.
     fn object_changed<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()>;
     /// Waits for the CR store's initial list; false when the store is gone.
@@ -95,6 +97,10 @@ impl<A: KindAdapter> KindSink for Engine<A> {
 
     fn drift_found<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(Engine::drift_found(self, name))
+    }
+
+    fn warn_cluster<'a>(&'a self, reason: &'a str, note: String) -> BoxFuture<'a, ()> {
+        Box::pin(Engine::warn_cluster(self, reason, note, "Sync"))
     }
 
     fn object_changed<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()> {
@@ -189,7 +195,7 @@ pub async fn run<S, M>(
                         failures,
                     } => {
                         drift.disconnected();
-                        feed.disconnected(&error, retry_in, failures);
+                        feed.disconnected(&error, retry_in, failures).await;
                     }
                 }
             }
@@ -392,7 +398,12 @@ impl<M: MarkerStore> Feed<M> {
     }
 
     /// The connection ended; the stream reconnects after `retry_in`.
-    fn disconnected(&mut self, error: &infinispan_rest::Error, retry_in: Duration, failures: u32) {
+    async fn disconnected(
+        &mut self,
+        error: &infinispan_rest::Error,
+        retry_in: Duration,
+        failures: u32,
+    ) {
         let name = self.name;
         self.metrics
             .stream_disconnects
@@ -405,7 +416,16 @@ impl<M: MarkerStore> Feed<M> {
         for sink in &self.sinks {
             sink.disconnected();
         }
-        if let infinispan_rest::Error::Tls { .. } = error {
+        if let infinispan_rest::Error::ResponseTooLarge { .. } = error {
+            // Retried like any failure (with backoff); said where users look.
+            tracing::warn!(%error, ?retry_in, failures, stream = name, "the server sent more than the operator reads: connection dropped");
+            if let Some(sink) = self.sinks.first() {
+                let note = format!(
+                    "stream {name}: {error}; the operator reconnects with backoff (next in {retry_in:?})"
+                );
+                sink.warn_cluster("ServerAnswerTooLarge", note).await;
+            }
+        } else if let infinispan_rest::Error::Tls { .. } = error {
             // Retried like any failure, but a retry cannot fix it: say what must change.
             tracing::error!(
                 %error,

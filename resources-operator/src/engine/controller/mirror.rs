@@ -184,7 +184,7 @@ impl<A: KindAdapter> Engine<A> {
 
     /// A Warning Event on the cluster's `Infinispan` CR (about a server object, whether or not
     /// a CR stands for it).
-    async fn warn_cluster(&self, reason: &str, note: String, action: &str) {
+    pub async fn warn_cluster(&self, reason: &str, note: String, action: &str) {
         let owner = &self.settings.owner;
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(owner.api_version.clone()),
