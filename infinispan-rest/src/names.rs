@@ -13,9 +13,15 @@ const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
-/// Encodes one path segment or query value.
+/// Encodes one path segment or query value. The dot segments `.` and `..` (the server takes
+/// them as names) are encoded too (`%2E`), so that nothing between client and server resolves
+/// them as "this" or "the parent" path.
 pub fn encode(name: &str) -> String {
-    utf8_percent_encode(name, COMPONENT).to_string()
+    match name {
+        "." => "%2E".to_owned(),
+        ".." => "%2E%2E".to_owned(),
+        _ => utf8_percent_encode(name, COMPONENT).to_string(),
+    }
 }
 
 /// Recognises the server's internal objects, which are never mirrored, pushed or deleted
@@ -58,6 +64,14 @@ impl InternalObjects {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dot_segments_are_encoded() {
+        assert_eq!(super::encode("."), "%2E");
+        assert_eq!(super::encode(".."), "%2E%2E");
+        assert_eq!(super::encode("..."), "...");
+        assert_eq!(super::encode("a.b"), "a.b");
+    }
+
     use super::*;
     use percent_encoding::percent_decode_str;
     use proptest::prelude::*;

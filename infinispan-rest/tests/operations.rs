@@ -541,3 +541,32 @@ async fn transport_errors_are_retryable() {
         .expect_err("nothing listens on port 9");
     assert!(err.is_retryable(), "{err:?}");
 }
+
+/// `.` and `..` are names to the server: the client sends them encoded (`%2E`, so that no
+/// proxy on the way resolves them as path steps; `names::encode`), and the server takes the
+/// encoded form as those names: created, read and deleted.
+#[tokio::test]
+async fn dot_names_are_caches_not_path_steps() {
+    let c = testbed().client();
+    for name in [".", ".."] {
+        c.create_cache(
+            name,
+            &ConfigDocument::json(r#"{"local-cache":{"statistics":true}}"#),
+            Default::default(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("create {name:?}: {e}"));
+        assert!(c.cache_exists(name).await.expect("exists"), "{name:?}");
+        let config = c
+            .cache_config(name, ConfigFormat::Json)
+            .await
+            .expect("config");
+        assert!(
+            config.text.contains("statistics"),
+            "{name:?}: {}",
+            config.text
+        );
+        c.delete_cache(name).await.expect("delete");
+        assert!(!c.cache_exists(name).await.expect("exists"), "{name:?}");
+    }
+}

@@ -363,6 +363,11 @@ impl ServerEpoch {
                 {
                     return;
                 }
+                if self.with(|m| m.retired) {
+                    // Turned off meanwhile: nothing of the operator stays on the server.
+                    let _ = store.delete(&name).await;
+                    return;
+                }
                 tracing::info!(marker = name, "epoch: state cache created on the server");
                 self.created(&name);
                 match self.with(|m| m.state().cloned()) {
