@@ -161,7 +161,9 @@ pub fn find_directory(tail: &[u8], file_len: u64) -> Result<Directory, ZipError>
             .filter(|l| u32_at(l, 0) == Some(ZIP64_LOCATOR_SIGNATURE))
             .ok_or(damaged("zip64 end record locator missing"))?;
         let record = u64_at(locator, 8).ok_or(damaged("zip64 locator"))?;
-        if record + ZIP64_EOCD_LEN as u64 > tail_start + at as u64 {
+        // Checked: offsets come from the file, a crafted one must not wrap around.
+        let end = record.checked_add(ZIP64_EOCD_LEN as u64);
+        if end.is_none_or(|end| end > tail_start + at as u64) {
             return Err(damaged("zip64 end record past the end"));
         }
         return Ok(Directory::Zip64 { record });
@@ -170,7 +172,10 @@ pub fn find_directory(tail: &[u8], file_len: u64) -> Result<Directory, ZipError>
         return Err(ZipError::MultiDisk);
     }
     let (offset, size) = (u64::from(offset), u64::from(size));
-    if offset + size > tail_start + at as u64 {
+    if offset
+        .checked_add(size)
+        .is_none_or(|end| end > tail_start + at as u64)
+    {
         return Err(damaged("central directory past its end record"));
     }
     Ok(Directory::At { offset, size })
@@ -267,7 +272,7 @@ pub async fn contents(path: &Path) -> Result<ArchiveContents, ArchiveError> {
     if size > MAX_DIRECTORY {
         return Err(zip(ZipError::TooLarge(size)));
     }
-    if offset + size > len {
+    if offset.checked_add(size).is_none_or(|end| end > len) {
         return Err(zip(ZipError::Damaged("central directory past the end")));
     }
     let directory = read_at(&mut file, offset, size).await.map_err(io)?;
@@ -504,6 +509,58 @@ mod tests {
                 record: record_offset
             })
         );
+    }
+
+    /// A zip64 file whose zip64 end record sits at `record_offset` and whose central directory
+    /// is said to be at `cd_offset` with `cd_size` bytes.
+    fn zip64_file(record_offset: u64, cd_offset: u64, cd_size: u64) -> Vec<u8> {
+        let mut record = Vec::new();
+        record.extend_from_slice(&ZIP64_EOCD_SIGNATURE.to_le_bytes());
+        record.extend_from_slice(&44u64.to_le_bytes());
+        record.extend_from_slice(&[0; 12]);
+        record.extend_from_slice(&[0; 16]);
+        record.extend_from_slice(&cd_size.to_le_bytes());
+        record.extend_from_slice(&cd_offset.to_le_bytes());
+        let mut locator = Vec::new();
+        locator.extend_from_slice(&ZIP64_LOCATOR_SIGNATURE.to_le_bytes());
+        locator.extend_from_slice(&0u32.to_le_bytes());
+        locator.extend_from_slice(&record_offset.to_le_bytes());
+        locator.extend_from_slice(&1u32.to_le_bytes());
+        let mut eocd = Vec::new();
+        eocd.extend_from_slice(&EOCD_SIGNATURE.to_le_bytes());
+        eocd.extend_from_slice(&[0; 4]);
+        eocd.extend_from_slice(&0xffffu16.to_le_bytes());
+        eocd.extend_from_slice(&0xffffu16.to_le_bytes());
+        eocd.extend_from_slice(&u32::MAX.to_le_bytes());
+        eocd.extend_from_slice(&u32::MAX.to_le_bytes());
+        eocd.extend_from_slice(&0u16.to_le_bytes());
+        [record, locator, eocd].concat()
+    }
+
+    /// Offsets near the top of the range (a crafted archive) are refused as damaged; they never
+    /// wrap around past the bound checks.
+    #[tokio::test]
+    async fn offsets_that_would_overflow_are_damage() {
+        let file = zip64_file(u64::MAX - 10, 0, 0);
+        assert!(matches!(
+            find_directory(&file, file.len() as u64),
+            Err(ZipError::Damaged(_))
+        ));
+        let dir = temp_dir("overflow");
+        let path = dir.join("crafted.zip");
+        std::fs::write(&path, zip64_file(0, u64::MAX - 5, 10)).expect("write");
+        let error = contents(&path).await.expect_err("damaged");
+        assert!(
+            matches!(
+                &error,
+                ArchiveError::Zip {
+                    source: ZipError::Damaged(_),
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 
     #[tokio::test]
