@@ -3,7 +3,10 @@
 //! (200 once [`Readiness`] says so, else 503 with what the process waits for).
 //!
 //! A minimal HTTP/1.1 responder on a Tokio listener (GET only, one request per connection):
-//! operators need nothing more and it keeps the binaries small.
+//! operators need nothing more and it keeps the binaries small. Bounded: at most
+//! [`MAX_CONNECTIONS`] connections at once (more are closed at once, unanswered), and each has
+//! [`IO_TIMEOUT`] to send its request and [`IO_TIMEOUT`] to take the answer, so idle or slow
+//! clients cannot pile up.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +16,12 @@ use std::time::Duration;
 use prometheus::{Encoder, Registry, TextEncoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+/// Connections served at once; more are closed unanswered (a scraper and the kubelet's probes
+/// need a handful).
+pub const MAX_CONNECTIONS: usize = 32;
+/// Bound on reading a request, and on writing its answer.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What `/readyz` says while the process is not ready, unless the operator says better.
 const NOT_READY: &str = "not ready yet";
@@ -87,6 +96,7 @@ pub async fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
 
 /// Serves the endpoint until the task is dropped.
 pub async fn serve(listener: TcpListener, registry: Registry, readiness: Readiness) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let (mut socket, _) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -96,11 +106,17 @@ pub async fn serve(listener: TcpListener, registry: Registry, readiness: Readine
                 continue;
             }
         };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            tracing::debug!("metrics endpoint: too many connections; one closed unanswered");
+            drop(socket);
+            continue;
+        };
         let registry = registry.clone();
         let readiness = readiness.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let mut buffer = vec![0u8; 4096];
-            let read = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buffer)).await;
+            let read = tokio::time::timeout(IO_TIMEOUT, socket.read(&mut buffer)).await;
             let Ok(Ok(n)) = read else { return };
             let request = String::from_utf8_lossy(&buffer[..n]);
             let path = request
@@ -113,10 +129,13 @@ pub async fn serve(listener: TcpListener, registry: Registry, readiness: Readine
                 "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
-            if let Err(error) = socket.write_all(response.as_bytes()).await {
-                tracing::debug!(%error, "metrics endpoint: write failed");
+            match tokio::time::timeout(IO_TIMEOUT, socket.write_all(response.as_bytes())).await {
+                Ok(Ok(())) => {
+                    let _ = tokio::time::timeout(IO_TIMEOUT, socket.shutdown()).await;
+                }
+                Ok(Err(error)) => tracing::debug!(%error, "metrics endpoint: write failed"),
+                Err(_) => tracing::debug!("metrics endpoint: the client took too long to read"),
             }
-            let _ = socket.shutdown().await;
         });
     }
 }
@@ -203,6 +222,39 @@ mod tests {
         let ready = get("/readyz").await?;
         assert!(ready.starts_with("HTTP/1.1 200 OK"), "{ready}");
         assert!(ready.ends_with("\r\n\r\nready\n"), "{ready}");
+        server.abort();
+        Ok(())
+    }
+
+    /// Idle connections hold at most `MAX_CONNECTIONS` slots, each for at most `IO_TIMEOUT`:
+    /// one more is closed unanswered, and once the idle ones time out the endpoint answers
+    /// again.
+    #[tokio::test]
+    async fn idle_connections_are_bounded_in_number_and_time() -> std::io::Result<()> {
+        let listener = bind("127.0.0.1:0".parse().map_err(std::io::Error::other)?).await?;
+        let address = listener.local_addr()?;
+        let server = tokio::spawn(serve(listener, Registry::new(), Readiness::default()));
+        let mut idle = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            idle.push(tokio::net::TcpStream::connect(address).await?);
+        }
+        // Let the server take them all.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let healthz = async || {
+            let mut socket = tokio::net::TcpStream::connect(address).await?;
+            socket
+                .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await?;
+            let mut response = String::new();
+            socket.read_to_string(&mut response).await?;
+            Ok::<_, std::io::Error>(response)
+        };
+        let refused = healthz().await.unwrap_or_default();
+        assert!(refused.is_empty(), "answered past the limit: {refused}");
+        tokio::time::sleep(IO_TIMEOUT + Duration::from_secs(1)).await;
+        let answered = healthz().await?;
+        assert!(answered.starts_with("HTTP/1.1 200 OK"), "{answered}");
+        drop(idle);
         server.abort();
         Ok(())
     }
