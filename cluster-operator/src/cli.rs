@@ -54,6 +54,55 @@ pub struct RunArgs {
     #[arg(long, env = "CLUSTER_OPERATOR_RESOURCES_OPERATOR_IMAGE", default_value = DEFAULT_RESOURCES_OPERATOR_IMAGE)]
     pub resources_operator_image: String,
 
+    /// An image a CR may name (spec.image, spec.resourcesOperator.image) beyond the operator's
+    /// own must start with one of these prefixes, e.g. `registry.example.com/infinispan/`;
+    /// repeatable (env: comma-separated). Default: none (only the operator's own images).
+    #[arg(
+        long = "allowed-image-prefix",
+        env = "CLUSTER_OPERATOR_ALLOWED_IMAGE_PREFIXES",
+        value_delimiter = ','
+    )]
+    pub allowed_image_prefixes: Vec<String>,
+
+    /// Let CRs read Secrets and ConfigMaps into the server's environment
+    /// (spec.container.env[].valueFrom): whoever may create an Infinispan CR then reads any
+    /// Secret of its namespace through the server pod.
+    #[arg(
+        long,
+        env = "CLUSTER_OPERATOR_ALLOW_ENV_VALUE_FROM",
+        value_name = "BOOL",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "false",
+        default_missing_value = "true"
+    )]
+    pub allow_env_value_from: bool,
+
+    /// Let CRs load code into the server's JVM (-javaagent, -agentlib, -agentpath,
+    /// -Xbootclasspath in spec.container.extraJvmOpts).
+    #[arg(
+        long,
+        env = "CLUSTER_OPERATOR_ALLOW_JVM_AGENTS",
+        value_name = "BOOL",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "false",
+        default_missing_value = "true"
+    )]
+    pub allow_jvm_agents: bool,
+
+    /// An annotation of spec.expose must start with one of these prefixes; repeatable (env:
+    /// comma-separated). Replaces the default list: the cloud load-balancer, MetalLB,
+    /// external-dns and cert-manager prefixes (never ingress-controller snippets).
+    #[arg(
+        long = "allowed-expose-annotation-prefix",
+        env = "CLUSTER_OPERATOR_ALLOWED_EXPOSE_ANNOTATION_PREFIXES",
+        value_delimiter = ','
+    )]
+    pub allowed_expose_annotation_prefixes: Option<Vec<String>>,
+
     /// Cluster DNS domain of the server Services' names.
     #[arg(
         long,
@@ -236,6 +285,25 @@ mod tests {
         assert_eq!(run.drain_timeout, Duration::from_secs(60));
         assert_eq!(run.server_fs_group, FsGroup(Some(65532)));
         assert_eq!(run.label_policy, LabelPolicy::Operator);
+        assert!(!run.allow_env_value_from && !run.allow_jvm_agents);
+        assert!(run.allowed_image_prefixes.is_empty());
+        assert_eq!(run.allowed_expose_annotation_prefixes, None);
+        let Ok(Command::Run(policy)) = parse(&[
+            "cluster-operator",
+            "run",
+            "--allowed-image-prefix=a/,b/",
+            "--allow-env-value-from",
+            "--allow-jvm-agents=false",
+            "--allowed-expose-annotation-prefix=x/",
+        ]) else {
+            panic!("run parses");
+        };
+        assert_eq!(policy.allowed_image_prefixes, ["a/", "b/"]);
+        assert!(policy.allow_env_value_from && !policy.allow_jvm_agents);
+        assert_eq!(
+            policy.allowed_expose_annotation_prefixes,
+            Some(vec!["x/".to_string()])
+        );
         let Ok(Command::Run(run)) = parse(&[
             "cluster-operator",
             "run",

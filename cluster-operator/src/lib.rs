@@ -6,6 +6,8 @@
 //! - [`cli`]: the command line.
 //! - [`manifests`]: the CRD YAML (`crd`).
 //! - [`controller`]: the `Infinispan` controller (apply, status, teardown).
+//! - [`cr_policy`]: what an `Infinispan` CR may ask for (images, Secrets, JVM agents,
+//!   annotations).
 //! - [`scope`]: which namespaces are watched.
 //! - [`servers`]: how the operator reaches a cluster's server (URL, credentials, CA).
 //! - [`run`]: `cluster-operator run`.
@@ -19,6 +21,7 @@ pub mod backup;
 pub mod build;
 pub mod cli;
 pub mod controller;
+pub mod cr_policy;
 pub mod label_policy;
 pub mod manifests;
 pub mod rbac;

@@ -113,10 +113,20 @@ pub fn settings(args: &RunArgs, own_namespace: Option<&str>) -> Result<Settings,
         resources_operator::Settings::new(args.resources_operator_image.clone(), "");
     resources.cluster_domain = args.cluster_domain.clone();
     resources.image_pull_secrets = args.image_pull_secrets.clone();
+    let mut policy = crate::cr_policy::CrPolicy {
+        allowed_image_prefixes: args.allowed_image_prefixes.clone(),
+        allow_env_value_from: args.allow_env_value_from,
+        allow_jvm_agents: args.allow_jvm_agents,
+        ..crate::cr_policy::CrPolicy::default()
+    };
+    if let Some(prefixes) = &args.allowed_expose_annotation_prefixes {
+        policy.allowed_expose_annotation_prefixes = prefixes.clone();
+    }
     Ok(Settings {
         server,
         resources_operator: resources,
         drain_timeout: args.drain_timeout,
+        policy,
     })
 }
 

@@ -199,6 +199,9 @@ pub enum ProblemReason {
     InvalidResourcesOperator,
     /// The API server refused an object (invalid, or its change forbidden).
     Refused,
+    /// The CR asks for more than the operator's policy allows (an image from elsewhere, a
+    /// Secret read into the environment, a JVM agent, an annotation outside the allowed ones).
+    PolicyRefused,
     /// Pods: an image cannot be pulled.
     ImagePullFailed,
     /// Pods: a server container keeps ending.
@@ -215,7 +218,7 @@ pub enum ProblemReason {
 
 impl ProblemReason {
     /// Every reason.
-    pub const ALL: [ProblemReason; 17] = [
+    pub const ALL: [ProblemReason; 18] = [
         Self::MissingSecret,
         Self::MissingConfigMap,
         Self::InvalidCluster,
@@ -227,6 +230,7 @@ impl ProblemReason {
         Self::InvalidLogging,
         Self::InvalidResourcesOperator,
         Self::Refused,
+        Self::PolicyRefused,
         Self::ImagePullFailed,
         Self::ServerCrashLooping,
         Self::ServerFailing,
@@ -249,6 +253,7 @@ impl ProblemReason {
             Self::InvalidLogging => "InvalidLogging",
             Self::InvalidResourcesOperator => "InvalidResourcesOperator",
             Self::Refused => "Refused",
+            Self::PolicyRefused => "PolicyRefused",
             Self::ImagePullFailed => "ImagePullFailed",
             Self::ServerCrashLooping => "ServerCrashLooping",
             Self::ServerFailing => "ServerFailing",

@@ -38,6 +38,14 @@ pub struct Images {
 }
 
 impl Images {
+    /// The registry the images were pushed to (`127.0.0.1:25000`).
+    pub fn registry(&self) -> anyhow::Result<&str> {
+        self.server
+            .split_once('/')
+            .map(|(registry, _)| registry)
+            .with_context(|| format!("no registry in the image reference {}", self.server))
+    }
+
     /// Reads `<run dir>/images.env` and `<run dir>/images/helper.ref`, or fails saying how to
     /// build them.
     pub fn get(testbed: &Testbed) -> anyhow::Result<Self> {
@@ -353,6 +361,7 @@ pub async fn helm_install(
     suite: &str,
     namespace: &str,
     release: &str,
+    image_prefixes: &[&str],
 ) -> anyhow::Result<()> {
     let (operator_repo, operator_tag) = split_reference(&images.cluster_operator)?;
     let (resources_repo, resources_tag) = split_reference(&images.resources_operator)?;
@@ -360,6 +369,7 @@ pub async fn helm_install(
         "image": {"repository": operator_repo, "tag": operator_tag},
         "resourcesOperator": {"image": {"repository": resources_repo, "tag": resources_tag}},
         "server": {"images": {SERVER_VERSION: images.server}},
+        "crPolicy": {"allowedImagePrefixes": image_prefixes},
     });
     let dir = repo_root().join("target/e2e-logs").join(suite);
     std::fs::create_dir_all(&dir)?;
@@ -428,14 +438,36 @@ impl std::fmt::Debug for Installed {
     }
 }
 
-/// [`Installed`] for a test of `suite` (its logs under `target/e2e-logs/<suite>/`).
+/// [`Installed`] for a test of `suite` (its logs under `target/e2e-logs/<suite>/`). CRs may
+/// name images of the testbed's registry (`spec.image`: another tag of the server).
 pub async fn install(suite: &str, prefix: &str) -> anyhow::Result<Installed> {
+    install_allowing(suite, prefix, &[]).await
+}
+
+/// [`install`], CRs also allowed to name images under `image_prefixes`.
+pub async fn install_allowing(
+    suite: &str,
+    prefix: &str,
+    image_prefixes: &[&str],
+) -> anyhow::Result<Installed> {
     let testbed = Testbed::get()?;
     let images = Images::get(&testbed)?;
     let client = testbed.admin_client().await?;
     install_crds(&client).await?;
     let ns = TestNamespace::create(&client, prefix).await?;
-    helm_install(&testbed, &images, suite, &ns.name, "infinispan-operator").await?;
+    let registry = format!("{}/", images.registry()?);
+    let prefixes: Vec<&str> = std::iter::once(registry.as_str())
+        .chain(image_prefixes.iter().copied())
+        .collect();
+    helm_install(
+        &testbed,
+        &images,
+        suite,
+        &ns.name,
+        "infinispan-operator",
+        &prefixes,
+    )
+    .await?;
     let clusters = Api::namespaced(client.clone(), &ns.name);
     Ok(Installed {
         testbed,

@@ -784,6 +784,100 @@ async fn two_clusters_in_one_namespace_and_a_second_namespace() -> anyhow::Resul
     env.finish().await
 }
 
+/// No privilege widening through an Infinispan CR (docs/security.md): a CR asking for an image
+/// of its choice, a Secret in the server's environment, a JVM agent and an ingress-controller
+/// snippet gets `Degraded=True, reason=PolicyRefused` naming each, one Warning Event, and
+/// nothing at all is created (not even its credentials Secrets). Without them it is applied;
+/// asking for a foreign image again changes nothing of what runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cr_asking_for_more_than_the_policy_allows_gets_nothing() -> anyhow::Result<()> {
+    let env = Env::start("co-policy", 1, &[]).await?;
+    let ns = env.ns().to_string();
+    let client = &env.client;
+    let greedy = json!({
+        "image": "evil.example.com/miner:1",
+        "container": {
+            "env": [{"name": "STOLEN", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}],
+            "extraJvmOpts": "-Xmx512m -javaagent:/tmp/agent.jar",
+        },
+        "expose": {"type": "LoadBalancer", "annotations": {
+            "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+            "nginx.ingress.kubernetes.io/configuration-snippet": "more_set_headers x;",
+        }},
+    });
+    env.apply_cluster(&ns, "greedy", greedy).await?;
+    let refused = env
+        .wait_status(&ns, "greedy", "Degraded with PolicyRefused", |cr| {
+            condition(cr, "Degraded").map(|c| (c.0, c.1)) == Some(("True", "PolicyRefused"))
+        })
+        .await?;
+    let message = condition(&refused, "Degraded")
+        .map(|c| c.2.to_string())
+        .unwrap_or_default();
+    for needle in [
+        "evil.example.com/miner:1",
+        "STOLEN",
+        "-javaagent:/tmp/agent.jar",
+        "nginx.ingress.kubernetes.io/configuration-snippet",
+        "--allowed-image-prefix",
+    ] {
+        ensure!(message.contains(needle), "{needle:?} not in {message}");
+    }
+    ensure!(
+        !message.contains("aws-load-balancer-internal"),
+        "an allowed annotation was refused: {message}"
+    );
+    let objects = objects_of(client, &ns, "greedy", &refused).await?;
+    ensure!(objects.is_empty(), "created for a refused CR: {objects:?}");
+    // No hot loop: the CR is not rewritten, one Warning.
+    let before = env.clusters(&ns).get("greedy").await?.resource_version();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    ensure!(
+        env.clusters(&ns).get("greedy").await?.resource_version() == before,
+        "the refused CR was rewritten while nothing changed"
+    );
+    let count: i32 = events(client, &ns, "PolicyRefused")
+        .await?
+        .iter()
+        .map(|e| e.count.unwrap_or(1))
+        .sum();
+    ensure!(count == 1, "{count} PolicyRefused Events");
+
+    // Within the policy: applied.
+    env.merge_spec(
+        &ns,
+        "greedy",
+        json!({"image": null, "container": null, "expose": null}),
+    )
+    .await?;
+    let applied = env
+        .wait_status(&ns, "greedy", "applied, not Degraded", |cr| {
+            condition(cr, "Degraded").map(|c| c.0) == Some("False")
+        })
+        .await?;
+    let objects = objects_of(client, &ns, "greedy", &applied).await?;
+    ensure!(
+        objects.keys().cloned().collect::<Vec<_>>() == expected_objects("greedy"),
+        "{objects:?}"
+    );
+    let sts0: StatefulSet = get(client, &ns, "greedy").await?.context("sts")?;
+
+    // A foreign image again: refused, and what runs is left alone.
+    env.merge_spec(&ns, "greedy", json!({"image": "evil.example.com/miner:2"}))
+        .await?;
+    env.wait_status(&ns, "greedy", "Degraded with PolicyRefused again", |cr| {
+        condition(cr, "Degraded").map(|c| (c.0, c.1)) == Some(("True", "PolicyRefused"))
+    })
+    .await?;
+    let sts1: StatefulSet = get(client, &ns, "greedy").await?.context("sts")?;
+    ensure!(
+        sts1.metadata.generation == sts0.metadata.generation,
+        "the StatefulSet changed for a refused CR"
+    );
+    ensure!(env.operator.running().await?, "the operator exited");
+    env.finish().await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_is_refused_or_explained_without_a_hot_loop() -> anyhow::Result<()> {
     let env = Env::start("co-bad", 1, &[]).await?;

@@ -29,9 +29,15 @@ use std::time::Duration;
 
 use anyhow::{Context, ensure};
 use common_crds::Infinispan;
-use e2e::pods::{Images, Installed, SERVER_VERSION, helm, install, logs_tail, split_reference};
+use e2e::pods::{
+    Images, Installed, SERVER_VERSION, helm, install_allowing, logs_tail, split_reference,
+};
 use e2e::{TestNamespace, Testbed, eventually, repo_root};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
+
+/// A registry the node cannot reach (every registry but the testbed's maps to a closed port),
+/// which the operator's policy lets CRs name here.
+const FOREIGN_REGISTRY: &str = "quay.io/nope/";
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
@@ -61,7 +67,7 @@ impl Fixture {
             ns,
             clusters,
             ..
-        } = install("in-pods-bad-input", prefix).await?;
+        } = install_allowing("in-pods-bad-input", prefix, &[FOREIGN_REGISTRY]).await?;
         Ok(Self {
             testbed,
             client,
@@ -301,7 +307,8 @@ async fn a_server_image_that_exists_nowhere_is_an_image_pull_failure_until_fixed
     );
 
     // A registry the node cannot reach: the message follows the new image.
-    let foreign = "quay.io/nope/nope:1";
+    let foreign = format!("{FOREIGN_REGISTRY}nope:1");
+    let foreign = foreign.as_str();
     f.apply_cluster(json!({"image": foreign})).await?;
     let ready = f
         .wait_condition("Ready", "ImagePullFailed", REPORT, |m| m.contains(foreign))

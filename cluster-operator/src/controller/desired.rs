@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use super::referenced::Read;
 use super::status::Problem;
 use crate::build::{expose, resources_operator, server};
+use crate::cr_policy::{self, CrPolicy};
 
 /// The server's objects, ready to apply.
 #[derive(Debug)]
@@ -50,6 +51,32 @@ pub fn build(
             .then(|| build_resources_operator(cluster, resources_operator_settings, read)),
         operator_credentials_secret: read.operator_credentials.name_any(),
     }
+}
+
+/// The operator's policy on what a CR may ask for ([`cr_policy`]): the problem of a CR that
+/// asks for more (nothing of it is applied, not even its credentials), checked before anything
+/// else. The operator's own images (its version map, its resources-operator image) are always
+/// allowed.
+pub fn refusal(
+    cluster: &Infinispan,
+    server_settings: &server::Settings,
+    resources_operator_settings: &resources_operator::Settings,
+    policy: &CrPolicy,
+) -> Option<Problem> {
+    let own_images: Vec<&str> = server_settings
+        .images
+        .by_version
+        .values()
+        .map(String::as_str)
+        .chain([resources_operator_settings.image.as_str()])
+        .collect();
+    let violations = cr_policy::check(cluster, policy, &own_images);
+    (!violations.is_empty()).then(|| {
+        Problem::new(
+            ProblemReason::PolicyRefused,
+            cr_policy::message(&violations),
+        )
+    })
 }
 
 fn build_server(
@@ -104,6 +131,28 @@ mod tests {
             &resources_operator_fixtures::settings(),
             &read(),
         )
+    }
+
+    #[test]
+    fn the_policy_refuses_a_foreign_image_and_allows_the_operators_own() {
+        let (server, resources) = (
+            server_fixtures::settings(),
+            resources_operator_fixtures::settings(),
+        );
+        let policy = CrPolicy::default();
+        let mut cluster = server_fixtures::cluster("demo", "team-a");
+        assert!(refusal(&cluster, &server, &resources, &policy).is_none());
+        cluster.spec.image = server.images.by_version.values().next().cloned();
+        cluster.spec.resources_operator.image = Some(resources.image.clone());
+        assert!(refusal(&cluster, &server, &resources, &policy).is_none());
+        cluster.spec.image = Some("evil.example.com/miner:1".into());
+        let problem = refusal(&cluster, &server, &resources, &policy).expect("refused");
+        assert_eq!(problem.reason, ProblemReason::PolicyRefused);
+        assert!(
+            problem.message.contains("evil.example.com/miner:1"),
+            "{}",
+            problem.message
+        );
     }
 
     #[test]

@@ -5,8 +5,11 @@
 //! One reconcile of a live CR (`apply_cluster`, in this order):
 //!
 //! 1. puts the cluster operator's finalizer ([`CLUSTER_FINALIZER`]) on the CR (its own write);
-//! 2. reads what the CR references ([`referenced`]; generates the operators' credentials and,
-//!    unless the user names one, the application identities Secret);
+//! 2. checks the CR against the operator's policy ([`crate::cr_policy`], [`desired::refusal`]):
+//!    a CR asking for more than it may gets `Degraded=True, reason=PolicyRefused` and nothing
+//!    applied, not even its credentials; then reads what the CR references ([`referenced`];
+//!    generates the operators' credentials and, unless the user names one, the application
+//!    identities Secret);
 //! 3. validates and builds, without a call to the API server ([`desired`]): the server objects
 //!    ([`crate::build::server`]) and the resources operator's ServiceAccount, Role, RoleBinding
 //!    and Deployment ([`crate::build::resources_operator`]);
@@ -89,6 +92,8 @@ pub struct Settings {
     /// How long the resources operator may take to release its finalizers before the cluster
     /// operator removes them itself.
     pub drain_timeout: Duration,
+    /// What a CR may ask for ([`crate::cr_policy`]).
+    pub policy: crate::cr_policy::CrPolicy,
 }
 
 /// What every reconcile shares.
@@ -281,21 +286,29 @@ async fn apply_cluster(
     context: &Context,
 ) -> Result<Action, Error> {
     let client = &context.client;
-    // 2. What the CR references: a missing or unusable object is a problem.
-    let read = match referenced::read(client, cluster).await {
-        Ok(read) => Ok(read),
-        Err(error) => Err(error.into_problem()?),
-    };
-    // 3. Validate and build.
     let settings = &context.settings;
-    let desired = read.map(|read| {
-        desired::build(
-            cluster,
-            &settings.server,
-            &settings.resources_operator,
-            &read,
-        )
-    });
+    // 2. The operator's policy: a CR asking for more than it may gets nothing applied, not even
+    // its credentials (what ran before keeps running).
+    let refusal = desired::refusal(
+        cluster,
+        &settings.server,
+        &settings.resources_operator,
+        &settings.policy,
+    );
+    let desired = match refusal {
+        Some(refused) => Err(refused),
+        // 3. What the CR references (a missing or unusable object is a problem), then validate
+        // and build.
+        None => match referenced::read(client, cluster).await {
+            Ok(read) => Ok(desired::build(
+                cluster,
+                &settings.server,
+                &settings.resources_operator,
+                &read,
+            )),
+            Err(error) => Err(error.into_problem()?),
+        },
+    };
     // 4. Apply.
     let applied = apply_desired(context, cluster, desired).await?;
     // 5. Report.

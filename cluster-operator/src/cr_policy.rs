@@ -1,0 +1,287 @@
+//! What an `Infinispan` CR may ask for (issue 23, no privilege widening through a CR): whoever
+//! may create an `Infinispan` CR must not get, through the operator, more than that right
+//! gives. The operator's installer sets the policy (flags, Helm values, OLM Subscription
+//! config); by default a CR may not:
+//! - run an image of its choice (`spec.image`, `spec.resourcesOperator.image`): only images of
+//!   the operator's version map and its own resources-operator image, or images under an
+//!   allowed prefix (`--allowed-image-prefix`);
+//! - read a Secret or ConfigMap into the server's environment (`spec.container.env[].valueFrom`;
+//!   `--allow-env-value-from`): the pod would hold a Secret the user may not be able to read;
+//! - load code into the server's JVM through `spec.container.extraJvmOpts` (`-javaagent`,
+//!   `-agentlib`, `-agentpath`, `-Xbootclasspath`; `--allow-jvm-agents`);
+//! - set annotations of the exposing Service or Ingress outside the allowed prefixes
+//!   (`spec.expose.annotations`; `--allowed-expose-annotation-prefix`, default: the usual
+//!   load-balancer, DNS and certificate annotations, never ingress-controller snippets).
+//!
+//! [`check`] is pure: the CR and the policy in, every violation out (all at once, so a user
+//! fixes them in one go). A refused CR gets `Degraded=True, reason=PolicyRefused` and nothing
+//! is applied (what ran before keeps running).
+
+use std::fmt;
+
+use common_crds::Infinispan;
+
+/// Annotation prefixes a CR may set on the exposing Service or Ingress by default: cloud
+/// load balancers, MetalLB, external-dns and cert-manager. Ingress-controller annotations
+/// (`nginx.ingress.kubernetes.io/...`, where configuration snippets live) are not among them.
+pub const DEFAULT_EXPOSE_ANNOTATION_PREFIXES: &[&str] = &[
+    "service.beta.kubernetes.io/",
+    "service.kubernetes.io/",
+    "cloud.google.com/",
+    "networking.gke.io/",
+    "metallb.universe.tf/",
+    "metallb.io/",
+    "external-dns.alpha.kubernetes.io/",
+    "cert-manager.io/",
+];
+
+/// JVM options that load code into the server's JVM.
+const JVM_CODE_OPTIONS: &[&str] = &["-javaagent", "-agentlib", "-agentpath", "-Xbootclasspath"];
+
+/// The operator-wide policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrPolicy {
+    /// Images a CR may name beyond the operator's own (`spec.image`,
+    /// `spec.resourcesOperator.image`) must start with one of these.
+    pub allowed_image_prefixes: Vec<String>,
+    /// A CR may read Secrets and ConfigMaps into the server's environment (`valueFrom`).
+    pub allow_env_value_from: bool,
+    /// A CR may load code into the JVM through `extraJvmOpts`.
+    pub allow_jvm_agents: bool,
+    /// Annotations of `spec.expose` must start with one of these.
+    pub allowed_expose_annotation_prefixes: Vec<String>,
+}
+
+impl Default for CrPolicy {
+    fn default() -> Self {
+        Self {
+            allowed_image_prefixes: Vec::new(),
+            allow_env_value_from: false,
+            allow_jvm_agents: false,
+            allowed_expose_annotation_prefixes: DEFAULT_EXPOSE_ANNOTATION_PREFIXES
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+        }
+    }
+}
+
+/// One thing a CR asks for that the policy does not allow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// `field` names `image`, neither the operator's own nor under an allowed prefix.
+    Image { field: &'static str, image: String },
+    /// `spec.container.env[name].valueFrom`.
+    EnvValueFrom { name: String },
+    /// A code-loading JVM option in `spec.container.extraJvmOpts`.
+    JvmAgent { option: String },
+    /// An annotation of `spec.expose` outside the allowed prefixes.
+    ExposeAnnotation { key: String },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::Image { field, image } => write!(
+                f,
+                "{field} '{image}' is not an image of the operator nor under an allowed prefix \
+                 (operator flag --allowed-image-prefix)"
+            ),
+            Violation::EnvValueFrom { name } => write!(
+                f,
+                "spec.container.env '{name}' reads a Secret or ConfigMap (valueFrom), which \
+                 the operator does not allow (flag --allow-env-value-from)"
+            ),
+            Violation::JvmAgent { option } => write!(
+                f,
+                "spec.container.extraJvmOpts '{option}' loads code into the server's JVM, \
+                 which the operator does not allow (flag --allow-jvm-agents)"
+            ),
+            Violation::ExposeAnnotation { key } => write!(
+                f,
+                "spec.expose.annotations '{key}' is outside the allowed prefixes (flag \
+                 --allowed-expose-annotation-prefix)"
+            ),
+        }
+    }
+}
+
+/// Every violation of `policy` by `cluster`, in the order of the spec. `own_images`: the
+/// images the operator itself would run (its version map, its resources-operator image): a
+/// CR may name them.
+pub fn check(cluster: &Infinispan, policy: &CrPolicy, own_images: &[&str]) -> Vec<Violation> {
+    let spec = &cluster.spec;
+    let mut violations = Vec::new();
+    let image_allowed = |image: &str| {
+        own_images.contains(&image)
+            || policy
+                .allowed_image_prefixes
+                .iter()
+                .any(|prefix| !prefix.is_empty() && image.starts_with(prefix.as_str()))
+    };
+    let images = [
+        ("spec.image", spec.image.as_deref()),
+        (
+            "spec.resourcesOperator.image",
+            spec.resources_operator.image.as_deref(),
+        ),
+    ];
+    for (field, image) in images {
+        if let Some(image) = image.map(str::trim).filter(|i| !i.is_empty())
+            && !image_allowed(image)
+        {
+            violations.push(Violation::Image {
+                field,
+                image: image.to_string(),
+            });
+        }
+    }
+    if let Some(container) = &spec.container {
+        if !policy.allow_env_value_from {
+            violations.extend(
+                container
+                    .env
+                    .iter()
+                    .filter(|var| var.value_from.is_some())
+                    .map(|var| Violation::EnvValueFrom {
+                        name: var.name.clone(),
+                    }),
+            );
+        }
+        if !policy.allow_jvm_agents
+            && let Some(options) = &container.extra_jvm_opts
+        {
+            violations.extend(
+                options
+                    .split_whitespace()
+                    .filter(|option| JVM_CODE_OPTIONS.iter().any(|code| option.starts_with(code)))
+                    .map(|option| Violation::JvmAgent {
+                        option: option.to_string(),
+                    }),
+            );
+        }
+    }
+    if let Some(expose) = &spec.expose {
+        violations.extend(
+            expose
+                .annotations
+                .keys()
+                .filter(|key| {
+                    !policy
+                        .allowed_expose_annotation_prefixes
+                        .iter()
+                        .any(|prefix| !prefix.is_empty() && key.starts_with(prefix.as_str()))
+                })
+                .map(|key| Violation::ExposeAnnotation { key: key.clone() }),
+        );
+    }
+    violations
+}
+
+/// The message of a refusal: every violation, one sentence each.
+pub fn message(violations: &[Violation]) -> String {
+    let all: Vec<String> = violations.iter().map(Violation::to_string).collect();
+    format!(
+        "the operator's policy refuses this CR: {}; nothing was applied",
+        all.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cluster(spec: serde_json::Value) -> Infinispan {
+        serde_json::from_value(json!({
+            "apiVersion": "infinispan.org/v2alpha1",
+            "kind": "Infinispan",
+            "metadata": {"name": "demo", "namespace": "team-a"},
+            "spec": spec,
+        }))
+        .expect("a valid CR")
+    }
+
+    const OWN: &[&str] = &["quay.io/infinispan/server:16.0.7"];
+
+    #[test]
+    fn a_plain_cr_passes() {
+        assert!(check(&cluster(json!({"replicas": 2})), &CrPolicy::default(), OWN).is_empty());
+    }
+
+    #[test]
+    fn images_must_be_the_operators_or_under_an_allowed_prefix() {
+        let cr = cluster(json!({
+            "image": "evil.example.com/miner:1",
+            "resourcesOperator": {"image": "registry.local/ro:2"},
+        }));
+        let refused = check(&cr, &CrPolicy::default(), OWN);
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        assert!(message(&refused).contains("evil.example.com/miner:1"));
+        let policy = CrPolicy {
+            allowed_image_prefixes: vec!["registry.local/".to_string()],
+            ..CrPolicy::default()
+        };
+        assert_eq!(
+            check(&cr, &policy, OWN),
+            vec![Violation::Image {
+                field: "spec.image",
+                image: "evil.example.com/miner:1".to_string()
+            }]
+        );
+        // The operator's own image may be named; an empty prefix allows nothing.
+        let own = cluster(json!({"image": "quay.io/infinispan/server:16.0.7"}));
+        let empty = CrPolicy {
+            allowed_image_prefixes: vec![String::new()],
+            ..CrPolicy::default()
+        };
+        assert!(check(&own, &empty, OWN).is_empty());
+        assert_eq!(check(&cr, &empty, OWN).len(), 2);
+    }
+
+    #[test]
+    fn value_from_and_jvm_agents_are_refused_unless_allowed() {
+        let cr = cluster(json!({"container": {
+            "env": [
+                {"name": "PLAIN", "value": "x"},
+                {"name": "STOLEN", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
+            ],
+            "extraJvmOpts": "-Xmx1g -javaagent:/tmp/a.jar -agentpath:/x.so -XX:+UseG1GC",
+        }}));
+        let refused = check(&cr, &CrPolicy::default(), OWN);
+        assert_eq!(
+            refused,
+            vec![
+                Violation::EnvValueFrom {
+                    name: "STOLEN".to_string()
+                },
+                Violation::JvmAgent {
+                    option: "-javaagent:/tmp/a.jar".to_string()
+                },
+                Violation::JvmAgent {
+                    option: "-agentpath:/x.so".to_string()
+                },
+            ]
+        );
+        let open = CrPolicy {
+            allow_env_value_from: true,
+            allow_jvm_agents: true,
+            ..CrPolicy::default()
+        };
+        assert!(check(&cr, &open, OWN).is_empty());
+    }
+
+    #[test]
+    fn expose_annotations_must_be_under_an_allowed_prefix() {
+        let cr = cluster(json!({"expose": {"type": "Ingress", "annotations": {
+            "cert-manager.io/cluster-issuer": "letsencrypt",
+            "nginx.ingress.kubernetes.io/configuration-snippet": "more_set_headers x;",
+        }}}));
+        assert_eq!(
+            check(&cr, &CrPolicy::default(), OWN),
+            vec![Violation::ExposeAnnotation {
+                key: "nginx.ingress.kubernetes.io/configuration-snippet".to_string()
+            }]
+        );
+    }
+}
