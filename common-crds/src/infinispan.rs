@@ -123,6 +123,24 @@ pub struct InfinispanSpec {
     /// The cluster's NetworkPolicy: who may reach its pods.
     #[serde(default)]
     pub network_policy: NetworkPolicySpec,
+
+    /// Other clusters of the namespace whose Backups a Restore may write into this cluster
+    /// (`*`: any); its own Backups always. A Restore of another cluster's Backup waits
+    /// (`RestoreNotAccepted`) until this list names that cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accept_restores_from: Vec<String>,
+}
+
+impl InfinispanSpec {
+    /// Whether a Restore of a Backup of cluster `source` may write into this cluster (named
+    /// `own_name`).
+    pub fn accepts_restores_from(&self, own_name: &str, source: &str) -> bool {
+        source == own_name
+            || self
+                .accept_restores_from
+                .iter()
+                .any(|accepted| accepted == "*" || accepted == source)
+    }
 }
 
 /// The NetworkPolicy the operator keeps for a cluster (named like the cluster): the JGroups
@@ -482,4 +500,22 @@ pub struct InfinispanStatus {
     /// cluster (keys username and password).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator_credentials_secret: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_takes_its_own_backups_and_those_it_names() {
+        let spec = |accepted: &[&str]| -> InfinispanSpec {
+            serde_json::from_value(serde_json::json!({ "acceptRestoresFrom": accepted }))
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert!(spec(&[]).accepts_restores_from("b", "b"));
+        assert!(!spec(&[]).accepts_restores_from("b", "a"));
+        assert!(spec(&["a"]).accepts_restores_from("b", "a"));
+        assert!(!spec(&["a"]).accepts_restores_from("b", "c"));
+        assert!(spec(&["*"]).accepts_restores_from("b", "c"));
+    }
 }

@@ -637,8 +637,27 @@ async fn object_by_object(h: &mut Harness) -> anyhow::Result<()> {
         "the archive on the source"
     );
 
-    // Restore into the other server, through the operator (no shared filesystem).
+    // Restore into the other server, through the operator (no shared filesystem). The target
+    // takes another cluster's data only once it says so.
     h.restore("into-target", "target", "full", None).await?;
+    let c = h
+        .restore_condition("into-target", "Complete", "RestoreNotAccepted")
+        .await?;
+    ensure!(
+        c.message.contains("spec.acceptRestoresFrom") && c.message.contains("source"),
+        "{c:?}"
+    );
+    ensure!(
+        target.list_restores().await?.is_empty(),
+        "a restore ran on the target before it accepted"
+    );
+    h.api::<Infinispan>()
+        .patch(
+            "target",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"acceptRestoresFrom": ["source"]}})),
+        )
+        .await?;
     let restore = h.restore_phase("into-target", Phase::Succeeded).await?;
     let rstatus = restore.status.clone().context("status")?;
     ensure!(

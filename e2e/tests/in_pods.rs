@@ -835,7 +835,13 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
         ..
     } = install("in-pods", "pods-backup").await?;
     apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
-    apply_cluster(&clusters, "restored", json!({"replicas": 1})).await?;
+    // The target takes restores of `demo`'s Backups (docs/backup-restore.md).
+    apply_cluster(
+        &clusters,
+        "restored",
+        json!({"replicas": 1, "acceptRestoresFrom": ["demo"]}),
+    )
+    .await?;
     let source = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
     let target = wait_cluster_ready(&client, &clusters, "restored", 1).await?;
 

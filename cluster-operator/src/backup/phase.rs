@@ -168,6 +168,9 @@ pub enum Waiting {
     InvalidConfiguration,
     /// The Restore's schemas step (its proto schemas, restored before the rest) still runs.
     RestoringSchemas,
+    /// The target cluster does not accept restores of the source cluster's Backups (its
+    /// `spec.acceptRestoresFrom`).
+    RestoreNotAccepted,
 }
 
 impl Waiting {
@@ -185,6 +188,7 @@ impl Waiting {
             Self::LocalStorage => "LocalStorage",
             Self::InvalidConfiguration => "InvalidConfiguration",
             Self::RestoringSchemas => "RestoringSchemas",
+            Self::RestoreNotAccepted => "RestoreNotAccepted",
         }
     }
 }

@@ -152,6 +152,17 @@ async fn start(restore: &Restore, job: &str, ctx: &Context) -> Result<Observatio
         });
     };
     let source_name = &backup.spec.cluster;
+    // Another cluster's data goes only into a cluster that says it takes it.
+    if !target.spec.accepts_restores_from(target_name, source_name) {
+        return Ok(Observation::Waiting {
+            why: Waiting::RestoreNotAccepted,
+            message: format!(
+                "the cluster {target_name} does not accept restores of cluster {source_name}'s \
+                 Backups: add {source_name} (or \"*\") to {target_name}'s \
+                 spec.acceptRestoresFrom"
+            ),
+        });
+    }
     let Some(source) = cluster(ctx, &namespace, source_name).await? else {
         return Ok(Observation::Failed {
             why: Failure::ArchiveUnavailable,
