@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stats::{Percentiles, median, per, ratio};
 
@@ -32,19 +32,24 @@ pub const MAX_SERVER_PER_OBJECT: f64 = 6.0;
 pub const MAX_LISTS_PER_PHASE: u64 = 30;
 /// Resident memory of the operator at 5,000 caches (large profile).
 pub const MAX_RSS_KIB_AT_5000: u64 = 32 * 1024;
+/// The name of that check: the chart draws the target only in runs that had it.
+pub const RSS_CHECK: &str = "operator RSS at N";
 
 /// A time of the operator beside its floor, in seconds: each measured several times in the
 /// same run (a single sample of a phase under a second is mostly noise), compared by their
 /// medians.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timed {
     /// The median of `operator_runs_s`.
     pub operator_s: f64,
     /// The median of `floor_runs_s`.
     pub floor_s: f64,
-    /// Every measurement of the operator, in the order taken.
+    /// Every measurement of the operator, in the order taken (not in the results of runs
+    /// before the repetitions).
+    #[serde(default)]
     pub operator_runs_s: Vec<f64>,
     /// Every measurement of the floor, in the order taken.
+    #[serde(default)]
     pub floor_runs_s: Vec<f64>,
 }
 
@@ -65,7 +70,7 @@ impl Timed {
 }
 
 /// Requests one phase cost, counted outside the operator.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PhaseCost {
     /// Objects (or changes) the phase handled.
     pub objects: u64,
@@ -112,7 +117,7 @@ impl PhaseCost {
 }
 
 /// The steady flow of server-side changes.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Steady {
     pub rate_per_s: f64,
     pub seconds: f64,
@@ -144,13 +149,15 @@ pub struct Steady {
     /// The REST change itself (request to response).
     pub rest_change: Percentiles,
     pub cost: PhaseCost,
-    /// The operator's own histograms over the phase (a diagnosis, not checked).
+    /// The operator's own histograms over the phase (a diagnosis, not checked; not in the
+    /// results of the first runs).
+    #[serde(default)]
     pub operator_histograms: OperatorHistograms,
 }
 
 /// Bucket bounds (seconds) of p50 and p99 of the operator's own histograms in a phase: from a
 /// server event to the CR write it caused, and whole reconciles. `None`: no observation.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OperatorHistograms {
     pub event_to_cr_p50_s: Option<f64>,
     pub event_to_cr_p99_s: Option<f64>,
@@ -174,7 +181,7 @@ impl OperatorHistograms {
 }
 
 /// Memory of the operator process.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
     /// RSS with no object at all, settled.
     pub idle_kib: u64,
@@ -187,7 +194,7 @@ pub struct Memory {
 }
 
 /// Everything measured for one N.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SizeResult {
     pub n: usize,
     pub startup: Timed,
@@ -201,12 +208,14 @@ pub struct SizeResult {
     pub steady: Option<Steady>,
     pub memory: Memory,
     /// The drift check's list of every cache and template definition, with the 2N caches on
-    /// the server (the operator sends it every `--drift-check-interval`, 60 s by default).
+    /// the server (the operator sends it every `--drift-check-interval`, 60 s by default). Not
+    /// in the results of runs before it was measured.
+    #[serde(default)]
     pub drift_list: DriftList,
 }
 
 /// One request of the drift check, as the operator sends it, timed by the bench.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DriftList {
     /// Definitions listed (caches and templates).
     pub objects: usize,
@@ -219,7 +228,7 @@ pub struct DriftList {
 }
 
 /// One check of a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     pub n: Option<usize>,
     pub what: String,
@@ -332,7 +341,7 @@ pub fn checks(sizes: &[SizeResult], large: bool) -> Vec<Check> {
         if large && size.n >= 5000 {
             out.push(check(
                 n,
-                "operator RSS at N",
+                RSS_CHECK,
                 format!("{:.1} MiB", size.memory.at_n_kib as f64 / 1024.0),
                 format!("< {} MiB", MAX_RSS_KIB_AT_5000 / 1024),
                 size.memory.at_n_kib > 0 && size.memory.at_n_kib < MAX_RSS_KIB_AT_5000,

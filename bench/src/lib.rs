@@ -3,11 +3,12 @@
 //! counted outside the operator (the API server's audit log and priority-and-fairness counters,
 //! a counting proxy in front of the Infinispan server), the operator's memory and CPU.
 //!
-//! The pure parts (statistics, parsing, matching, checks, report) are unit-tested; `run`
+//! The pure parts (statistics, parsing, matching, checks, report, chart) are unit-tested; `run`
 //! drives the testbed.
 
 pub mod apf;
 pub mod audit;
+pub mod chart;
 pub mod figures;
 pub mod httpcount;
 pub mod machine;

@@ -1,8 +1,8 @@
 //! The machine a run was made on, the commit, and the date (UTC), for the report.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
     pub nproc: usize,
     pub memory_gib: f64,

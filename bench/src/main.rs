@@ -1,14 +1,15 @@
 //! `bench`: the resources operator's benchmark (`make bench`). See `docs/benchmark.md`.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use bench::chart;
 use bench::figures::checks;
 use bench::machine::{self, Machine};
 use bench::report::{self, Run};
 use bench::run::{self, Options};
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Profile {
@@ -19,11 +20,13 @@ enum Profile {
 }
 
 /// Measures the resources operator against its floors on the running testbed, prints the
-/// table, writes it to the doc and appends the raw figures to the results file. Exits non-zero
-/// when an in-run check is not met.
+/// table, writes it and the run's chart to the doc and appends the raw figures to the results
+/// file. Exits non-zero when an in-run check is not met.
 #[derive(Debug, Parser)]
-#[command(name = "bench")]
+#[command(name = "bench", args_conflicts_with_subcommands = true)]
 struct Cli {
+    #[command(subcommand)]
+    action: Option<Action>,
     #[arg(long, value_enum, default_value_t = Profile::Standard)]
     profile: Profile,
     /// Sizes to run instead of the profile's (e.g. `--sizes 100` for a quick run).
@@ -48,10 +51,11 @@ struct Cli {
     /// Appends one JSON line per run here (relative to the repository root).
     #[arg(long, default_value = "bench/results.jsonl")]
     results: PathBuf,
-    /// Writes the tables between the markers of this doc (relative to the repository root).
+    /// Writes the tables between the markers of this doc (relative to the repository root),
+    /// and the run's chart beside it (the same name, `.svg`).
     #[arg(long, default_value = "docs/benchmark.md")]
     doc: PathBuf,
-    /// Neither the results file nor the doc is written.
+    /// Neither the results file nor the doc and its chart is written.
     #[arg(long)]
     dry_run: bool,
     /// The command line to record (what `make bench` ran).
@@ -59,10 +63,48 @@ struct Cli {
     command: String,
 }
 
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Renders the chart of a run already in the results file, without a testbed (`make
+    /// bench` writes it itself).
+    Chart {
+        /// The results file (relative to the repository root).
+        #[arg(long, default_value = "bench/results.jsonl")]
+        from: PathBuf,
+        /// `last`, or the run's line number in the file (1: the first).
+        #[arg(long, default_value = "last")]
+        run: String,
+        /// The SVG to write (relative to the repository root).
+        #[arg(long, default_value = "docs/benchmark.svg")]
+        out: PathBuf,
+    },
+}
+
+/// `bench chart`: the chart of a run of the results file.
+fn chart_from_results(repo: &Path, from: &Path, which: &str, out: &Path) -> anyhow::Result<()> {
+    let from = repo.join(from);
+    let text =
+        std::fs::read_to_string(&from).with_context(|| format!("reading {}", from.display()))?;
+    let run = chart::pick_run(&text, which).with_context(|| from.display().to_string())?;
+    let out = repo.join(out);
+    std::fs::write(&out, chart::render(&run))
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!(
+        "bench: chart of the run of {} (commit {}) written to {}",
+        run.date,
+        run.commit,
+        out.display()
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let repo = e2e::repo_root();
+    if let Some(Action::Chart { from, run, out }) = &cli.action {
+        return chart_from_results(&repo, from, run, out);
+    }
     let large = cli.profile == Profile::Large;
     let sizes = cli.sizes.clone().unwrap_or_else(|| {
         if large {
@@ -95,7 +137,14 @@ async fn main() -> anyhow::Result<()> {
         checks,
         passed,
     };
-    let section = report::section(&run);
+    // The chart beside the doc, linked by its file name from the section.
+    let doc_path = repo.join(&cli.doc);
+    let chart_path = doc_path.with_extension("svg");
+    let chart_name = chart_path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .filter(|_| !cli.dry_run);
+    let section = report::section(&run, chart_name.as_deref());
     println!("{section}");
     if !cli.dry_run {
         let results_path = repo.join(&cli.results);
@@ -105,14 +154,17 @@ async fn main() -> anyhow::Result<()> {
             .open(&results_path)
             .with_context(|| format!("opening {}", results_path.display()))?;
         writeln!(file, "{}", serde_json::to_string(&run)?)?;
-        let doc_path = repo.join(&cli.doc);
+        // Before the doc, so the doc never links a chart that is not there.
+        std::fs::write(&chart_path, chart::render(&run))
+            .with_context(|| format!("writing {}", chart_path.display()))?;
         let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
         std::fs::write(&doc_path, report::splice(&doc, &section))
             .with_context(|| format!("writing {}", doc_path.display()))?;
         eprintln!(
-            "bench: results appended to {}, tables written to {}",
+            "bench: results appended to {}, tables written to {}, chart to {}",
             results_path.display(),
-            doc_path.display()
+            doc_path.display(),
+            chart_path.display()
         );
     }
     if !passed {

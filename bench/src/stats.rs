@@ -1,9 +1,9 @@
 //! Percentiles of latency samples (nearest rank), in milliseconds.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// p50, p99 and max of a set of samples, with their count.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     pub count: usize,
     pub p50_ms: f64,
