@@ -158,6 +158,16 @@ pub struct RunArgs {
     #[arg(long, env = "CLUSTER_OPERATOR_ARCHIVE_DIR")]
     pub archive_dir: Option<PathBuf>,
 
+    /// The largest Restore archive the operator downloads into --archive-dir, in bytes; a
+    /// larger one fails the Restore (`ArchiveTooLarge`). Keep it under the directory's free
+    /// space (in a pod: the emptyDir's size limit).
+    #[arg(
+        long,
+        env = "CLUSTER_OPERATOR_ARCHIVE_MAX_BYTES",
+        default_value_t = crate::backup::DEFAULT_ARCHIVE_MAX_BYTES
+    )]
+    pub archive_max_bytes: u64,
+
     /// Address of the HTTP endpoint serving /metrics, /healthz and /readyz.
     #[arg(
         long,

@@ -219,7 +219,10 @@ fn check(args: &RunArgs) -> Result<Checked, RunError> {
         })?;
         servers = servers.with_ca_bundle_pem(pem);
     }
-    let mut backup = backup::Settings::default();
+    let mut backup = backup::Settings {
+        archive_max_bytes: args.archive_max_bytes,
+        ..backup::Settings::default()
+    };
     if let Some(dir) = &args.archive_dir {
         backup.archive_dir = dir.clone();
     }

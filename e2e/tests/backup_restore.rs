@@ -75,6 +75,16 @@ impl Harness {
     /// Starts the controllers, reaching the clusters `name -> url` of the test's namespace at
     /// those URLs.
     async fn start(&mut self, urls: &[(&str, String)]) -> anyhow::Result<()> {
+        self.start_bounded(urls, backup::DEFAULT_ARCHIVE_MAX_BYTES)
+            .await
+    }
+
+    /// [`Harness::start`] with the largest archive a Restore downloads.
+    async fn start_bounded(
+        &mut self,
+        urls: &[(&str, String)],
+        archive_max_bytes: u64,
+    ) -> anyhow::Result<()> {
         let client = e2e::client_from_kubeconfig(&self.identity.kubeconfig).await?;
         let addresses =
             ServerAddresses::from_entries(urls.iter().map(|(name, url)| ServerAddress {
@@ -93,6 +103,7 @@ impl Harness {
         let ns = &self.ns.name;
         let settings = Settings {
             archive_dir: self.archive_dir.clone(),
+            archive_max_bytes,
             stats: self.stats.clone(),
             ..Settings::default()
         };
@@ -984,6 +995,35 @@ async fn failures(h: &mut Harness) -> anyhow::Result<()> {
         .restore_condition("after-restart", "Failed", "ArchiveUnavailable")
         .await?;
     ensure!(c.message.contains("restarted"), "{c:?}");
+    // An archive larger than the operator downloads: the Restore fails saying which settings to
+    // raise, and nothing is left in the archive directory (no eviction of a full /tmp).
+    h.backup("for-a-small-bound", "late", None).await?;
+    h.backup_phase("for-a-small-bound", Phase::Succeeded)
+        .await?;
+    h.stop().await?;
+    h.start_bounded(
+        &[
+            ("down", down.url()),
+            ("wrong-password", node.0.url()),
+            ("no-credentials", node.0.url()),
+            ("late", node.0.url()),
+        ],
+        1024,
+    )
+    .await?;
+    h.restore("too-large", "late", "for-a-small-bound", None)
+        .await?;
+    let c = h
+        .restore_condition("too-large", "Failed", "ArchiveTooLarge")
+        .await?;
+    ensure!(
+        c.message.contains("1024 bytes") && c.message.contains("tmpSizeLimit"),
+        "{c:?}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&h.archive_dir)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    ensure!(left.is_empty(), "archive files left: {left:?}");
     // Deleting that Backup now: the server has nothing to delete, the finalizer goes anyway.
     h.api::<Backup>()
         .delete("before-its-cluster", &DeleteParams::default())

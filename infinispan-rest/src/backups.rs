@@ -181,6 +181,20 @@ impl Client {
     where
         W: tokio::io::AsyncWrite + Unpin + ?Sized,
     {
+        self.download_backup_bounded(name, out, u64::MAX).await
+    }
+
+    /// [`Client::download_backup_to`], up to `limit` bytes: a larger archive ends the download
+    /// with [`Error::ResponseTooLarge`] (what was written stays for the caller to delete).
+    pub async fn download_backup_bounded<W>(
+        &self,
+        name: &str,
+        out: &mut W,
+        limit: u64,
+    ) -> Result<u64, Error>
+    where
+        W: tokio::io::AsyncWrite + Unpin + ?Sized,
+    {
         use tokio::io::AsyncWriteExt;
 
         let what = format!("download backup '{name}'");
@@ -224,10 +238,17 @@ impl Client {
             let Ok(data) = frame.into_data() else {
                 continue; // trailers
             };
+            written += data.len() as u64;
+            if written > limit {
+                return Err(Error::ResponseTooLarge {
+                    what,
+                    limit: usize::try_from(limit).unwrap_or(usize::MAX),
+                    setting: "the archive bound of the caller",
+                });
+            }
             out.write_all(&data)
                 .await
                 .map_err(|e| Error::local(&what, format!("writing the archive: {e}")))?;
-            written += data.len() as u64;
         }
         out.flush()
             .await

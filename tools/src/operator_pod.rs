@@ -23,6 +23,10 @@ pub const METRICS_PORT_NAME: &str = "metrics";
 /// Where the operator's writable scratch space (Restore archives in transit) is mounted: the
 /// root filesystem is read-only.
 pub const TMP_DIR: &str = "/tmp";
+/// Size limit of the `/tmp` emptyDir, where a Restore keeps its archive: above the operator's
+/// default archive bound (`cluster_operator::backup::DEFAULT_ARCHIVE_MAX_BYTES`), so a too
+/// large archive fails its Restore (`ArchiveTooLarge`) before the kubelet evicts the pod.
+pub const TMP_SIZE_LIMIT: &str = "2Gi";
 
 /// An HTTP probe on the metrics port.
 fn probe(path: &str, initial_delay_seconds: Option<i32>, period_seconds: i32) -> Probe {
@@ -76,7 +80,7 @@ pub fn operator_container() -> Container {
 }
 
 /// The operator's pod: [`operator_container`], the restricted pod security context, the
-/// ServiceAccount's token mounted, no service links, `/tmp` an emptyDir without a size limit.
+/// ServiceAccount's token mounted, no service links, `/tmp` an emptyDir of [`TMP_SIZE_LIMIT`].
 /// No ServiceAccount name, pull secrets or scheduling: each installer sets those its own way.
 pub fn operator_pod() -> PodSpec {
     PodSpec {
@@ -90,7 +94,12 @@ pub fn operator_pod() -> PodSpec {
         }),
         volumes: Some(vec![Volume {
             name: "tmp".to_string(),
-            empty_dir: Some(EmptyDirVolumeSource::default()),
+            empty_dir: Some(EmptyDirVolumeSource {
+                size_limit: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+                    TMP_SIZE_LIMIT.to_string(),
+                )),
+                ..EmptyDirVolumeSource::default()
+            }),
             ..Volume::default()
         }]),
         ..PodSpec::default()

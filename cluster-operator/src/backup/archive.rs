@@ -306,6 +306,7 @@ impl ArchiveFile {
         &self,
         source: &infinispan_rest::Client,
         backup_job: &str,
+        limit: u64,
     ) -> Result<u64, infinispan_rest::Error> {
         let local = |e: std::io::Error| infinispan_rest::Error::Local {
             what: format!("the archive file {}", self.path.display()),
@@ -315,7 +316,9 @@ impl ArchiveFile {
             tokio::fs::create_dir_all(dir).await.map_err(local)?;
         }
         let mut file = tokio::fs::File::create(&self.path).await.map_err(local)?;
-        let written = source.download_backup_to(backup_job, &mut file).await?;
+        let written = source
+            .download_backup_bounded(backup_job, &mut file, limit)
+            .await?;
         file.sync_all().await.map_err(local)?;
         Ok(written)
     }

@@ -126,12 +126,20 @@ impl Stats {
     }
 }
 
+/// Default of [`Settings::archive_max_bytes`]: under the Helm chart's default /tmp size limit
+/// (2Gi), with room for the operator's own files.
+pub const DEFAULT_ARCHIVE_MAX_BYTES: u64 = 1_900 * 1024 * 1024;
+
 /// What [`run`] needs beyond the clients.
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Where restores keep an archive between download and upload (default: the system
     /// temporary directory).
     pub archive_dir: PathBuf,
+    /// The largest archive a Restore downloads ([`DEFAULT_ARCHIVE_MAX_BYTES`]): a larger one
+    /// fails the Restore (`ArchiveTooLarge`) before it fills the archive directory (in a pod,
+    /// an emptyDir whose size limit would evict the operator).
+    pub archive_max_bytes: u64,
     /// Who publishes the Events.
     pub reporter: Reporter,
     /// Reconciles running at once, per controller.
@@ -144,6 +152,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             archive_dir: std::env::temp_dir(),
+            archive_max_bytes: DEFAULT_ARCHIVE_MAX_BYTES,
             reporter: Reporter {
                 controller: CLUSTER_OPERATOR_FIELD_MANAGER.to_string(),
                 instance: std::env::var("POD_NAME").ok(),
@@ -210,6 +219,7 @@ pub(crate) struct Context {
     client: kube::Client,
     servers: Arc<Servers>,
     archive_dir: PathBuf,
+    archive_max_bytes: u64,
     recorder: Recorder,
     slots: JobSlots,
     /// Retries so far per object uid (reset on progress).
@@ -501,6 +511,7 @@ pub async fn run(
 ) {
     let Settings {
         archive_dir,
+        archive_max_bytes,
         reporter,
         concurrency,
         stats,
@@ -579,6 +590,7 @@ pub async fn run(
         client,
         servers,
         archive_dir,
+        archive_max_bytes,
         slots: JobSlots::default(),
         retries: Mutex::default(),
         backups: backup_store,

@@ -210,6 +210,8 @@ pub enum Failure {
     InvalidSelection,
     /// The downloaded archive is not a readable zip.
     InvalidArchive,
+    /// The archive is larger than the operator downloads (its archive bound).
+    ArchiveTooLarge,
 }
 
 impl Failure {
@@ -222,6 +224,7 @@ impl Failure {
             Self::ArchiveUnavailable => "ArchiveUnavailable",
             Self::InvalidSelection => "InvalidSelection",
             Self::InvalidArchive => "InvalidArchive",
+            Self::ArchiveTooLarge => "ArchiveTooLarge",
         }
     }
 }

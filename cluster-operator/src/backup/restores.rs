@@ -281,8 +281,24 @@ impl Transfer<'_> {
             Err(error) => return rest_waiting(target_context, &error).into(),
         }
         let file = ArchiveFile::new(&ctx.archive_dir, job);
-        let size = match file.download(source, backup_job).await {
+        let size = match file
+            .download(source, backup_job, ctx.archive_max_bytes)
+            .await
+        {
             Ok(size) => size,
+            Err(RestError::ResponseTooLarge { .. }) => {
+                return Observation::Failed {
+                    why: Failure::ArchiveTooLarge,
+                    message: format!(
+                        "the archive of backup job {backup_job} on cluster {source_name} is \
+                         larger than {} bytes, the most the operator downloads: raise \
+                         --archive-max-bytes (Helm: archiveMaxBytes) together with the size \
+                         limit of its archive directory (Helm: tmpSizeLimit)",
+                        ctx.archive_max_bytes
+                    ),
+                }
+                .into();
+            }
             Err(RestError::NotFound { .. }) => {
                 return Observation::Failed {
                     why: Failure::ArchiveUnavailable,
