@@ -1,6 +1,8 @@
 //! The small HTTP endpoint of an operator process: `/metrics` (the text exposition of the
-//! operator's Prometheus registry), `/healthz` (200 while the process serves) and `/readyz`
-//! (200 once [`Readiness`] says so, else 503 with what the process waits for).
+//! operator's Prometheus registry), `/healthz` (200 while the process can do its work; 503 with
+//! the reason once a part of it stopped for good, [`Readiness::fail`], so that the kubelet
+//! restarts it) and `/readyz` (200 once [`Readiness`] says so, else 503 with what the process
+//! waits for).
 //!
 //! A minimal HTTP/1.1 responder on a Tokio listener (GET only, one request per connection):
 //! operators need nothing more and it keeps the binaries small. Bounded: at most
@@ -38,6 +40,8 @@ pub struct Readiness {
     parts: Arc<AtomicUsize>,
     /// The body of `/readyz` while not ready.
     waiting_for: &'static str,
+    /// Why the process can no longer do its work (set once).
+    failed: Arc<std::sync::OnceLock<String>>,
 }
 
 impl Default for Readiness {
@@ -54,7 +58,25 @@ impl Readiness {
             expected: Arc::default(),
             parts: Arc::default(),
             waiting_for,
+            failed: Arc::default(),
         }
+    }
+
+    /// A part of the process stopped for good (e.g. a controller or a stream whose task
+    /// ended): `/healthz` and `/readyz` answer 503 with `reason` from now on, so that the
+    /// kubelet restarts the process. The first reason stays.
+    pub fn fail(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        tracing::error!(
+            reason,
+            "a part of the operator stopped: /healthz fails from now on"
+        );
+        let _ = self.failed.set(reason);
+    }
+
+    /// Why the process can no longer do its work, once it cannot.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.get().map(String::as_str)
     }
 
     /// Ready as a whole.
@@ -146,6 +168,9 @@ fn respond(
     readiness: &Readiness,
 ) -> (&'static str, &'static str, String) {
     const TEXT: &str = "text/plain; charset=utf-8";
+    if let (Some(reason), "/healthz" | "/readyz") = (readiness.failure(), path) {
+        return ("503 Service Unavailable", TEXT, format!("{reason}\n"));
+    }
     match path {
         "/metrics" => ("200 OK", "text/plain; version=0.0.4", render(registry)),
         "/healthz" => ("200 OK", TEXT, "ok\n".to_string()),
@@ -174,6 +199,21 @@ mod tests {
         assert_eq!(respond("/readyz", &registry, &readiness).0, "200 OK");
         assert_eq!(respond("/healthz", &registry, &readiness).0, "200 OK");
         assert_eq!(respond("/nope", &registry, &readiness).0, "404 Not Found");
+    }
+
+    #[test]
+    fn a_failed_part_fails_healthz_and_readyz_with_its_reason() {
+        let registry = Registry::new();
+        let readiness = Readiness::default();
+        readiness.set_ready();
+        readiness.fail("the config stream stopped");
+        readiness.fail("a second reason");
+        for path in ["/healthz", "/readyz"] {
+            let (status, _, body) = respond(path, &registry, &readiness);
+            assert_eq!(status, "503 Service Unavailable", "{path}");
+            assert_eq!(body, "the config stream stopped\n", "{path}");
+        }
+        assert_eq!(respond("/metrics", &registry, &readiness).0, "200 OK");
     }
 
     #[test]

@@ -289,6 +289,7 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
         &metrics,
         &rest,
         args.drift_check_interval,
+        &parts.readiness,
     );
     let (resume_tx, resume) = futures::channel::oneshot::channel::<()>();
     let retire = Retire {
@@ -369,6 +370,7 @@ fn spawn_streams(
     metrics: &Metrics,
     rest: &infinispan_rest::Client,
     drift_interval: Duration,
+    readiness: &Readiness,
 ) -> Vec<AbortOnDrop<()>> {
     streams
         .into_iter()
@@ -385,7 +387,7 @@ fn spawn_streams(
                     let source: Box<dyn DocumentSource> = Box::new((rest.clone(), documents));
                     (source, drift::Timing::every(drift_interval))
                 });
-            AbortOnDrop(tokio::spawn(stream::run(
+            let run = stream::run(
                 stream.name,
                 stream.sinks,
                 others,
@@ -394,7 +396,16 @@ fn spawn_streams(
                 stream.events,
                 stream.owns_epoch.then(|| rest.clone()),
                 drift::Watch::new(source),
-            )))
+            );
+            // A stream ends only when its CR store is gone: nothing of its kinds is synced
+            // any more, so the process is no longer healthy (the kubelet restarts it).
+            let (name, readiness) = (stream.name, readiness.clone());
+            AbortOnDrop(tokio::spawn(async move {
+                run.await;
+                readiness.fail(format!(
+                    "the {name} stream stopped: its kinds are not synced"
+                ));
+            }))
         })
         .collect()
 }
