@@ -26,6 +26,12 @@ use serde::{Deserialize, Serialize};
     category = "infinispan-all",
     status = "InfinispanStatus",
     derive = "PartialEq",
+    // Two clusters whose objects would share names (cluster `a`'s Services `a-ping` and
+    // `a-operator` are the client Services of clusters `a-ping` and `a-operator`).
+    validation = kube::core::Rule::new(
+        "!self.metadata.name.endsWith('-ping') && !self.metadata.name.endsWith('-operator')"
+    )
+    .message("an Infinispan name must not end with -ping or -operator: the operator names the objects of cluster <c> <c>-ping and <c>-operator, which would be another cluster's"),
     doc = "An Infinispan cluster, deployed and run by the cluster operator. Resources on the server (caches, templates, counters, schemas, tasks) are CRs of their own, labelled infinispan.org/cluster=<this name>, kept in sync by the cluster's resources operator.",
     scale(
         spec_replicas_path = ".spec.replicas",
