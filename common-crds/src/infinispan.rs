@@ -26,12 +26,12 @@ use serde::{Deserialize, Serialize};
     category = "infinispan-all",
     status = "InfinispanStatus",
     derive = "PartialEq",
-    // Two clusters whose objects would share names (cluster `a`'s Services `a-ping` and
-    // `a-operator` are the client Services of clusters `a-ping` and `a-operator`).
+    // Two clusters whose objects would share names (cluster `a`'s Services `a-ping`,
+    // `a-operator` and `a-external` are the client Services of clusters of those names).
     validation = kube::core::Rule::new(
-        "!self.metadata.name.endsWith('-ping') && !self.metadata.name.endsWith('-operator')"
+        "!['-ping', '-operator', '-external'].exists(s, self.metadata.name.endsWith(s))"
     )
-    .message("an Infinispan name must not end with -ping or -operator: the operator names the objects of cluster <c> <c>-ping and <c>-operator, which would be another cluster's"),
+    .message("an Infinispan name must not end with -ping, -operator or -external: the operator gives cluster <c> Services of those names, which would be another cluster's"),
     doc = "An Infinispan cluster, deployed and run by the cluster operator. Resources on the server (caches, templates, counters, schemas, tasks) are CRs of their own, labelled infinispan.org/cluster=<this name>, kept in sync by the cluster's resources operator.",
     scale(
         spec_replicas_path = ".spec.replicas",

@@ -357,10 +357,10 @@ async fn schema_and_cel_rules_reject_invalid_crs() -> anyhow::Result<()> {
     }
     // Names whose objects would be another cluster's (`a-ping` is cluster `a`'s headless
     // Service and cluster `a-ping`'s client Service).
-    for name in ["demo-ping", "demo-operator"] {
+    for name in ["demo-ping", "demo-operator", "demo-external"] {
         let obj = object("Infinispan", name, json!({}), json!({}))?;
         match rejected(&api(&client, &ns.name, "Infinispan"), &obj).await {
-            Ok(message) if message.contains("must not end with -ping or -operator") => {}
+            Ok(message) if message.contains("must not end with -ping, -operator or -external") => {}
             Ok(message) => failures.push(format!("Infinispan {name}: message {message:?}")),
             Err(error) => failures.push(format!("Infinispan {name}: {error:#}")),
         }
