@@ -10,7 +10,6 @@ use common_crds::infinispan::EncryptionType;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::PostParams;
-use sha2::{Digest, Sha256};
 
 use super::credentials;
 use super::status::Problem;
@@ -185,20 +184,21 @@ async fn get_or_create(
     }
 }
 
-/// The first 16 hex characters of a SHA-256 over the Secret's keys and values.
+/// What changes whenever the Secret does: its uid and resourceVersion (a recreated Secret has a
+/// new uid; every write gives a new resourceVersion). Nothing derived from its data, so the
+/// annotation it ends up in (the resources operator's rollout hash, readable by whoever may
+/// read the Deployment) says nothing about the password: a hash of the data, even truncated,
+/// lets a reader test password guesses offline.
 fn revision(secret: &Secret) -> String {
-    let mut hash = Sha256::new();
-    for (key, value) in secret.data.iter().flatten() {
-        hash.update(key.as_bytes());
-        hash.update([0]);
-        hash.update(&value.0);
-        hash.update([0]);
-    }
-    hash.finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    format!(
+        "{}/{}",
+        secret.metadata.uid.as_deref().unwrap_or_default(),
+        secret
+            .metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or_default()
+    )
 }
 
 #[cfg(test)]
@@ -208,17 +208,26 @@ mod tests {
     use std::collections::BTreeMap;
 
     #[test]
-    fn revision_changes_with_the_data_only() {
-        let secret = |password: &str| Secret {
+    fn the_revision_follows_the_secret_and_says_nothing_of_its_data() {
+        let secret = |uid: &str, version: &str, password: &str| Secret {
+            metadata: kube::api::ObjectMeta {
+                uid: Some(uid.to_string()),
+                resource_version: Some(version.to_string()),
+                ..Default::default()
+            },
             data: Some(BTreeMap::from([(
                 "password".to_string(),
                 ByteString(password.as_bytes().to_vec()),
             )])),
             ..Secret::default()
         };
-        assert_eq!(revision(&secret("a")), revision(&secret("a")));
-        assert_ne!(revision(&secret("a")), revision(&secret("b")));
-        assert_eq!(revision(&secret("a")).len(), 16);
-        assert!(!revision(&secret("secret-value")).contains("secret"));
+        let first = revision(&secret("u1", "10", "secret-value"));
+        assert_eq!(first, revision(&secret("u1", "10", "secret-value")));
+        // A write (the password rotated) or a recreated Secret: a new revision.
+        assert_ne!(first, revision(&secret("u1", "11", "other")));
+        assert_ne!(first, revision(&secret("u2", "10", "secret-value")));
+        // Nothing of the data: the same revision whatever the password.
+        assert_eq!(first, revision(&secret("u1", "10", "guess")));
+        assert!(!first.contains("secret"));
     }
 }
