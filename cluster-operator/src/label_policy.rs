@@ -1,8 +1,8 @@
 //! The label policy (design N3, a fixed cluster label) at startup: the ValidatingAdmissionPolicy
 //! that keeps the `infinispan.org/cluster` label of resource CRs, and its binding, applied by the
 //! operator itself when its identity may (the OLM path: a bundle cannot carry admission policies,
-//! so the CSV grants the operator `validatingadmissionpolicies` and `...bindings` get, create and
-//! patch). Without the permission (the Helm chart installs the policy itself, or an administrator
+//! so the CSV grants the operator `validatingadmissionpolicies` and `...bindings` create, and get
+//! and patch of its own by name: [`crate::rbac::label_policy_rules`]). Without the permission (the Helm chart installs the policy itself, or an administrator
 //! chose not to), the operator logs one clear warning and runs on: the policy only guards against a
 //! user moving a CR to another cluster by relabelling it.
 

@@ -41,16 +41,28 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 
 /// The optional cluster-wide rules that let the operator apply the label policy itself at
 /// startup ([`crate::label_policy`]; the OLM bundle grants them, the Helm chart installs the
-/// policy instead).
+/// policy instead): `create` (which RBAC cannot restrict by name: the object has none yet when
+/// it is authorized), and `get` and `patch` of the operator's own policy and binding only, by
+/// `resourceNames`, so that it cannot read or change anyone else's admission policies.
 pub fn label_policy_rules() -> Vec<PolicyRule> {
-    vec![rule(
-        "admissionregistration.k8s.io",
-        &[
-            "validatingadmissionpolicies",
-            "validatingadmissionpolicybindings",
-        ],
-        &["get", "create", "patch"],
-    )]
+    let (policy, binding) = common_crds::generate::label_policy();
+    let mut names: Vec<String> = [policy.metadata.name, binding.metadata.name]
+        .into_iter()
+        .flatten()
+        .collect();
+    // The policy and its binding share their name.
+    names.dedup();
+    let resources = &[
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+    ];
+    vec![
+        rule("admissionregistration.k8s.io", resources, &["create"]),
+        PolicyRule {
+            resource_names: Some(names),
+            ..rule("admissionregistration.k8s.io", resources, &["get", "patch"])
+        },
+    ]
 }
 
 /// Whether `rules` let `verb` act on any object of `group`/`resource`: a rule naming the three
