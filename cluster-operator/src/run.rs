@@ -180,7 +180,15 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
     let context = context(&client, settings);
     tracing::info!(?scope, "cluster operator starting");
     label_policy(&client, args.label_policy).await;
-    let controllers = spawn_controllers(&client, &scope, &servers, &backup, &context, &signals);
+    let controllers = spawn_controllers(
+        &client,
+        &scope,
+        &servers,
+        &backup,
+        &context,
+        &signals,
+        &endpoint.readiness,
+    );
     endpoint.readiness.set_ready();
     run_until_stopped(controllers, leadership, &signals).await
 }
@@ -408,34 +416,65 @@ fn spawn_controllers(
     backup_settings: &backup::Settings,
     context: &Arc<Context>,
     signals: &Signals,
+    readiness: &Readiness,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut controllers = Vec::new();
     for namespace in watched(scope) {
-        controllers.push(tokio::spawn(backup::run(
-            client.clone(),
-            api(client, namespace),
-            api(client, namespace),
-            api(client, namespace),
-            servers.clone(),
-            backup_settings.clone(),
-            signals.stopping(),
-        )));
+        let scope = namespace.map_or("every namespace".to_string(), |ns| {
+            format!("namespace {ns}")
+        });
+        controllers.push(supervised(
+            format!("the Backup and Restore controllers of {scope}"),
+            backup::run(
+                client.clone(),
+                api(client, namespace),
+                api(client, namespace),
+                api(client, namespace),
+                servers.clone(),
+                backup_settings.clone(),
+                signals.stopping(),
+            ),
+            signals,
+            readiness,
+        ));
         let owner = client.clone();
         let ns = namespace.map(str::to_string);
-        controllers.push(tokio::spawn(controller::run(
-            api::<Infinispan>(client, namespace),
-            move || {
-                (
-                    api::<StatefulSet>(&owner, ns.as_deref()),
-                    api::<Deployment>(&owner, ns.as_deref()),
-                    api::<Pod>(&owner, ns.as_deref()),
-                )
-            },
-            context.clone(),
-            signals.stopping(),
-        )));
+        controllers.push(supervised(
+            format!("the Infinispan controller of {scope}"),
+            controller::run(
+                api::<Infinispan>(client, namespace),
+                move || {
+                    (
+                        api::<StatefulSet>(&owner, ns.as_deref()),
+                        api::<Deployment>(&owner, ns.as_deref()),
+                        api::<Pod>(&owner, ns.as_deref()),
+                    )
+                },
+                context.clone(),
+                signals.stopping(),
+            ),
+            signals,
+            readiness,
+        ));
     }
     controllers
+}
+
+/// Runs a controller; should it end before the signal, `/healthz` fails with `what` (the kubelet
+/// restarts the process: its CRs would not be reconciled any more).
+fn supervised(
+    what: String,
+    controller: impl Future<Output = ()> + Send + 'static,
+    signals: &Signals,
+    readiness: &Readiness,
+) -> tokio::task::JoinHandle<()> {
+    let (stopped, readiness) = (signals.stopped.clone(), readiness.clone());
+    tokio::spawn(async move {
+        controller.await;
+        if !*stopped.borrow() {
+            readiness.fail(format!("{what} stopped"));
+        }
+    })
 }
 
 /// Runs until the signal, or until the Lease is lost: then every controller is aborted at once
