@@ -26,6 +26,9 @@ SERVICE_CIDR="${SERVICE_CIDR:-10.96.0.0/16}"
 # TESTBED_NODE=0 leaves it out (a control plane and Infinispan processes only, as before).
 TESTBED_NODE="${TESTBED_NODE:-1}"
 NODE_NAME="${NODE_NAME:-testbed-node}"
+# OLM on the node (olm.sh): its operators as pods, from an image built here. TESTBED_OLM=0 leaves
+# it out; without a node there is none.
+TESTBED_OLM="${TESTBED_OLM:-1}"
 # The pod network: one bridge on this machine; pods reach the host and each other, nothing else
 # (node.sh drops forwarded traffic to any other interface). The bridge's address is the node's
 # InternalIP, where CoreDNS answers (the pods' nameserver) and the kube-apiserver is reachable.
@@ -80,6 +83,7 @@ coredns_bin() { local v; v=$(installed_version coredns "$COREDNS_VERSIONS") || r
 registry_bin() { local v; v=$(installed_version registry "$REGISTRY_VERSIONS") || return 1; echo "$PROJECT_CACHE/registry-$v/bin/registry"; }
 local_path_provisioner_bin() { local v; v=$(installed_version local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSIONS") || return 1; echo "$PROJECT_CACHE/local-path-provisioner-$v/bin/local-path-provisioner"; }
 kube_router_bin() { local v; v=$(installed_version kube-router "$KUBE_ROUTER_VERSIONS") || return 1; echo "$PROJECT_CACHE/kube-router-$v/bin/kube-router"; }
+olm_dir() { local v; v=$(installed_version olm "$OLM_VERSIONS") || return 1; echo "$PROJECT_CACHE/olm-$v"; }
 crane_bin() { local v; v=$(installed_version crane "$CRANE_VERSIONS") || return 1; echo "$PROJECT_CACHE/crane-$v/bin/crane"; }
 infinispan_home() { local v; v=$(installed_version infinispan "$INFINISPAN_VERSIONS") || return 1; echo "$PROJECT_CACHE/infinispan-$v"; }
 
