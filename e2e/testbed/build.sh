@@ -4,6 +4,7 @@
 #   etcd-<v>/bin/etcd                                               from the Go module proxy
 #   infinispan-<v>/                                                 a server assembled from Maven Central
 #   helm-<v>/bin/helm, operator-sdk-<v>/bin/operator-sdk, opm-<v>/bin/opm   packaging tools (Go module proxy)
+#   grpc-health-probe-<v>/bin/grpc_health_probe                    the catalog images' probe (Go module proxy)
 #   hadolint-<v>/bin/hadolint                                       the Containerfile linter (PyPI wheel)
 #   containerd-<v>/bin/{containerd,containerd-shim-runc-v2,ctr}, cni-<v>/bin/{bridge,loopback,host-local,portmap},
 #   coredns-<v>/bin/coredns, registry-<v>/bin/registry, crane-<v>/bin/crane,
@@ -221,6 +222,13 @@ build_operator_sdk_version() {
     "${OPERATOR_SDK_PINS[@]}"
   "$2/bin/operator-sdk" version
 }
+# OLM's catalog pods are probed with `grpc_health_probe -addr=:50051` (exec), which the upstream
+# opm image carries in /bin beside opm: the catalog images built here carry it too.
+build_grpc_health_probe_version() {
+  go_tool_build grpc_health_probe github.com/grpc-ecosystem/grpc-health-probe \
+    github.com/grpc-ecosystem/grpc-health-probe "$1" "$2"
+  "$2/bin/grpc_health_probe" -version
+}
 build_opm_version() {
   go_tool_build opm github.com/operator-framework/operator-registry \
     github.com/operator-framework/operator-registry/cmd/opm "$1" "$2" json1,containers_image_openpgp
@@ -329,6 +337,7 @@ build_tools() {
   build_with_fallback helm helm "$HELM_VERSIONS" build_helm_version
   build_with_fallback operator-sdk operator-sdk "$OPERATOR_SDK_VERSIONS" build_operator_sdk_version
   build_with_fallback opm opm "$OPM_VERSIONS" build_opm_version
+  build_with_fallback grpc_health_probe grpc-health-probe "$GRPC_HEALTH_PROBE_VERSIONS" build_grpc_health_probe_version
   build_with_fallback hadolint hadolint "$HADOLINT_VERSIONS" build_hadolint_version
 }
 

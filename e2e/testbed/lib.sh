@@ -76,6 +76,7 @@ etcd_bin_dir() { local v; v=$(installed_version etcd "$ETCD_VERSIONS") || return
 helm_bin() { local v; v=$(installed_version helm "$HELM_VERSIONS") || return 1; echo "$PROJECT_CACHE/helm-$v/bin/helm"; }
 operator_sdk_bin() { local v; v=$(installed_version operator-sdk "$OPERATOR_SDK_VERSIONS") || return 1; echo "$PROJECT_CACHE/operator-sdk-$v/bin/operator-sdk"; }
 opm_bin() { local v; v=$(installed_version opm "$OPM_VERSIONS") || return 1; echo "$PROJECT_CACHE/opm-$v/bin/opm"; }
+grpc_health_probe_bin() { local v; v=$(installed_version grpc-health-probe "$GRPC_HEALTH_PROBE_VERSIONS") || return 1; echo "$PROJECT_CACHE/grpc-health-probe-$v/bin/grpc_health_probe"; }
 hadolint_bin() { local v; v=$(installed_version hadolint "$HADOLINT_VERSIONS") || return 1; echo "$PROJECT_CACHE/hadolint-$v/bin/hadolint"; }
 containerd_bin_dir() { local v; v=$(installed_version containerd "$CONTAINERD_VERSIONS") || return 1; echo "$PROJECT_CACHE/containerd-$v/bin"; }
 cni_bin_dir() { local v; v=$(installed_version cni "$CNI_PLUGINS_VERSIONS") || return 1; echo "$PROJECT_CACHE/cni-$v/bin"; }

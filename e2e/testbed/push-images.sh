@@ -11,14 +11,18 @@
 #   olm        the OLM bundle image (olm/bundle's files on scratch, the labels of
 #              olm/bundle.Containerfile) and the catalog image (olm/catalog served by opm, its
 #              serve cache built at image build time, entry point, command and label of
-#              olm/catalog.Containerfile's final stage; opm is the testbed's build of the version
-#              the upstream opm image carries, which cannot be pulled here; the catalog's bundle
-#              entry names the bundle image pushed here, as a user's catalog names theirs)
+#              olm/catalog.Containerfile's final stage; opm and grpc_health_probe are the testbed's
+#              builds of the versions the upstream opm image carries, which cannot be pulled here; the catalog's bundle
+#              entry names the bundle image pushed here, as a user's catalog names theirs); and
+#              the same pair for the node's OLM ("local"): the bundle's CSV naming the operator
+#              and server images pushed here instead of quay.io's, as a mirror rewrites them
+#              (needs `operators` and `server` pushed first)
 #
 # Writes $RUN_DIR/images.env (`source` it; up.sh adds it to the testbed's env file):
 #   TESTBED_CLUSTER_OPERATOR_IMAGE, TESTBED_RESOURCES_OPERATOR_IMAGE, TESTBED_SERVER_IMAGE and
 #   TESTBED_SERVER_IMAGE_B (the same server, another tag), TESTBED_OLM_BUNDLE_IMAGE and
-#   TESTBED_OLM_CATALOG_IMAGE
+#   TESTBED_OLM_CATALOG_IMAGE (as published), TESTBED_OLM_LOCAL_BUNDLE_IMAGE and
+#   TESTBED_OLM_LOCAL_CATALOG_IMAGE (the images built here in the CSV)
 # each REGISTRY/REPOSITORY:TAG with a content tag (see images.sh).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -132,31 +136,45 @@ server() {
   set_image TESTBED_SERVER_IMAGE_B "$ref"
 }
 
-olm() {
-  local flags=() bundle catalog
-  local rootfs=$RUN_DIR/images/olm-bundle/rootfs
+# olm_bundle_and_catalog PREFIX [local]: the bundle image and the catalog image that names it;
+# records PREFIX_BUNDLE_IMAGE and PREFIX_CATALOG_IMAGE. With `local`, the bundle is olm/bundle
+# with the images of its CSV (the operator's Deployment, its environment, relatedImages) replaced
+# by the images pushed here, as a mirror rewrites them: the bundle OLM installs on the node,
+# whose operator pod runs the image built here (nothing else can be pulled). Without, the bundle
+# is olm/bundle as it is published.
+olm_bundle_and_catalog() {
+  local prefix=$1 mode=${2:-} flags=() bundle catalog
+  local rootfs=$RUN_DIR/images/olm-bundle${mode:+-$mode}/rootfs
   rm -rf "$rootfs" && mkdir -p "$rootfs"
   # COPY manifests /manifests/ and COPY metadata /metadata/ of olm/bundle.Containerfile.
   cp -r "$REPO_ROOT/olm/bundle/manifests" "$REPO_ROOT/olm/bundle/metadata" "$rootfs/"
+  if [[ $mode == local ]]; then
+    mirror_images "$rootfs/manifests/infinispan-operator.clusterserviceversion.yaml"
+  fi
   mapfile -t flags < <(containerfile_config "$REPO_ROOT/olm/bundle.Containerfile" olm)
   bundle=$(push_rootfs_image infinispan-operators/infinispan-operator-bundle "$rootfs" "${flags[@]}")
-  set_image TESTBED_OLM_BUNDLE_IMAGE "$bundle"
-  log "OLM bundle image: $bundle"
+  set_image "${prefix}_BUNDLE_IMAGE" "$bundle"
+  log "OLM bundle image${mode:+ ($mode)}: $bundle"
 
-  rootfs=$RUN_DIR/images/olm-catalog/rootfs
+  rootfs=$RUN_DIR/images/olm-catalog${mode:+-$mode}/rootfs
   rm -rf "$rootfs" && mkdir -p "$rootfs/bin" "$rootfs/configs" "$rootfs/tmp"
   cp "$(opm_bin)" "$rootfs/bin/opm"
+  # The upstream opm image's probe, which OLM's catalog pods run (build.sh tools).
+  cp "$(grpc_health_probe_bin || die "grpc_health_probe missing: run e2e/testbed/build.sh tools")" "$rootfs/bin/"
   cp -r "$REPO_ROOT/olm/catalog/." "$rootfs/configs/"
   local fbc=$rootfs/configs/infinispan-operator/catalog.yaml
   grep -q '^image: quay.io/infinispan-operators/infinispan-operator-bundle:' "$fbc" \
     || die "$fbc has no bundle image line to point at the bundle pushed here"
   sed -i "s|^image: quay.io/infinispan-operators/infinispan-operator-bundle:.*|image: $bundle|" "$fbc"
+  if [[ $mode == local ]]; then
+    mirror_images "$fbc"
+  fi
   mapfile -t flags < <(containerfile_config "$REPO_ROOT/olm/catalog.Containerfile" olm)
   # The serve cache is not byte-for-byte reproducible (its layer, hence its tag, changes with
   # every build): the image is rebuilt only when what it is made from changed (opm, the catalog,
-  # the config), recorded in $RUN_DIR/images/olm-catalog.inputs.
-  local inputs record=$RUN_DIR/images/olm-catalog.inputs
-  inputs=$( { sha256sum "$rootfs/bin/opm" "$fbc"; printf '%s\n' "${flags[@]}"; } | sha256sum | cut -c1-16)
+  # the config), recorded in $RUN_DIR/images/olm-catalog[-local].inputs.
+  local inputs record=$RUN_DIR/images/olm-catalog${mode:+-$mode}.inputs
+  inputs=$( { sha256sum "$rootfs/bin/opm" "$rootfs/bin/grpc_health_probe" "$fbc"; printf '%s\n' "${flags[@]}"; } | sha256sum | cut -c1-16)
   if [[ -f $record ]] && [[ $(head -1 "$record") == "$inputs" ]] \
     && crane_cmd manifest "$(tail -1 "$record")" >/dev/null 2>&1; then
     catalog=$(tail -1 "$record")
@@ -167,8 +185,46 @@ olm() {
     catalog=$(push_rootfs_image infinispan-operators/infinispan-operator-catalog "$rootfs" "${flags[@]}")
     printf '%s\n%s\n' "$inputs" "$catalog" >"$record"
   fi
-  set_image TESTBED_OLM_CATALOG_IMAGE "$catalog"
-  log "OLM catalog image: $catalog"
+  set_image "${prefix}_CATALOG_IMAGE" "$catalog"
+  log "OLM catalog image${mode:+ ($mode)}: $catalog"
+}
+
+# mirror_images FILE: replaces, in FILE, each image the CSV names (its relatedImages: the two
+# operators and the server of each version) by the image pushed here; fails when one has none.
+mirror_images() {
+  local file=$1
+  # shellcheck disable=SC1090
+  source "$IMAGES_ENV"
+  [[ -n ${TESTBED_CLUSTER_OPERATOR_IMAGE:-} && -n ${TESTBED_RESOURCES_OPERATOR_IMAGE:-} && -n ${TESTBED_SERVER_IMAGE:-} ]] \
+    || die "the OLM bundle for the node names the operator and server images pushed here: push them first (push-images.sh operators, push-images.sh server)"
+  python3 - "$REPO_ROOT/olm/bundle/manifests/infinispan-operator.clusterserviceversion.yaml" "$file" <<'PY'
+import os, re, sys
+csv, path = sys.argv[1], sys.argv[2]
+# The CSV's relatedImages, as `make crds` writes them: `  - image: REF` then `    name: NAME`.
+related = {name: ref for ref, name in
+           re.findall(r"^  - image: (\S+)\n    name: (\S+)$", open(csv).read(), re.M)}
+local = {
+    "cluster-operator": os.environ["TESTBED_CLUSTER_OPERATOR_IMAGE"],
+    "resources-operator": os.environ["TESTBED_RESOURCES_OPERATOR_IMAGE"],
+}
+text = open(path).read()
+for name, ref in related.items():
+    if name in local:
+        new = local[name]
+    elif name.startswith("infinispan-server-"):
+        new = os.environ["TESTBED_SERVER_IMAGE"]
+    else:
+        sys.exit(f"{csv}: no image built here for the related image {name} ({ref})")
+    text = text.replace(ref, new)
+if related.get("cluster-operator", "-") in text or "cluster-operator" not in related:
+    sys.exit(f"{path}: the operator's image was not replaced (related images: {related})")
+open(path, "w").write(text)
+PY
+}
+
+olm() {
+  olm_bundle_and_catalog TESTBED_OLM
+  olm_bundle_and_catalog TESTBED_OLM_LOCAL local
 }
 
 case ${1:-all} in

@@ -1,0 +1,532 @@
+//! The operator installed through OLM for real (issue 22), on the testbed's node: OLM's own olm
+//! and catalog operators run as pods from the image built here (`e2e/testbed/olm.sh`, part of
+//! `make testbed-up`), and our catalog image is served by a `CatalogSource` of type grpc. The
+//! catalog is the one `make images` pushes for the node (`TESTBED_OLM_LOCAL_CATALOG_IMAGE`): its
+//! bundle's CSV names the operator and server images built here instead of quay.io's, as a
+//! mirror rewrites them; nothing else differs from `olm/`.
+//!
+//! - OwnNamespace: `CatalogSource` (in `olm`, OLM's global catalog namespace) -> `OperatorGroup`
+//!   targeting its own namespace -> `Subscription` with manual approval -> the `InstallPlan`
+//!   (the CSV, its CRDs, its RBAC) approved -> the CSV `Succeeded` -> the operator's Deployment
+//!   Ready on the image built here -> the label policy applied by the operator itself (the CSV's
+//!   cluster permissions) and enforced -> an `Infinispan` CR gives a running cluster (its
+//!   StatefulSet, a Ready server pod on the server image built here, the CR `Ready`) -> the
+//!   Subscription and CSV deleted: OLM removes the operator's Deployment.
+//!
+//! OLM's bundle unpack Job, its InstallPlan and the CSV's install strategy are OLM's own code:
+//! nothing here stands in for them.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, ensure};
+use common_crds::Infinispan;
+use common_crds::generate::LABEL_POLICY_NAME;
+use common_crds::labels::{CLUSTER_LABEL, CLUSTER_OPERATOR_FIELD_MANAGER};
+use e2e::cluster_operator::condition;
+use e2e::pods::{Images, SERVER_VERSION, require_node, wait_ready};
+use e2e::{TestNamespace, Testbed, eventually, parse_env_file};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+/// OLM's namespace (olm.sh), where global CatalogSources live and bundles are unpacked.
+const OLM_NAMESPACE: &str = "olm";
+/// The package, its channel and the CSV the catalog's channel head is.
+const PACKAGE: &str = "infinispan-operator";
+const CHANNEL: &str = "alpha";
+const CSV: &str = "infinispan-operator.v0.1.0";
+/// The CSV's Deployment.
+const DEPLOYMENT: &str = "infinispan-cluster-operator";
+/// From the Subscription to the operator Ready: the catalog pod, the bundle unpack Job (three
+/// images pulled from the local registry), the InstallPlan, the operator's pod.
+const INSTALL_WAIT: Duration = Duration::from_secs(300);
+/// A server pod needs up to a minute once its image is on the node.
+const CLUSTER_WAIT: Duration = Duration::from_secs(240);
+const WAIT: Duration = Duration::from_secs(60);
+/// The field manager of what this suite applies.
+const MANAGER: &str = "e2e-olm-install";
+
+/// An OLM kind of `operators.coreos.com`.
+fn olm_resource(version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "operators.coreos.com".into(),
+        version: version.into(),
+        api_version: format!("operators.coreos.com/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+struct Olm {
+    client: Client,
+}
+
+impl Olm {
+    fn api(&self, namespace: &str, version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            namespace,
+            &olm_resource(version, kind, plural),
+        )
+    }
+    fn catalog_sources(&self) -> Api<DynamicObject> {
+        self.api(OLM_NAMESPACE, "v1alpha1", "CatalogSource", "catalogsources")
+    }
+    fn operator_groups(&self, ns: &str) -> Api<DynamicObject> {
+        self.api(ns, "v1", "OperatorGroup", "operatorgroups")
+    }
+    fn subscriptions(&self, ns: &str) -> Api<DynamicObject> {
+        self.api(ns, "v1alpha1", "Subscription", "subscriptions")
+    }
+    fn install_plans(&self, ns: &str) -> Api<DynamicObject> {
+        self.api(ns, "v1alpha1", "InstallPlan", "installplans")
+    }
+    fn csvs(&self, ns: &str) -> Api<DynamicObject> {
+        self.api(
+            ns,
+            "v1alpha1",
+            "ClusterServiceVersion",
+            "clusterserviceversions",
+        )
+    }
+}
+
+/// Server-side apply of `object` (apiVersion, kind, metadata.name in it) through `api`.
+async fn apply(api: &Api<DynamicObject>, object: Value) -> anyhow::Result<DynamicObject> {
+    let name = object["metadata"]["name"]
+        .as_str()
+        .context("an object without name")?
+        .to_string();
+    let object: DynamicObject = serde_json::from_value(object)?;
+    Ok(api
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await?)
+}
+
+/// The testbed with its node, OLM Ready on it, and the node's catalog image; or an error saying
+/// how to get them.
+async fn olm_testbed() -> anyhow::Result<(Testbed, Client, Images, String)> {
+    let testbed = Testbed::get()?;
+    let vars = require_node(&testbed)?;
+    let images = Images::get(&testbed)?;
+    let client = testbed.admin_client().await?;
+    let how = "OLM is installed on the node by `make testbed-up` (e2e/testbed/olm.sh up; not \
+               with TESTBED_OLM=0)";
+    ensure!(
+        vars.get("TESTBED_OLM").map(String::as_str) != Some("0"),
+        "this testbed was started with TESTBED_OLM=0: {how}"
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OLM_NAMESPACE);
+    for name in ["olm-operator", "catalog-operator"] {
+        let ready = deployments
+            .get_opt(name)
+            .await?
+            .and_then(|d| d.status)
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0);
+        ensure!(
+            ready >= 1,
+            "OLM's {name} is not Ready in namespace {OLM_NAMESPACE}: {how}; \
+             `e2e/testbed/olm.sh status` says what is wrong"
+        );
+    }
+    let path = testbed.run_dir.join("images.env");
+    let catalog = parse_env_file(&std::fs::read_to_string(&path)?)
+        .get("TESTBED_OLM_LOCAL_CATALOG_IMAGE")
+        .cloned()
+        .with_context(|| {
+            format!(
+                "{} has no TESTBED_OLM_LOCAL_CATALOG_IMAGE: run `make images`",
+                path.display()
+            )
+        })?;
+    Ok((testbed, client, images, catalog))
+}
+
+/// A test's CatalogSource in OLM's namespace (not the test's, which goes with the test): deleted
+/// with `kubectl` when a failed test drops it (its catalog pod would run on).
+struct CatalogSourceGuard {
+    name: String,
+    kubectl: std::process::Command,
+    deleted: bool,
+}
+
+impl CatalogSourceGuard {
+    fn new(testbed: &Testbed, name: String) -> Self {
+        Self {
+            name,
+            kubectl: testbed.kubectl(),
+            deleted: false,
+        }
+    }
+}
+
+impl Drop for CatalogSourceGuard {
+    fn drop(&mut self) {
+        if self.deleted {
+            return;
+        }
+        let result = self
+            .kubectl
+            .args([
+                "-n",
+                OLM_NAMESPACE,
+                "delete",
+                "catalogsource",
+                &self.name,
+                "--wait=false",
+            ])
+            .stdin(std::process::Stdio::null())
+            .output();
+        eprintln!(
+            "CatalogSource {OLM_NAMESPACE}/{} of a failed test: deleted ({result:?})",
+            self.name
+        );
+    }
+}
+
+/// A grpc CatalogSource `name` in OLM's namespace serving `image`, once OLM says it is READY.
+async fn create_catalog_source(olm: &Olm, name: &str, image: &str) -> anyhow::Result<()> {
+    apply(
+        &olm.catalog_sources(),
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": name, "namespace": OLM_NAMESPACE},
+            "spec": {
+                "sourceType": "grpc",
+                "image": image,
+                "displayName": "Infinispan operators (e2e)",
+                "publisher": "e2e",
+            },
+        }),
+    )
+    .await?;
+    let api = olm.catalog_sources();
+    eventually(
+        &format!("CatalogSource {OLM_NAMESPACE}/{name} READY"),
+        INSTALL_WAIT,
+        || {
+            let api = api.clone();
+            async move {
+                let source = api.get(name).await?;
+                let state = &source.data["status"]["connectionState"]["lastObservedState"];
+                Ok((state == "READY").then_some(()))
+            }
+        },
+    )
+    .await
+}
+
+/// Waits for the Subscription's InstallPlan, checks that it waits for approval and installs
+/// exactly [`CSV`], and approves it.
+async fn approve_install_plan(olm: &Olm, ns: &str, subscription: &str) -> anyhow::Result<()> {
+    let subscriptions = olm.subscriptions(ns);
+    let plan_name = eventually(
+        &format!("Subscription {ns}/{subscription} has an InstallPlan"),
+        INSTALL_WAIT,
+        || {
+            let subscriptions = subscriptions.clone();
+            async move {
+                let sub = subscriptions.get(subscription).await?;
+                Ok(sub.data["status"]["installPlanRef"]["name"]
+                    .as_str()
+                    .map(str::to_string))
+            }
+        },
+    )
+    .await?;
+    let plans = olm.install_plans(ns);
+    let plan = plans.get(&plan_name).await?;
+    let spec = &plan.data["spec"];
+    ensure!(
+        spec["approval"] == "Manual" && spec["approved"] == false,
+        "InstallPlan {plan_name} is not waiting for approval: {spec}"
+    );
+    ensure!(
+        spec["clusterServiceVersionNames"] == json!([CSV]),
+        "InstallPlan {plan_name} installs {}, not {CSV}",
+        spec["clusterServiceVersionNames"]
+    );
+    plans
+        .patch(
+            &plan_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"approved": true}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Waits until the CSV `name` is `Succeeded`; fails at once when OLM says `Failed`.
+async fn wait_csv_succeeded(olm: &Olm, ns: &str, name: &str) -> anyhow::Result<DynamicObject> {
+    let csvs = olm.csvs(ns);
+    let outcome = eventually(&format!("CSV {ns}/{name} Succeeded"), INSTALL_WAIT, || {
+        let csvs = csvs.clone();
+        async move {
+            let Some(csv) = csvs.get_opt(name).await? else {
+                return Ok(None);
+            };
+            let status = &csv.data["status"];
+            Ok(match status["phase"].as_str() {
+                Some("Succeeded") => Some(Ok(csv)),
+                Some("Failed") => Some(Err(format!("{}: {}", status["reason"], status["message"]))),
+                _ => None,
+            })
+        }
+    })
+    .await?;
+    outcome.map_err(|problem| anyhow::anyhow!("CSV {ns}/{name} Failed: {problem}"))
+}
+
+/// The single pod of the operator's Deployment, Ready.
+async fn operator_pod(client: &Client, ns: &str) -> anyhow::Result<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let name = eventually("the operator's pod", INSTALL_WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let list = pods
+                .list(
+                    &ListParams::default()
+                        .labels("app.kubernetes.io/name=infinispan-cluster-operator"),
+                )
+                .await?;
+            Ok(match list.items.as_slice() {
+                [pod] => Some(pod.name_any()),
+                _ => None,
+            })
+        }
+    })
+    .await?;
+    wait_ready(client, ns, &name, INSTALL_WAIT).await
+}
+
+/// Whether the label policy and its binding exist.
+async fn label_policy_present(client: &Client) -> anyhow::Result<bool> {
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    Ok(policies.get_opt(LABEL_POLICY_NAME).await?.is_some()
+        && bindings.get_opt(LABEL_POLICY_NAME).await?.is_some())
+}
+
+#[tokio::test]
+async fn own_namespace_subscription_installs_the_operator_which_runs_a_cluster()
+-> anyhow::Result<()> {
+    let (testbed, client, images, catalog) = olm_testbed().await?;
+    let olm = Olm {
+        client: client.clone(),
+    };
+    let ns = TestNamespace::create(&client, "olm-own").await?;
+    let mut catalog_source = CatalogSourceGuard::new(&testbed, format!("infinispan-{}", ns.name));
+    let source = catalog_source.name.clone();
+
+    // The label policy goes first, so that only the operator OLM installs can bring it back.
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    for result in [
+        policies
+            .delete(LABEL_POLICY_NAME, &DeleteParams::default())
+            .await
+            .map(|_| ()),
+        bindings
+            .delete(LABEL_POLICY_NAME, &DeleteParams::default())
+            .await
+            .map(|_| ()),
+    ] {
+        match result {
+            Ok(()) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    ensure!(!label_policy_present(&client).await?);
+
+    create_catalog_source(&olm, &source, &catalog).await?;
+    apply(
+        &olm.operator_groups(&ns.name),
+        json!({
+            "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": "infinispan-operator", "namespace": ns.name},
+            "spec": {"targetNamespaces": [ns.name]},
+        }),
+    )
+    .await?;
+    let subscribed = Instant::now();
+    apply(
+        &olm.subscriptions(&ns.name),
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": PACKAGE, "namespace": ns.name},
+            "spec": {
+                "channel": CHANNEL, "name": PACKAGE,
+                "source": source, "sourceNamespace": OLM_NAMESPACE,
+                "installPlanApproval": "Manual",
+            },
+        }),
+    )
+    .await?;
+    approve_install_plan(&olm, &ns.name, PACKAGE).await?;
+    let csv = wait_csv_succeeded(&olm, &ns.name, CSV).await?;
+    ensure!(
+        csv.data["status"]["reason"] == "InstallSucceeded",
+        "{}",
+        csv.data["status"]
+    );
+    let pod = operator_pod(&client, &ns.name).await?;
+    eprintln!(
+        "OLM: Subscription created -> operator Ready in {:.1}s",
+        subscribed.elapsed().as_secs_f64()
+    );
+    // OLM ran the CSV's Deployment: the image built here, told its one target namespace.
+    let spec = pod.spec.clone().context("a pod without spec")?;
+    ensure!(
+        spec.containers[0].image.as_deref() == Some(images.cluster_operator.as_str()),
+        "the operator runs {:?}, not {}",
+        spec.containers[0].image,
+        images.cluster_operator
+    );
+    ensure!(
+        pod.annotations().get("olm.targetNamespaces") == Some(&ns.name),
+        "olm.targetNamespaces: {:?}",
+        pod.annotations().get("olm.targetNamespaces")
+    );
+
+    // The CSV's cluster permissions at work: the operator applied the label policy itself, and
+    // the API server enforces it (a resource CR without its cluster label is refused).
+    eventually("the operator applied the label policy", WAIT, || {
+        let client = client.clone();
+        async move { Ok(label_policy_present(&client).await?.then_some(())) }
+    })
+    .await?;
+    let policy = policies.get(LABEL_POLICY_NAME).await?;
+    ensure!(
+        policy
+            .managed_fields()
+            .iter()
+            .any(|f| f.manager.as_deref() == Some(CLUSTER_OPERATOR_FIELD_MANAGER)),
+        "the label policy was not applied by the operator: {:?}",
+        policy.managed_fields()
+    );
+    let caches: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &ApiResource::erase::<common_crds::Cache>(&()),
+    );
+    let unlabelled: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Cache",
+        "metadata": {"name": "unlabelled"},
+        "spec": {"template": "distributedCache:\n  mode: SYNC\n"},
+    }))?;
+    let refused = eventually("the label policy enforced", WAIT, || {
+        let caches = caches.clone();
+        let unlabelled = unlabelled.clone();
+        async move {
+            match caches.create(&PostParams::default(), &unlabelled).await {
+                // Created before the API server loaded the policy: removed, tried again.
+                Ok(_) => {
+                    caches
+                        .delete("unlabelled", &DeleteParams::default())
+                        .await?;
+                    Ok(None)
+                }
+                Err(kube::Error::Api(status)) => Ok(Some(status.message)),
+                Err(other) => Err(other.into()),
+            }
+        }
+    })
+    .await?;
+    ensure!(
+        refused.contains(CLUSTER_LABEL),
+        "refused for another reason: {refused}"
+    );
+
+    // A cluster: the operator OLM runs reconciles it into a StatefulSet whose server pod runs
+    // the server image of the CSV's environment (the one built here) and becomes Ready.
+    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
+    let cr: Infinispan = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
+        "metadata": {"name": "olm"},
+        "spec": {
+            "version": SERVER_VERSION,
+            "replicas": 1,
+            "container": {"resources": {
+                "requests": {"cpu": "200m", "memory": "1Gi"},
+                "limits": {"memory": "1Gi"},
+            }},
+        },
+    }))?;
+    clusters
+        .patch(
+            "olm",
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&cr),
+        )
+        .await?;
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), &ns.name);
+    eventually("the cluster's StatefulSet", WAIT, || {
+        let statefulsets = statefulsets.clone();
+        async move { Ok(statefulsets.get_opt("olm").await?.map(|_| ())) }
+    })
+    .await?;
+    let server = wait_ready(&client, &ns.name, "olm-0", CLUSTER_WAIT).await?;
+    let server_image = server
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone());
+    ensure!(
+        server_image.as_deref() == Some(images.server.as_str()),
+        "the server runs {server_image:?}, not {}",
+        images.server
+    );
+    eventually("the Infinispan CR Ready=True", CLUSTER_WAIT, || {
+        let clusters = clusters.clone();
+        async move {
+            let cr = clusters.get("olm").await?;
+            Ok(matches!(condition(&cr, "Ready"), Some(("True", _, _))).then_some(()))
+        }
+    })
+    .await?;
+
+    // Uninstall as OLM's documentation says: the cluster first, then the Subscription and the
+    // CSV; OLM removes the operator's Deployment with its CSV.
+    clusters.delete("olm", &DeleteParams::default()).await?;
+    eventually("the cluster's CR gone", CLUSTER_WAIT, || {
+        let clusters = clusters.clone();
+        async move { Ok(clusters.get_opt("olm").await?.is_none().then_some(())) }
+    })
+    .await?;
+    olm.subscriptions(&ns.name)
+        .delete(PACKAGE, &DeleteParams::default())
+        .await?;
+    olm.csvs(&ns.name)
+        .delete(CSV, &DeleteParams::default())
+        .await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    eventually("OLM removes the operator's Deployment", WAIT, || {
+        let deployments = deployments.clone();
+        async move {
+            Ok(deployments
+                .get_opt(DEPLOYMENT)
+                .await?
+                .is_none()
+                .then_some(()))
+        }
+    })
+    .await?;
+    olm.catalog_sources()
+        .delete(&catalog_source.name, &DeleteParams::default())
+        .await?;
+    catalog_source.deleted = true;
+    ns.delete().await
+}
