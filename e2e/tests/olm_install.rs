@@ -11,7 +11,12 @@
 //!   Ready on the image built here -> the label policy applied by the operator itself (the CSV's
 //!   cluster permissions) and enforced -> an `Infinispan` CR gives a running cluster (its
 //!   StatefulSet, a Ready server pod on the server image built here, the CR `Ready`) -> the
-//!   Subscription and CSV deleted: OLM removes the operator's Deployment.
+//!   Subscription and CSV deleted: OLM removes the operator's Deployment, the CR and its running
+//!   server pod stay -> subscribed again: the new operator adopts the cluster (the pod is left
+//!   alone, the next change of the CR is applied).
+//! - Every install mode the CSV declares (all four: checked against the CSV), one after the
+//!   other in one operator namespace: a cluster is reconciled in each target namespace and in
+//!   no other.
 //!
 //! OLM's bundle unpack Job, its InstallPlan and the CSV's install strategy are OLM's own code:
 //! nothing here stands in for them.
@@ -319,9 +324,195 @@ async fn label_policy_present(client: &Client) -> anyhow::Result<bool> {
         && bindings.get_opt(LABEL_POLICY_NAME).await?.is_some())
 }
 
+/// One install at a time: two CSVs of the package whose OperatorGroups overlap conflict (OLM
+/// fails the second), and an AllNamespaces operator reconciles every namespace's clusters.
+static INSTALLS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The operator installed through OLM in one namespace.
+struct Installed {
+    /// From the Subscription's creation to the operator's pod Ready.
+    took: Duration,
+    pod: Pod,
+}
+
+/// The OperatorGroup of `ns` targeting `targets` (all namespaces when empty).
+async fn create_operator_group(olm: &Olm, ns: &str, targets: &[&str]) -> anyhow::Result<()> {
+    let spec = if targets.is_empty() {
+        json!({})
+    } else {
+        json!({"targetNamespaces": targets})
+    };
+    apply(
+        &olm.operator_groups(ns),
+        json!({
+            "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": "infinispan-operator", "namespace": ns},
+            "spec": spec,
+        }),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Subscribes `ns` (which has its OperatorGroup) to the package from the CatalogSource `source`
+/// with manual approval, approves the InstallPlan, and waits for the CSV `Succeeded` and the
+/// operator's pod Ready on the image built here.
+async fn subscribe(
+    olm: &Olm,
+    images: &Images,
+    ns: &str,
+    source: &str,
+) -> anyhow::Result<Installed> {
+    let subscribed = Instant::now();
+    apply(
+        &olm.subscriptions(ns),
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": PACKAGE, "namespace": ns},
+            "spec": {
+                "channel": CHANNEL, "name": PACKAGE,
+                "source": source, "sourceNamespace": OLM_NAMESPACE,
+                "installPlanApproval": "Manual",
+            },
+        }),
+    )
+    .await?;
+    approve_install_plan(olm, ns, PACKAGE).await?;
+    let csv = wait_csv_succeeded(olm, ns, CSV).await?;
+    ensure!(
+        csv.data["status"]["reason"] == "InstallSucceeded",
+        "{}",
+        csv.data["status"]
+    );
+    let pod = operator_pod(&olm.client, ns).await?;
+    let took = subscribed.elapsed();
+    eprintln!(
+        "OLM in {ns}: Subscription created -> operator Ready in {:.1}s",
+        took.as_secs_f64()
+    );
+    // OLM ran the CSV's Deployment with the image built here.
+    let image = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone());
+    ensure!(
+        image.as_deref() == Some(images.cluster_operator.as_str()),
+        "the operator runs {image:?}, not {}",
+        images.cluster_operator
+    );
+    Ok(Installed { took, pod })
+}
+
+/// Uninstalls as OLM's documentation says (the Subscription, then the CSV) and waits until OLM
+/// removed the operator's Deployment and the CSV (with its copies in other namespaces).
+async fn unsubscribe(olm: &Olm, ns: &str) -> anyhow::Result<()> {
+    olm.subscriptions(ns)
+        .delete(PACKAGE, &DeleteParams::default())
+        .await?;
+    olm.csvs(ns).delete(CSV, &DeleteParams::default()).await?;
+    let deployments: Api<Deployment> = Api::namespaced(olm.client.clone(), ns);
+    let copies = Api::<DynamicObject>::all_with(
+        olm.client.clone(),
+        &olm_resource(
+            "v1alpha1",
+            "ClusterServiceVersion",
+            "clusterserviceversions",
+        ),
+    );
+    eventually(
+        "OLM removes the operator's Deployment and the CSV",
+        WAIT,
+        || {
+            let deployments = deployments.clone();
+            let copies = copies.clone();
+            async move {
+                let csvs = copies
+                    .list(&ListParams::default().fields(&format!("metadata.name={CSV}")))
+                    .await?;
+                Ok(
+                    (deployments.get_opt(DEPLOYMENT).await?.is_none() && csvs.items.is_empty())
+                        .then_some(()),
+                )
+            }
+        },
+    )
+    .await
+}
+
+/// An `Infinispan` CR `name` with `replicas` small servers of the pod suites' version.
+async fn apply_cluster(client: &Client, ns: &str, name: &str, replicas: i32) -> anyhow::Result<()> {
+    let cr: Infinispan = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
+        "metadata": {"name": name},
+        "spec": {
+            "version": SERVER_VERSION,
+            "replicas": replicas,
+            "container": {"resources": {
+                "requests": {"cpu": "200m", "memory": "1Gi"},
+                "limits": {"memory": "1Gi"},
+            }},
+        },
+    }))?;
+    Api::<Infinispan>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&cr),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Waits until the cluster's StatefulSet has `replicas` replicas (the operator reconciled the CR).
+async fn wait_statefulset(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    replicas: i32,
+) -> anyhow::Result<StatefulSet> {
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    eventually(
+        &format!("StatefulSet {ns}/{name} with {replicas} replicas"),
+        WAIT,
+        || {
+            let statefulsets = statefulsets.clone();
+            async move {
+                Ok(statefulsets
+                    .get_opt(name)
+                    .await?
+                    .filter(|s| s.spec.replicas == Some(replicas)))
+            }
+        },
+    )
+    .await
+}
+
+async fn wait_cluster_ready(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), ns);
+    eventually(
+        &format!("the Infinispan CR {ns}/{name} Ready=True"),
+        CLUSTER_WAIT,
+        || {
+            let clusters = clusters.clone();
+            async move {
+                let cr = clusters.get(name).await?;
+                let current = cr.status.as_ref().and_then(|s| s.observed_generation)
+                    == cr.metadata.generation;
+                Ok(
+                    (current && matches!(condition(&cr, "Ready"), Some(("True", _, _))))
+                        .then_some(()),
+                )
+            }
+        },
+    )
+    .await
+}
+
 #[tokio::test]
-async fn own_namespace_subscription_installs_the_operator_which_runs_a_cluster()
+async fn own_namespace_install_runs_a_cluster_that_survives_uninstall_and_is_adopted_on_reinstall()
 -> anyhow::Result<()> {
+    let _one = INSTALLS.lock().await;
     let (testbed, client, images, catalog) = olm_testbed().await?;
     let olm = Olm {
         client: client.clone(),
@@ -352,49 +543,8 @@ async fn own_namespace_subscription_installs_the_operator_which_runs_a_cluster()
     ensure!(!label_policy_present(&client).await?);
 
     create_catalog_source(&olm, &source, &catalog).await?;
-    apply(
-        &olm.operator_groups(&ns.name),
-        json!({
-            "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-            "metadata": {"name": "infinispan-operator", "namespace": ns.name},
-            "spec": {"targetNamespaces": [ns.name]},
-        }),
-    )
-    .await?;
-    let subscribed = Instant::now();
-    apply(
-        &olm.subscriptions(&ns.name),
-        json!({
-            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-            "metadata": {"name": PACKAGE, "namespace": ns.name},
-            "spec": {
-                "channel": CHANNEL, "name": PACKAGE,
-                "source": source, "sourceNamespace": OLM_NAMESPACE,
-                "installPlanApproval": "Manual",
-            },
-        }),
-    )
-    .await?;
-    approve_install_plan(&olm, &ns.name, PACKAGE).await?;
-    let csv = wait_csv_succeeded(&olm, &ns.name, CSV).await?;
-    ensure!(
-        csv.data["status"]["reason"] == "InstallSucceeded",
-        "{}",
-        csv.data["status"]
-    );
-    let pod = operator_pod(&client, &ns.name).await?;
-    eprintln!(
-        "OLM: Subscription created -> operator Ready in {:.1}s",
-        subscribed.elapsed().as_secs_f64()
-    );
-    // OLM ran the CSV's Deployment: the image built here, told its one target namespace.
-    let spec = pod.spec.clone().context("a pod without spec")?;
-    ensure!(
-        spec.containers[0].image.as_deref() == Some(images.cluster_operator.as_str()),
-        "the operator runs {:?}, not {}",
-        spec.containers[0].image,
-        images.cluster_operator
-    );
+    create_operator_group(&olm, &ns.name, &[&ns.name]).await?;
+    let Installed { pod, .. } = subscribe(&olm, &images, &ns.name, &source).await?;
     ensure!(
         pod.annotations().get("olm.targetNamespaces") == Some(&ns.name),
         "olm.targetNamespaces: {:?}",
@@ -452,32 +602,8 @@ async fn own_namespace_subscription_installs_the_operator_which_runs_a_cluster()
 
     // A cluster: the operator OLM runs reconciles it into a StatefulSet whose server pod runs
     // the server image of the CSV's environment (the one built here) and becomes Ready.
-    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
-    let cr: Infinispan = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
-        "metadata": {"name": "olm"},
-        "spec": {
-            "version": SERVER_VERSION,
-            "replicas": 1,
-            "container": {"resources": {
-                "requests": {"cpu": "200m", "memory": "1Gi"},
-                "limits": {"memory": "1Gi"},
-            }},
-        },
-    }))?;
-    clusters
-        .patch(
-            "olm",
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&cr),
-        )
-        .await?;
-    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), &ns.name);
-    eventually("the cluster's StatefulSet", WAIT, || {
-        let statefulsets = statefulsets.clone();
-        async move { Ok(statefulsets.get_opt("olm").await?.map(|_| ())) }
-    })
-    .await?;
+    apply_cluster(&client, &ns.name, "olm", 1).await?;
+    wait_statefulset(&client, &ns.name, "olm", 1).await?;
     let server = wait_ready(&client, &ns.name, "olm-0", CLUSTER_WAIT).await?;
     let server_image = server
         .spec
@@ -489,44 +615,171 @@ async fn own_namespace_subscription_installs_the_operator_which_runs_a_cluster()
         "the server runs {server_image:?}, not {}",
         images.server
     );
-    eventually("the Infinispan CR Ready=True", CLUSTER_WAIT, || {
-        let clusters = clusters.clone();
-        async move {
-            let cr = clusters.get("olm").await?;
-            Ok(matches!(condition(&cr, "Ready"), Some(("True", _, _))).then_some(()))
-        }
-    })
-    .await?;
+    wait_cluster_ready(&client, &ns.name, "olm").await?;
 
-    // Uninstall as OLM's documentation says: the cluster first, then the Subscription and the
-    // CSV; OLM removes the operator's Deployment with its CSV.
+    // Uninstalled (Subscription and CSV, as OLM's documentation says): the operator goes, the
+    // user's CRDs, CR and running cluster stay.
+    unsubscribe(&olm, &ns.name).await?;
+    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
+    ensure!(
+        clusters.get_opt("olm").await?.is_some(),
+        "the CR went with the operator"
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let after = pods.get("olm-0").await?;
+    ensure!(
+        after.uid() == server.uid() && e2e::pods::is_ready(&after),
+        "the server pod did not survive the uninstall"
+    );
+
+    // Installed again: the new operator adopts the cluster (it leaves the running pod alone and
+    // applies the next change of the CR).
+    subscribe(&olm, &images, &ns.name, &source).await?;
+    let clusters_patch = json!({"spec": {"replicas": 0}});
+    clusters
+        .patch(
+            "olm",
+            &PatchParams::default(),
+            &Patch::Merge(&clusters_patch),
+        )
+        .await?;
+    wait_statefulset(&client, &ns.name, "olm", 0).await?;
+    ensure!(
+        pods.get_opt("olm-0")
+            .await?
+            .is_none_or(|p| p.uid() == server.uid()),
+        "the server pod was replaced on re-install"
+    );
+
     clusters.delete("olm", &DeleteParams::default()).await?;
     eventually("the cluster's CR gone", CLUSTER_WAIT, || {
         let clusters = clusters.clone();
         async move { Ok(clusters.get_opt("olm").await?.is_none().then_some(())) }
     })
     .await?;
-    olm.subscriptions(&ns.name)
-        .delete(PACKAGE, &DeleteParams::default())
-        .await?;
-    olm.csvs(&ns.name)
-        .delete(CSV, &DeleteParams::default())
-        .await?;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
-    eventually("OLM removes the operator's Deployment", WAIT, || {
-        let deployments = deployments.clone();
-        async move {
-            Ok(deployments
-                .get_opt(DEPLOYMENT)
-                .await?
-                .is_none()
-                .then_some(()))
-        }
-    })
-    .await?;
+    unsubscribe(&olm, &ns.name).await?;
     olm.catalog_sources()
-        .delete(&catalog_source.name, &DeleteParams::default())
+        .delete(&source, &DeleteParams::default())
         .await?;
     catalog_source.deleted = true;
     ns.delete().await
+}
+
+/// The install modes, as OLM names them.
+const MODES: [&str; 4] = [
+    "OwnNamespace",
+    "SingleNamespace",
+    "MultiNamespace",
+    "AllNamespaces",
+];
+
+/// Every install mode the CSV declares supported is one of [`MODES`], each of which the next
+/// test installs with.
+#[test]
+fn the_csv_declares_the_install_modes_this_suite_installs_with() -> anyhow::Result<()> {
+    let csv = std::fs::read_to_string(
+        e2e::repo_root()
+            .join("olm/bundle/manifests/infinispan-operator.clusterserviceversion.yaml"),
+    )?;
+    let csv: Value = serde_saphyr::from_str(&csv)?;
+    let declared: Vec<&str> = csv["spec"]["installModes"]
+        .as_array()
+        .context("no installModes")?
+        .iter()
+        .filter(|m| m["supported"] == true)
+        .filter_map(|m| m["type"].as_str())
+        .collect();
+    ensure!(
+        declared == MODES,
+        "the CSV declares {declared:?}; this suite installs with {MODES:?}"
+    );
+    Ok(())
+}
+
+/// Per install mode: the operator in namespace `op` with its OperatorGroup targeting (Own) `op`,
+/// (Single) `a`, (Multi) `a` and `b`, (All) every namespace; a cluster (no servers) in each of
+/// `op`, `a`, `b` and `outside` is reconciled (its StatefulSet) exactly where it is targeted.
+#[tokio::test]
+async fn every_install_mode_reconciles_the_target_namespaces_and_no_other() -> anyhow::Result<()> {
+    let _one = INSTALLS.lock().await;
+    let (testbed, client, images, catalog) = olm_testbed().await?;
+    let olm = Olm {
+        client: client.clone(),
+    };
+    let op = TestNamespace::create(&client, "olm-modes-op").await?;
+    let a = TestNamespace::create(&client, "olm-modes-a").await?;
+    let b = TestNamespace::create(&client, "olm-modes-b").await?;
+    let outside = TestNamespace::create(&client, "olm-modes-out").await?;
+    let mut catalog_source = CatalogSourceGuard::new(&testbed, format!("infinispan-{}", op.name));
+    let source = catalog_source.name.clone();
+    create_catalog_source(&olm, &source, &catalog).await?;
+    let all = [&op.name, &a.name, &b.name, &outside.name];
+    let statefulsets = |ns: &str| Api::<StatefulSet>::namespaced(client.clone(), ns);
+    let mut report = Vec::new();
+    for mode in MODES {
+        let targets: Vec<&str> = match mode {
+            "OwnNamespace" => vec![&op.name],
+            "SingleNamespace" => vec![&a.name],
+            "MultiNamespace" => vec![&a.name, &b.name],
+            _ => vec![],
+        };
+        create_operator_group(&olm, &op.name, &targets).await?;
+        let Installed { took, pod } = subscribe(&olm, &images, &op.name, &source).await?;
+        report.push(format!("{mode} {:.1}s", took.as_secs_f64()));
+        ensure!(
+            pod.annotations()
+                .get("olm.targetNamespaces")
+                .map(String::as_str)
+                == Some(targets.join(",").as_str()),
+            "{mode}: olm.targetNamespaces {:?}",
+            pod.annotations().get("olm.targetNamespaces")
+        );
+        for ns in all {
+            apply_cluster(&client, ns, "mode", 0).await?;
+        }
+        let watched = |ns: &str| targets.is_empty() || targets.contains(&ns);
+        for ns in all.into_iter().filter(|ns| watched(ns)) {
+            wait_statefulset(&client, ns, "mode", 0)
+                .await
+                .with_context(|| format!("{mode}: the cluster in the target namespace {ns}"))?;
+        }
+        // The targeted clusters are reconciled; the others have had the same time: none.
+        for ns in all.into_iter().filter(|ns| !watched(ns)) {
+            ensure!(
+                statefulsets(ns).get_opt("mode").await?.is_none(),
+                "{mode}: the cluster in {ns}, not a target namespace, was reconciled"
+            );
+        }
+        for ns in all {
+            Api::<Infinispan>::namespaced(client.clone(), ns)
+                .delete("mode", &DeleteParams::default())
+                .await?;
+        }
+        for ns in all {
+            let clusters = Api::<Infinispan>::namespaced(client.clone(), ns);
+            eventually(&format!("{mode}: the CR in {ns} gone"), WAIT, || {
+                let clusters = clusters.clone();
+                async move { Ok(clusters.get_opt("mode").await?.is_none().then_some(())) }
+            })
+            .await
+            .or_else(|error| {
+                // The operator holds the finalizer only where it watches: elsewhere, the CR
+                // waits for no one once its finalizer (if any) is gone.
+                if watched(ns) { Err(error) } else { Ok(()) }
+            })?;
+        }
+        unsubscribe(&olm, &op.name).await?;
+    }
+    eprintln!(
+        "OLM install modes, Subscription -> operator Ready: {}",
+        report.join(", ")
+    );
+    olm.catalog_sources()
+        .delete(&source, &DeleteParams::default())
+        .await?;
+    catalog_source.deleted = true;
+    for ns in [op, a, b, outside] {
+        ns.delete().await?;
+    }
+    Ok(())
 }
