@@ -157,10 +157,7 @@ olm_bundle_and_catalog() {
   log "OLM bundle image${mode:+ ($mode)}: $bundle"
 
   rootfs=$RUN_DIR/images/olm-catalog${mode:+-$mode}/rootfs
-  rm -rf "$rootfs" && mkdir -p "$rootfs/bin" "$rootfs/configs" "$rootfs/tmp"
-  cp "$(opm_bin)" "$rootfs/bin/opm"
-  # The upstream opm image's probe, which OLM's catalog pods run (build.sh tools).
-  cp "$(grpc_health_probe_bin || die "grpc_health_probe missing: run e2e/testbed/build.sh tools")" "$rootfs/bin/"
+  rm -rf "$rootfs" && mkdir -p "$rootfs/configs"
   cp -r "$REPO_ROOT/olm/catalog/." "$rootfs/configs/"
   local fbc=$rootfs/configs/infinispan-operator/catalog.yaml
   grep -q '^image: quay.io/infinispan-operators/infinispan-operator-bundle:' "$fbc" \
@@ -169,12 +166,31 @@ olm_bundle_and_catalog() {
   if [[ $mode == local ]]; then
     mirror_images "$fbc"
   fi
+  catalog=$(push_catalog "olm-catalog${mode:+-$mode}")
+  set_image "${prefix}_CATALOG_IMAGE" "$catalog"
+  log "OLM catalog image${mode:+ ($mode)}: $catalog"
+}
+
+# push_catalog NAME: the catalog image of $RUN_DIR/images/NAME/rootfs/configs (a file-based
+# catalog), laid out as olm/catalog.Containerfile's final stage: opm and grpc_health_probe in
+# /bin (the testbed's builds of the versions the upstream opm base image carries), the serve
+# cache built at image build time, its config. Prints the image reference.
+push_catalog() {
+  local name=$1 rootfs=$RUN_DIR/images/$1/rootfs flags=() catalog
+  mkdir -p "$rootfs/bin" "$rootfs/tmp"
+  cp "$(opm_bin)" "$rootfs/bin/opm"
+  # The upstream opm image's probe, which OLM's catalog pods run (build.sh tools).
+  cp "$(grpc_health_probe_bin || die "grpc_health_probe missing: run e2e/testbed/build.sh tools")" "$rootfs/bin/"
   mapfile -t flags < <(containerfile_config "$REPO_ROOT/olm/catalog.Containerfile" olm)
   # The serve cache is not byte-for-byte reproducible (its layer, hence its tag, changes with
-  # every build): the image is rebuilt only when what it is made from changed (opm, the catalog,
-  # the config), recorded in $RUN_DIR/images/olm-catalog[-local].inputs.
-  local inputs record=$RUN_DIR/images/olm-catalog${mode:+-$mode}.inputs
-  inputs=$( { sha256sum "$rootfs/bin/opm" "$rootfs/bin/grpc_health_probe" "$fbc"; printf '%s\n' "${flags[@]}"; } | sha256sum | cut -c1-16)
+  # every build): the image is rebuilt only when what it is made from changed (opm, the probe,
+  # the catalog, the config), recorded in $RUN_DIR/images/NAME.inputs.
+  local inputs record=$RUN_DIR/images/$name.inputs
+  inputs=$( {
+    sha256sum "$rootfs/bin/opm" "$rootfs/bin/grpc_health_probe"
+    (cd "$rootfs" && find configs -type f | sort | xargs sha256sum)
+    printf '%s\n' "${flags[@]}"
+  } | sha256sum | cut -c1-16)
   if [[ -f $record ]] && [[ $(head -1 "$record") == "$inputs" ]] \
     && crane_cmd manifest "$(tail -1 "$record")" >/dev/null 2>&1; then
     catalog=$(tail -1 "$record")
@@ -185,8 +201,58 @@ olm_bundle_and_catalog() {
     catalog=$(push_rootfs_image infinispan-operators/infinispan-operator-catalog "$rootfs" "${flags[@]}")
     printf '%s\n%s\n' "$inputs" "$catalog" >"$record"
   fi
-  set_image "${prefix}_CATALOG_IMAGE" "$catalog"
-  log "OLM catalog image${mode:+ ($mode)}: $catalog"
+  echo "$catalog"
+}
+
+# The upgrade test's catalog (TESTBED_OLM_UPGRADE_CATALOG_IMAGE): the node's bundle (0.1.0) and
+# a 0.1.1 made from it (the CSV renamed infinispan-operator.v0.1.1, version 0.1.1, `replaces:
+# infinispan-operator.v0.1.0`; same operator image), both in the channel, 0.1.1 its head. The
+# bundle entries are what `opm render` gives for the bundles (as a catalog maintainer adds a
+# release); needs the local pair (olm_bundle_and_catalog ... local) first.
+olm_upgrade_catalog() {
+  local from=$RUN_DIR/images/olm-bundle-local/rootfs rootfs=$RUN_DIR/images/olm-bundle-upgrade/rootfs
+  local flags=() bundle catalog opm
+  opm=$(opm_bin)
+  [[ -d $from ]] || die "the node's bundle was not built (push-images.sh olm)"
+  rm -rf "$rootfs" && mkdir -p "$(dirname "$rootfs")" && cp -r "$from" "$rootfs"
+  local csv=$rootfs/manifests/infinispan-operator.clusterserviceversion.yaml
+  grep -q '^  name: infinispan-operator.v0.1.0$' "$csv" && grep -q '^  version: "0.1.0"$' "$csv" \
+    || die "$csv: no 0.1.0 name and version to make 0.1.1 of"
+  sed -i -e 's/^  name: infinispan-operator.v0.1.0$/  name: infinispan-operator.v0.1.1/' \
+    -e 's/^  version: "0.1.0"$/  replaces: infinispan-operator.v0.1.0\n  version: "0.1.1"/' "$csv"
+  mapfile -t flags < <(containerfile_config "$REPO_ROOT/olm/bundle.Containerfile" olm)
+  bundle=$(push_rootfs_image infinispan-operators/infinispan-operator-bundle "$rootfs" "${flags[@]}")
+  set_image TESTBED_OLM_UPGRADE_BUNDLE_IMAGE "$bundle"
+
+  local configs=$RUN_DIR/images/olm-catalog-upgrade/rootfs/configs
+  rm -rf "$(dirname "$configs")" && mkdir -p "$configs/infinispan-operator"
+  python3 - "$bundle" "$configs/infinispan-operator/catalog.json" \
+    <("$opm" render "$RUN_DIR/images/olm-catalog-local/rootfs/configs" -o json) \
+    <("$opm" render "$rootfs" --migrate-level=bundle-object-to-csv-metadata -o json) <<'PY'
+import json, sys
+bundle_image, target, current, new = sys.argv[1:5]
+def documents(path):
+    text, decoder, docs, i = open(path).read(), json.JSONDecoder(), [], 0
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+            continue
+        doc, i = decoder.raw_decode(text, i)
+        docs.append(doc)
+    return docs
+docs = documents(current)
+[upgrade] = documents(new)
+upgrade["image"] = bundle_image
+[channel] = [d for d in docs if d["schema"] == "olm.channel"]
+channel["entries"].append({"name": upgrade["name"], "replaces": channel["entries"][-1]["name"]})
+with open(target, "w") as out:
+    for doc in docs + [upgrade]:
+        out.write(json.dumps(doc, indent=2) + "\n")
+PY
+  "$opm" validate "$configs" >&2
+  catalog=$(push_catalog olm-catalog-upgrade)
+  set_image TESTBED_OLM_UPGRADE_CATALOG_IMAGE "$catalog"
+  log "OLM upgrade catalog image (0.1.0 -> 0.1.1): $catalog"
 }
 
 # mirror_images FILE: replaces, in FILE, each image the CSV names (its relatedImages: the two
@@ -225,6 +291,7 @@ PY
 olm() {
   olm_bundle_and_catalog TESTBED_OLM
   olm_bundle_and_catalog TESTBED_OLM_LOCAL local
+  olm_upgrade_catalog
 }
 
 case ${1:-all} in

@@ -233,39 +233,40 @@ async fn create_catalog_source(olm: &Olm, name: &str, image: &str) -> anyhow::Re
     .await
 }
 
-/// Waits for the Subscription's InstallPlan, checks that it waits for approval and installs
-/// exactly [`CSV`], and approves it.
-async fn approve_install_plan(olm: &Olm, ns: &str, subscription: &str) -> anyhow::Result<()> {
+/// Waits until the Subscription (named after the package) refers to an InstallPlan installing
+/// exactly the CSV `csv` and waiting for approval, and approves it.
+async fn approve_install_plan(olm: &Olm, ns: &str, csv: &str) -> anyhow::Result<()> {
     let subscriptions = olm.subscriptions(ns);
-    let plan_name = eventually(
-        &format!("Subscription {ns}/{subscription} has an InstallPlan"),
+    let plans = olm.install_plans(ns);
+    let plan = eventually(
+        &format!("Subscription {ns}/{PACKAGE} has an InstallPlan for {csv}"),
         INSTALL_WAIT,
         || {
             let subscriptions = subscriptions.clone();
+            let plans = plans.clone();
             async move {
-                let sub = subscriptions.get(subscription).await?;
-                Ok(sub.data["status"]["installPlanRef"]["name"]
-                    .as_str()
-                    .map(str::to_string))
+                let sub = subscriptions.get(PACKAGE).await?;
+                let Some(name) = sub.data["status"]["installPlanRef"]["name"].as_str() else {
+                    return Ok(None);
+                };
+                let plan = plans.get(name).await?;
+                Ok(
+                    (plan.data["spec"]["clusterServiceVersionNames"] == json!([csv]))
+                        .then_some(plan),
+                )
             }
         },
     )
     .await?;
-    let plans = olm.install_plans(ns);
-    let plan = plans.get(&plan_name).await?;
     let spec = &plan.data["spec"];
     ensure!(
         spec["approval"] == "Manual" && spec["approved"] == false,
-        "InstallPlan {plan_name} is not waiting for approval: {spec}"
-    );
-    ensure!(
-        spec["clusterServiceVersionNames"] == json!([CSV]),
-        "InstallPlan {plan_name} installs {}, not {CSV}",
-        spec["clusterServiceVersionNames"]
+        "InstallPlan {} is not waiting for approval: {spec}",
+        plan.name_any()
     );
     plans
         .patch(
-            &plan_name,
+            &plan.name_any(),
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {"approved": true}})),
         )
@@ -362,23 +363,29 @@ async fn subscribe(
     images: &Images,
     ns: &str,
     source: &str,
+    starting_csv: Option<&str>,
 ) -> anyhow::Result<Installed> {
     let subscribed = Instant::now();
+    let csv_name = starting_csv.unwrap_or(CSV);
+    let mut spec = json!({
+        "channel": CHANNEL, "name": PACKAGE,
+        "source": source, "sourceNamespace": OLM_NAMESPACE,
+        "installPlanApproval": "Manual",
+    });
+    if let Some(csv) = starting_csv {
+        spec["startingCSV"] = json!(csv);
+    }
     apply(
         &olm.subscriptions(ns),
         json!({
             "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
             "metadata": {"name": PACKAGE, "namespace": ns},
-            "spec": {
-                "channel": CHANNEL, "name": PACKAGE,
-                "source": source, "sourceNamespace": OLM_NAMESPACE,
-                "installPlanApproval": "Manual",
-            },
+            "spec": spec,
         }),
     )
     .await?;
-    approve_install_plan(olm, ns, PACKAGE).await?;
-    let csv = wait_csv_succeeded(olm, ns, CSV).await?;
+    approve_install_plan(olm, ns, csv_name).await?;
+    let csv = wait_csv_succeeded(olm, ns, csv_name).await?;
     ensure!(
         csv.data["status"]["reason"] == "InstallSucceeded",
         "{}",
@@ -406,11 +413,11 @@ async fn subscribe(
 
 /// Uninstalls as OLM's documentation says (the Subscription, then the CSV) and waits until OLM
 /// removed the operator's Deployment and the CSV (with its copies in other namespaces).
-async fn unsubscribe(olm: &Olm, ns: &str) -> anyhow::Result<()> {
+async fn unsubscribe(olm: &Olm, ns: &str, csv: &str) -> anyhow::Result<()> {
     olm.subscriptions(ns)
         .delete(PACKAGE, &DeleteParams::default())
         .await?;
-    olm.csvs(ns).delete(CSV, &DeleteParams::default()).await?;
+    olm.csvs(ns).delete(csv, &DeleteParams::default()).await?;
     let deployments: Api<Deployment> = Api::namespaced(olm.client.clone(), ns);
     let copies = Api::<DynamicObject>::all_with(
         olm.client.clone(),
@@ -428,7 +435,7 @@ async fn unsubscribe(olm: &Olm, ns: &str) -> anyhow::Result<()> {
             let copies = copies.clone();
             async move {
                 let csvs = copies
-                    .list(&ListParams::default().fields(&format!("metadata.name={CSV}")))
+                    .list(&ListParams::default().fields(&format!("metadata.name={csv}")))
                     .await?;
                 Ok(
                     (deployments.get_opt(DEPLOYMENT).await?.is_none() && csvs.items.is_empty())
@@ -544,7 +551,7 @@ async fn own_namespace_install_runs_a_cluster_that_survives_uninstall_and_is_ado
 
     create_catalog_source(&olm, &source, &catalog).await?;
     create_operator_group(&olm, &ns.name, &[&ns.name]).await?;
-    let Installed { pod, .. } = subscribe(&olm, &images, &ns.name, &source).await?;
+    let Installed { pod, .. } = subscribe(&olm, &images, &ns.name, &source, None).await?;
     ensure!(
         pod.annotations().get("olm.targetNamespaces") == Some(&ns.name),
         "olm.targetNamespaces: {:?}",
@@ -619,7 +626,7 @@ async fn own_namespace_install_runs_a_cluster_that_survives_uninstall_and_is_ado
 
     // Uninstalled (Subscription and CSV, as OLM's documentation says): the operator goes, the
     // user's CRDs, CR and running cluster stay.
-    unsubscribe(&olm, &ns.name).await?;
+    unsubscribe(&olm, &ns.name, CSV).await?;
     let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
     ensure!(
         clusters.get_opt("olm").await?.is_some(),
@@ -634,7 +641,7 @@ async fn own_namespace_install_runs_a_cluster_that_survives_uninstall_and_is_ado
 
     // Installed again: the new operator adopts the cluster (it leaves the running pod alone and
     // applies the next change of the CR).
-    subscribe(&olm, &images, &ns.name, &source).await?;
+    subscribe(&olm, &images, &ns.name, &source, None).await?;
     let clusters_patch = json!({"spec": {"replicas": 0}});
     clusters
         .patch(
@@ -657,7 +664,7 @@ async fn own_namespace_install_runs_a_cluster_that_survives_uninstall_and_is_ado
         async move { Ok(clusters.get_opt("olm").await?.is_none().then_some(())) }
     })
     .await?;
-    unsubscribe(&olm, &ns.name).await?;
+    unsubscribe(&olm, &ns.name, CSV).await?;
     olm.catalog_sources()
         .delete(&source, &DeleteParams::default())
         .await?;
@@ -724,7 +731,7 @@ async fn every_install_mode_reconciles_the_target_namespaces_and_no_other() -> a
             _ => vec![],
         };
         create_operator_group(&olm, &op.name, &targets).await?;
-        let Installed { took, pod } = subscribe(&olm, &images, &op.name, &source).await?;
+        let Installed { took, pod } = subscribe(&olm, &images, &op.name, &source, None).await?;
         report.push(format!("{mode} {:.1}s", took.as_secs_f64()));
         ensure!(
             pod.annotations()
@@ -768,7 +775,7 @@ async fn every_install_mode_reconciles_the_target_namespaces_and_no_other() -> a
                 if watched(ns) { Err(error) } else { Ok(()) }
             })?;
         }
-        unsubscribe(&olm, &op.name).await?;
+        unsubscribe(&olm, &op.name, CSV).await?;
     }
     eprintln!(
         "OLM install modes, Subscription -> operator Ready: {}",
@@ -782,4 +789,139 @@ async fn every_install_mode_reconciles_the_target_namespaces_and_no_other() -> a
         ns.delete().await?;
     }
     Ok(())
+}
+
+/// Upgrade through a test catalog (`make images`: TESTBED_OLM_UPGRADE_CATALOG_IMAGE, the node's
+/// bundle 0.1.0 and a 0.1.1 that replaces it in the channel): subscribed at 0.1.0 with manual
+/// approval, OLM offers 0.1.1 in a second InstallPlan; approved, the 0.1.1 CSV succeeds, 0.1.0
+/// goes, the operator's Deployment is OLM's 0.1.1 one, and the cluster made under 0.1.0 is
+/// reconciled by it.
+#[tokio::test]
+async fn upgrade_from_0_1_0_to_0_1_1_through_a_test_catalog() -> anyhow::Result<()> {
+    const NEXT: &str = "infinispan-operator.v0.1.1";
+    let _one = INSTALLS.lock().await;
+    let (testbed, client, images, _) = olm_testbed().await?;
+    let path = testbed.run_dir.join("images.env");
+    let catalog = parse_env_file(&std::fs::read_to_string(&path)?)
+        .get("TESTBED_OLM_UPGRADE_CATALOG_IMAGE")
+        .cloned()
+        .with_context(|| {
+            format!(
+                "{} has no TESTBED_OLM_UPGRADE_CATALOG_IMAGE: run `make images`",
+                path.display()
+            )
+        })?;
+    let olm = Olm {
+        client: client.clone(),
+    };
+    let ns = TestNamespace::create(&client, "olm-upgrade").await?;
+    let mut catalog_source = CatalogSourceGuard::new(&testbed, format!("infinispan-{}", ns.name));
+    let source = catalog_source.name.clone();
+    create_catalog_source(&olm, &source, &catalog).await?;
+    create_operator_group(&olm, &ns.name, &[&ns.name]).await?;
+    let Installed { pod: first, .. } =
+        subscribe(&olm, &images, &ns.name, &source, Some(CSV)).await?;
+    apply_cluster(&client, &ns.name, "upgrade", 0).await?;
+    wait_statefulset(&client, &ns.name, "upgrade", 0).await?;
+
+    // OLM offers the channel's next version in a new InstallPlan, which waits for approval.
+    let upgrading = Instant::now();
+    approve_install_plan(&olm, &ns.name, NEXT).await?;
+    let csv = wait_csv_succeeded(&olm, &ns.name, NEXT).await?;
+    ensure!(
+        csv.data["spec"]["replaces"] == CSV,
+        "{NEXT} replaces {}",
+        csv.data["spec"]["replaces"]
+    );
+    let csvs = olm.csvs(&ns.name);
+    eventually(&format!("{CSV} replaced and removed"), WAIT, || {
+        let csvs = csvs.clone();
+        async move { Ok(csvs.get_opt(CSV).await?.is_none().then_some(())) }
+    })
+    .await?;
+    let subscription = olm.subscriptions(&ns.name).get(PACKAGE).await?;
+    ensure!(
+        subscription.data["status"]["installedCSV"] == NEXT,
+        "the Subscription has installed {}",
+        subscription.data["status"]["installedCSV"]
+    );
+    // The operator's Deployment is now the 0.1.1 CSV's: a new pod, Ready.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let deployment = deployments.get(DEPLOYMENT).await?;
+    ensure!(
+        deployment
+            .owner_references()
+            .iter()
+            .any(|o| o.kind == "ClusterServiceVersion" && o.name == NEXT),
+        "the Deployment belongs to {:?}",
+        deployment.owner_references()
+    );
+    let pod = eventually("the 0.1.1 operator's pod", INSTALL_WAIT, || {
+        let client = client.clone();
+        let ns = ns.name.clone();
+        let first = first.uid();
+        async move {
+            let pod = operator_pod(&client, &ns).await?;
+            Ok((pod.uid() != first).then_some(pod))
+        }
+    })
+    .await?;
+    ensure!(
+        pod.annotations().get("olm.operatorGroup").is_some(),
+        "{:?}",
+        pod.annotations()
+    );
+    eprintln!(
+        "OLM upgrade {CSV} -> {NEXT}: InstallPlan approved -> new operator Ready in {:.1}s",
+        upgrading.elapsed().as_secs_f64()
+    );
+    // The cluster made under 0.1.0 is reconciled by the 0.1.1 operator: a change of its spec
+    // reaches the StatefulSet and the CR's observed generation.
+    let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
+    let changed = clusters
+        .patch(
+            "upgrade",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"container": {"resources": {"requests": {"cpu": "100m"}}}}}),
+            ),
+        )
+        .await?;
+    let generation = changed.metadata.generation;
+    eventually("the 0.1.1 operator observed the change", WAIT, || {
+        let clusters = clusters.clone();
+        async move {
+            let cr = clusters.get("upgrade").await?;
+            Ok(
+                (cr.status.as_ref().and_then(|s| s.observed_generation) == generation)
+                    .then_some(()),
+            )
+        }
+    })
+    .await?;
+    let statefulset = wait_statefulset(&client, &ns.name, "upgrade", 0).await?;
+    let cpu = statefulset
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("cpu"))
+        .map(|q| q.0.clone());
+    ensure!(
+        cpu.as_deref() == Some("100m"),
+        "the StatefulSet asks for cpu {cpu:?}"
+    );
+
+    Api::<Infinispan>::namespaced(client.clone(), &ns.name)
+        .delete("upgrade", &DeleteParams::default())
+        .await?;
+    unsubscribe(&olm, &ns.name, NEXT).await?;
+    olm.catalog_sources()
+        .delete(&source, &DeleteParams::default())
+        .await?;
+    catalog_source.deleted = true;
+    ns.delete().await
 }
