@@ -5,6 +5,7 @@
 #   infinispan-<v>/                                                 a server assembled from Maven Central
 #   helm-<v>/bin/helm, operator-sdk-<v>/bin/operator-sdk, opm-<v>/bin/opm   packaging tools (Go module proxy)
 #   grpc-health-probe-<v>/bin/grpc_health_probe                    the catalog images' probe (Go module proxy)
+#   scorecard-test-<v>/bin/scorecard-test                          operator-sdk scorecard's test command (Go module proxy)
 #   hadolint-<v>/bin/hadolint                                       the Containerfile linter (PyPI wheel)
 #   containerd-<v>/bin/{containerd,containerd-shim-runc-v2,ctr}, cni-<v>/bin/{bridge,loopback,host-local,portmap},
 #   coredns-<v>/bin/coredns, registry-<v>/bin/registry, crane-<v>/bin/crane,
@@ -222,6 +223,14 @@ build_operator_sdk_version() {
     "${OPERATOR_SDK_PINS[@]}"
   "$2/bin/operator-sdk" version
 }
+# operator-sdk scorecard runs its tests as pods of the scorecard-test image: its command, from the
+# same module and version as operator-sdk (e2e/testbed's scorecard images, olm_install.rs).
+build_scorecard_test_version() {
+  go_tool_build scorecard-test github.com/operator-framework/operator-sdk \
+    github.com/operator-framework/operator-sdk/images/scorecard-test "$1" "$2" containers_image_openpgp \
+    "${OPERATOR_SDK_PINS[@]}"
+  ls -l "$2/bin/scorecard-test"
+}
 # OLM's catalog pods are probed with `grpc_health_probe -addr=:50051` (exec), which the upstream
 # opm image carries in /bin beside opm: the catalog images built here carry it too.
 build_grpc_health_probe_version() {
@@ -336,6 +345,7 @@ build_node() {
 build_tools() {
   build_with_fallback helm helm "$HELM_VERSIONS" build_helm_version
   build_with_fallback operator-sdk operator-sdk "$OPERATOR_SDK_VERSIONS" build_operator_sdk_version
+  build_with_fallback scorecard-test scorecard-test "$OPERATOR_SDK_VERSIONS" build_scorecard_test_version
   build_with_fallback opm opm "$OPM_VERSIONS" build_opm_version
   build_with_fallback grpc_health_probe grpc-health-probe "$GRPC_HEALTH_PROBE_VERSIONS" build_grpc_health_probe_version
   build_with_fallback hadolint hadolint "$HADOLINT_VERSIONS" build_hadolint_version

@@ -75,6 +75,7 @@ k8s_bin_dir() { local v; v=$(installed_version k8s "$K8S_VERSIONS") || return 1;
 etcd_bin_dir() { local v; v=$(installed_version etcd "$ETCD_VERSIONS") || return 1; echo "$PROJECT_CACHE/etcd-$v/bin"; }
 helm_bin() { local v; v=$(installed_version helm "$HELM_VERSIONS") || return 1; echo "$PROJECT_CACHE/helm-$v/bin/helm"; }
 operator_sdk_bin() { local v; v=$(installed_version operator-sdk "$OPERATOR_SDK_VERSIONS") || return 1; echo "$PROJECT_CACHE/operator-sdk-$v/bin/operator-sdk"; }
+scorecard_test_bin() { local v; v=$(installed_version scorecard-test "$OPERATOR_SDK_VERSIONS") || return 1; echo "$PROJECT_CACHE/scorecard-test-$v/bin/scorecard-test"; }
 opm_bin() { local v; v=$(installed_version opm "$OPM_VERSIONS") || return 1; echo "$PROJECT_CACHE/opm-$v/bin/opm"; }
 grpc_health_probe_bin() { local v; v=$(installed_version grpc-health-probe "$GRPC_HEALTH_PROBE_VERSIONS") || return 1; echo "$PROJECT_CACHE/grpc-health-probe-$v/bin/grpc_health_probe"; }
 hadolint_bin() { local v; v=$(installed_version hadolint "$HADOLINT_VERSIONS") || return 1; echo "$PROJECT_CACHE/hadolint-$v/bin/hadolint"; }

@@ -288,7 +288,31 @@ open(path, "w").write(text)
 PY
 }
 
+# operator-sdk scorecard's pods, built here (their upstream images are on quay.io): the
+# scorecard-test command (build.sh tools) at /usr/local/bin as upstream's image has it, and one
+# busybox image (Debian's busybox-static: tar with gzip, sh, sleep) as both the untar init
+# container (`tar xvzf ...`: no entry point, as upstream's ubi image) and the storage sidecar.
+scorecard_images() {
+  local dir=$RUN_DIR/images/scorecard-test busybox applet ref
+  rm -rf "$dir" && mkdir -p "$dir/rootfs/usr/local/bin" "$dir/rootfs/opt/scorecard-test"
+  cp "$(scorecard_test_bin || die "scorecard-test missing: run e2e/testbed/build.sh tools")" "$dir/rootfs/usr/local/bin/"
+  ref=$(push_rootfs_image operator-framework/scorecard-test "$dir/rootfs" \
+    --entrypoint=/usr/local/bin/scorecard-test --user=1001 --workdir=/opt/scorecard-test \
+    --env=HOME=/opt/scorecard-test)
+  set_image TESTBED_SCORECARD_TEST_IMAGE "$ref"
+  dir=$RUN_DIR/images/scorecard-untar
+  busybox=$(command -v busybox) || die "busybox missing: apt-get install busybox-static"
+  rm -rf "$dir" && mkdir -p "$dir/rootfs/bin" "$dir/rootfs/opt/scorecard-untar"
+  cp "$busybox" "$dir/rootfs/bin/busybox"
+  for applet in sh tar gzip sleep; do ln -s busybox "$dir/rootfs/bin/$applet"; done
+  ref=$(push_rootfs_image operator-framework/scorecard-untar "$dir/rootfs" --user=1001 \
+    --workdir=/opt/scorecard-untar --env=PATH=/bin --env=HOME=/opt/scorecard-untar)
+  set_image TESTBED_SCORECARD_UNTAR_IMAGE "$ref"
+  log "operator-sdk scorecard images: $(grep -c SCORECARD "$IMAGES_ENV") recorded"
+}
+
 olm() {
+  scorecard_images
   olm_bundle_and_catalog TESTBED_OLM
   olm_bundle_and_catalog TESTBED_OLM_LOCAL local
   olm_upgrade_catalog

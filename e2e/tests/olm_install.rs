@@ -925,3 +925,160 @@ async fn upgrade_from_0_1_0_to_0_1_1_through_a_test_catalog() -> anyhow::Result<
     catalog_source.deleted = true;
     ns.delete().await
 }
+
+/// `make demo-olm` in CI mode (`e2e/demo-olm.sh --ci`): the install a user follows (a
+/// CatalogSource, an OperatorGroup and a Subscription with automatic approval, the CSV, an
+/// `Infinispan` CR, a Cache CR synced to the server), every check fatal, everything removed at
+/// the end. Its fixed namespaces (`demo-olm`, `infinispan-operator-olm`) are used by no other test.
+#[tokio::test]
+async fn make_demo_olm_runs_to_completion_in_ci_mode() -> anyhow::Result<()> {
+    let _one = INSTALLS.lock().await;
+    let (testbed, ..) = olm_testbed().await?;
+    let log = e2e::repo_root().join("target/e2e-logs/demo-olm.log");
+    std::fs::create_dir_all(log.parent().context("a parent")?)?;
+    let output = std::fs::File::create(&log)?;
+    let mut command = std::process::Command::new(e2e::repo_root().join("e2e/demo-olm.sh"));
+    e2e::without_crate_variables(&mut command);
+    let status = command
+        .arg("--ci")
+        .env("TESTBED_RUN_DIR", &testbed.run_dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(output.try_clone()?)
+        .stderr(output)
+        .status()?;
+    let output = std::fs::read_to_string(&log)?;
+    ensure!(
+        status.success(),
+        "e2e/demo-olm.sh --ci failed ({status}); its output ({}):\n{output}",
+        log.display()
+    );
+    for check in [
+        "ok the CatalogSource is READY",
+        "ok OLM resolved the Subscription, unpacked the bundle and installed the CSV: Succeeded",
+        "ok the cluster operator's Deployment is Available",
+        "ok the Infinispan CR is Ready",
+        "ok Cache orders is Ready",
+        "CI mode: every check passed",
+    ] {
+        ensure!(
+            output.contains(check),
+            "the demo's output lacks '{check}' ({}):\n{output}",
+            log.display()
+        );
+    }
+    Ok(())
+}
+
+/// `operator-sdk scorecard` on `olm/bundle`, its tests running as pods on the node from images
+/// built here (`make images`: the scorecard-test command of the operator-sdk version the testbed
+/// builds, and a busybox image for its untar and storage containers), restricted Pod Security:
+/// the basic suite and the olm suite. Every test passes but `olm-spec-descriptors`, which
+/// matches only top-level spec paths: `resourcesOperator` and `service` of the Infinispan
+/// example are objects whose nested fields have descriptors (`resourcesOperator.syncMode`,
+/// `service.container.storage`, ...), not the objects themselves. That gap is asserted exactly,
+/// so a new field without a descriptor fails here too, and so does closing the gap (then drop
+/// the exception).
+#[tokio::test]
+async fn operator_sdk_scorecard_runs_here_and_passes_but_the_known_gap() -> anyhow::Result<()> {
+    let (testbed, client, ..) = olm_testbed().await?;
+    let vars = parse_env_file(&std::fs::read_to_string(
+        testbed.run_dir.join("images.env"),
+    )?);
+    let image = |name: &str| {
+        vars.get(name)
+            .cloned()
+            .with_context(|| format!("images.env has no {name}: run `make images`"))
+    };
+    let (test_image, untar_image) = (
+        image("TESTBED_SCORECARD_TEST_IMAGE")?,
+        image("TESTBED_SCORECARD_UNTAR_IMAGE")?,
+    );
+    let tests = [
+        ("basic", "basic-check-spec"),
+        ("olm", "olm-bundle-validation"),
+        ("olm", "olm-crds-have-validation"),
+        ("olm", "olm-crds-have-resources"),
+        ("olm", "olm-spec-descriptors"),
+        ("olm", "olm-status-descriptors"),
+    ];
+    let config = json!({
+        "apiVersion": "scorecard.operatorframework.io/v1alpha3",
+        "kind": "Configuration",
+        "metadata": {"name": "config"},
+        "stages": [{
+            "parallel": true,
+            "tests": tests.iter().map(|(suite, test)| json!({
+                "entrypoint": ["scorecard-test", test],
+                "image": test_image,
+                "labels": {"suite": suite, "test": format!("{test}-test")},
+            })).collect::<Vec<_>>(),
+        }],
+    });
+    let dir = e2e::repo_root().join("target/e2e-logs/scorecard");
+    std::fs::create_dir_all(&dir)?;
+    let config_path = dir.join("config.json");
+    std::fs::write(&config_path, serde_json::to_vec_pretty(&config)?)?;
+    let ns = TestNamespace::create(&client, "olm-scorecard").await?;
+    let output = tokio::process::Command::new(testbed.run_dir.join("bin/operator-sdk"))
+        .arg("scorecard")
+        .arg(e2e::repo_root().join("olm/bundle"))
+        .arg("--config")
+        .arg(&config_path)
+        .args(["--namespace", &ns.name, "--untar-image", &untar_image])
+        .args([
+            "--storage-image",
+            &untar_image,
+            "--pod-security",
+            "restricted",
+        ])
+        .args(["--wait-time", "180s", "--output", "json"])
+        .env("KUBECONFIG", &testbed.kubeconfig)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .context("running operator-sdk scorecard")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    std::fs::write(dir.join("result.json"), stdout.as_bytes())?;
+    let result: Value = serde_json::from_str(&stdout).with_context(|| {
+        format!(
+            "operator-sdk scorecard printed no JSON ({}):\n{}\n{stdout}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    let mut states = std::collections::BTreeMap::new();
+    for item in result["items"].as_array().context("no items")? {
+        for test in item["status"]["results"].as_array().context("no results")? {
+            let name = test["name"].as_str().context("a result without name")?;
+            let mut errors: Vec<String> = test["errors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.as_str().map(str::to_string))
+                .collect();
+            errors.sort();
+            states.insert(name.to_string(), (test["state"].clone(), errors));
+        }
+    }
+    let names: Vec<&str> = states.keys().map(String::as_str).collect();
+    let mut expected: Vec<&str> = tests.iter().map(|(_, test)| *test).collect();
+    expected.sort_unstable();
+    ensure!(names == expected, "scorecard ran {names:?}");
+    for (name, (state, errors)) in &states {
+        if name == "olm-spec-descriptors" {
+            ensure!(
+                state == "fail"
+                    && errors
+                        == &[
+                            "resourcesOperator does not have a spec descriptor",
+                            "service does not have a spec descriptor",
+                        ],
+                "olm-spec-descriptors: {state} {errors:?} (the known gap changed: see this test's doc)"
+            );
+        } else {
+            ensure!(state == "pass", "{name}: {state} {errors:?}");
+        }
+    }
+    ns.delete().await
+}
