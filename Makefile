@@ -66,11 +66,11 @@ lint-containerfiles: ## lint the Containerfiles with hadolint (built by testbed-
 	  && echo "hadolint: the four Containerfiles are clean"
 
 .PHONY: testbed-build
-testbed-build: ## build (once, cached in ~/.cache/infinispan-operators) Kubernetes, etcd, Infinispan, helm, operator-sdk, opm, hadolint and the node (containerd, CNI, CoreDNS, registry, crane, local-path-provisioner, kube-router)
+testbed-build: ## build (once, cached in ~/.cache/infinispan-operators) Kubernetes, etcd, Infinispan, helm, operator-sdk, opm, grpc_health_probe, hadolint, the node (containerd, CNI, CoreDNS, registry, crane, local-path-provisioner, kube-router) and OLM
 	$(TESTBED)/build.sh all
 
 .PHONY: testbed-up
-testbed-up: ## start etcd, kube-apiserver, kube-controller-manager, the node (TESTBED_NODE=0: without), Infinispan; writes target/testbed/env
+testbed-up: ## start etcd, kube-apiserver, kube-controller-manager, the node (TESTBED_NODE=0: without), OLM on it (TESTBED_OLM=0: without), Infinispan; writes target/testbed/env
 	$(TESTBED)/up.sh
 
 .PHONY: testbed-down
@@ -115,3 +115,11 @@ demo: testbed-up images ## the operators at work, as pods: Helm chart, a 2-serve
 .PHONY: demo-down
 demo-down: ## remove what `make demo` made (the testbed keeps running)
 	e2e/demo.sh down
+
+.PHONY: demo-olm
+demo-olm: testbed-up images ## the operator installed through OLM on the node: CatalogSource, Subscription, CSV, a cluster (left running)
+	e2e/demo-olm.sh
+
+.PHONY: demo-olm-down
+demo-olm-down: ## remove what `make demo-olm` made (the testbed and OLM keep running)
+	e2e/demo-olm.sh down

@@ -4,12 +4,15 @@
 #   etcd-<v>/bin/etcd                                               from the Go module proxy
 #   infinispan-<v>/                                                 a server assembled from Maven Central
 #   helm-<v>/bin/helm, operator-sdk-<v>/bin/operator-sdk, opm-<v>/bin/opm   packaging tools (Go module proxy)
+#   grpc-health-probe-<v>/bin/grpc_health_probe                    the catalog images' probe (Go module proxy)
+#   scorecard-test-<v>/bin/scorecard-test                          operator-sdk scorecard's test command (Go module proxy)
 #   hadolint-<v>/bin/hadolint                                       the Containerfile linter (PyPI wheel)
 #   containerd-<v>/bin/{containerd,containerd-shim-runc-v2,ctr}, cni-<v>/bin/{bridge,loopback,host-local,portmap},
 #   coredns-<v>/bin/coredns, registry-<v>/bin/registry, crane-<v>/bin/crane,
 #   local-path-provisioner-<v>/bin/local-path-provisioner,
 #   kube-router-<v>/bin/kube-router (its NetworkPolicy firewall only)       the node (Go module proxy)
-# Usage: build.sh [k8s|etcd|infinispan|tools|node|all]
+#   olm-<v>/bin/{olm,catalog,copy-content,cpb}, olm-<v>/chart/      OLM and its chart (Go module proxy; olm.sh installs it)
+# Usage: build.sh [k8s|etcd|infinispan|tools|node|olm|all]
 # A failed pin falls back to the next version of its list in versions.env, and says so.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -184,6 +187,7 @@ build_infinispan_version() {
 # module requiring the exact version builds the same command without that request.
 # go_tool_build NAME MODULE PACKAGE VERSION OUT [TAGS] [MODULE@VERSION...]: the optional
 # MODULE@VERSION pins replace a dependency version the proxy refuses by one it serves.
+# GO_TOOL_LDFLAGS adds linker flags (version stamps).
 go_tool_build() {
   local name=$1 module=$2 pkgs=$3 v=$4 out=$5 tags=${6:-} pin pkg
   shift $(($# < 6 ? $# : 6))
@@ -204,9 +208,9 @@ go_tool_build() {
   if [[ $pkgs == *" "* ]]; then
     # Several commands: each binary is named after its package's last element.
     # shellcheck disable=SC2086
-    CGO_ENABLED=0 go build -tags "tools${tags:+,$tags}" -trimpath -ldflags "-s -w" -o "$out/bin/" $pkgs
+    CGO_ENABLED=0 go build -tags "tools${tags:+,$tags}" -trimpath -ldflags "-s -w ${GO_TOOL_LDFLAGS:-}" -o "$out/bin/" $pkgs
   else
-    CGO_ENABLED=0 go build -tags "tools${tags:+,$tags}" -trimpath -ldflags "-s -w" -o "$out/bin/$name" "$pkgs"
+    CGO_ENABLED=0 go build -tags "tools${tags:+,$tags}" -trimpath -ldflags "-s -w ${GO_TOOL_LDFLAGS:-}" -o "$out/bin/$name" "$pkgs"
   fi
 }
 build_helm_version() {
@@ -218,6 +222,21 @@ build_operator_sdk_version() {
     github.com/operator-framework/operator-sdk/cmd/operator-sdk "$1" "$2" containers_image_openpgp \
     "${OPERATOR_SDK_PINS[@]}"
   "$2/bin/operator-sdk" version
+}
+# operator-sdk scorecard runs its tests as pods of the scorecard-test image: its command, from the
+# same module and version as operator-sdk (e2e/testbed's scorecard images, olm_install.rs).
+build_scorecard_test_version() {
+  go_tool_build scorecard-test github.com/operator-framework/operator-sdk \
+    github.com/operator-framework/operator-sdk/images/scorecard-test "$1" "$2" containers_image_openpgp \
+    "${OPERATOR_SDK_PINS[@]}"
+  ls -l "$2/bin/scorecard-test"
+}
+# OLM's catalog pods are probed with `grpc_health_probe -addr=:50051` (exec), which the upstream
+# opm image carries in /bin beside opm: the catalog images built here carry it too.
+build_grpc_health_probe_version() {
+  go_tool_build grpc_health_probe github.com/grpc-ecosystem/grpc-health-probe \
+    github.com/grpc-ecosystem/grpc-health-probe "$1" "$2"
+  "$2/bin/grpc_health_probe" -version
 }
 build_opm_version() {
   go_tool_build opm github.com/operator-framework/operator-registry \
@@ -282,6 +301,36 @@ build_kube_router_version() {
     github.com/cloudnativelabs/kube-router/v2/cmd/kube-router "$1" "$2"
   "$2/bin/kube-router" --version
 }
+# OLM (operator-lifecycle-manager): the olm and catalog operators, copy-content (the CSV's
+# copied certificates) and cpb (the bundle-unpack Jobs copy it from the OLM image into the bundle
+# image's container). Its go.mod replaces a few dependencies by other versions (grpc, cel-go,
+# openshift's api and client-go): `go install` refuses a module with replaces, so the wrapper
+# module repeats them (read from the go.mod the proxy serves), as the upstream build resolves them.
+build_olm_version() {
+  local v=$1 out=$2 gomod dir m=github.com/operator-framework/operator-lifecycle-manager pins=()
+  gomod=$(go mod download -json "$m@v$v" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [[ -f $gomod ]] || { echo "no go.mod for $m@v$v"; return 1; }
+  # `replace A => A vX` (alone or in a block) becomes the pin A@vX; any other replace (a local
+  # path, another module) is not what go_tool_build's pins express: fail rather than build
+  # something else than upstream.
+  mapfile -t pins < <(sed -n 's#^\(replace\)\{0,1\}[[:space:]]*\([^ ]*\) => \2 \(v[^ ]*\).*#\2@\3#p' "$gomod")
+  if (( $(grep -c '=>' "$gomod") != ${#pins[@]} )); then
+    echo "$m@v$v has replaces other than 'A => A version':"; grep '=>' "$gomod"; return 1
+  fi
+  echo "replaces repeated from $m@v$v: ${pins[*]}"
+  # The version the binaries print (`olm --version`), stamped as upstream's Makefile does.
+  GO_TOOL_LDFLAGS="-X $m/pkg/version.OLMVersion=v$v -X $m/pkg/version.GitCommit=v$v" \
+    go_tool_build olm "$m" "$m/cmd/olm $m/cmd/catalog $m/cmd/copy-content $m/util/cpb" "$v" "$out" json1 "${pins[@]}"
+  # Upstream's own install: its Helm chart (CRDs and templates), which olm.sh renders as
+  # upstream's release does (`helm template` with deploy/upstream/values.yaml) plus the testbed's
+  # values.
+  dir=$(go mod download -json "$m@v$v" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  cp -r "$dir/deploy/chart" "$out/chart"
+  cp "$dir/deploy/upstream/values.yaml" "$out/chart/upstream-values.yaml"
+  chmod -R u+w "$out/chart"
+  "$out/bin/olm" --version
+  ls "$out/bin" "$out/chart/crds"
+}
 build_node() {
   build_with_fallback containerd containerd "$CONTAINERD_VERSIONS" build_containerd_version
   build_with_fallback "CNI plugins" cni "$CNI_PLUGINS_VERSIONS" build_cni_version
@@ -296,7 +345,9 @@ build_node() {
 build_tools() {
   build_with_fallback helm helm "$HELM_VERSIONS" build_helm_version
   build_with_fallback operator-sdk operator-sdk "$OPERATOR_SDK_VERSIONS" build_operator_sdk_version
+  build_with_fallback scorecard-test scorecard-test "$OPERATOR_SDK_VERSIONS" build_scorecard_test_version
   build_with_fallback opm opm "$OPM_VERSIONS" build_opm_version
+  build_with_fallback grpc_health_probe grpc-health-probe "$GRPC_HEALTH_PROBE_VERSIONS" build_grpc_health_probe_version
   build_with_fallback hadolint hadolint "$HADOLINT_VERSIONS" build_hadolint_version
 }
 
@@ -316,12 +367,14 @@ case $what in
   infinispan) build_with_fallback Infinispan infinispan "$INFINISPAN_VERSIONS" build_infinispan_version ;;
   tools) build_tools ;;
   node) build_node ;;
+  olm) build_with_fallback OLM olm "$OLM_VERSIONS" build_olm_version ;;
   all)
     build_with_fallback etcd etcd "$ETCD_VERSIONS" build_etcd_version
     build_with_fallback Infinispan infinispan "$INFINISPAN_VERSIONS" build_infinispan_version
     build_with_fallback Kubernetes k8s "$K8S_VERSIONS" build_k8s_version
     build_tools
     build_node
+    build_with_fallback OLM olm "$OLM_VERSIONS" build_olm_version
     ;;
-  *) die "usage: build.sh [k8s|etcd|infinispan|tools|node|all]" ;;
+  *) die "usage: build.sh [k8s|etcd|infinispan|tools|node|olm|all]" ;;
 esac

@@ -4,7 +4,7 @@
 # numeric owners, mtime 0), crane puts it on an empty (scratch) base and sets the image config.
 # The tag is the layer's digest, so an unchanged image keeps its tag and a changed one gets a new
 # tag (the node never runs a stale image cached under an old tag).
-# Sourced by node.sh and build-images.sh, never run directly.
+# Sourced by node.sh, olm.sh and push-images.sh, never run directly.
 
 crane_cmd() {
   local bin
@@ -63,6 +63,33 @@ build_helper_image() {
   push_rootfs_image testbed/helper "$dir/rootfs" --entrypoint=/bin/sh >"$RUN_DIR/images/helper.ref"
 }
 
+# OLM's image, as upstream's Containerfile lays it out: its commands in /bin, and `cp` (the bundle
+# unpack Jobs' init container runs `/bin/cp -Rv /bin/cpb /util/cpb` in it): Debian's
+# busybox-static, where upstream has distroless's busybox. Non-root (1001, as upstream).
+build_olm_image() {
+  local dir=$RUN_DIR/images/olm olm busybox
+  olm=$(olm_dir) || die "OLM missing: run e2e/testbed/build.sh olm"
+  busybox=$(command -v busybox) || die "busybox missing: apt-get install busybox-static"
+  rm -rf "$dir" && mkdir -p "$dir/rootfs/bin" "$dir/rootfs/tmp"
+  cp "$olm"/bin/{olm,catalog,copy-content,cpb} "$dir/rootfs/bin/"
+  cp "$busybox" "$dir/rootfs/bin/busybox"
+  ln -s busybox "$dir/rootfs/bin/cp"
+  chmod 1777 "$dir/rootfs/tmp"
+  push_rootfs_image operator-framework/olm "$dir/rootfs" --entrypoint=/bin/olm --user=1001 \
+    --env=PATH=/bin >"$RUN_DIR/images/olm.ref"
+}
+
+# The image OLM's bundle unpack Jobs run `opm alpha bundle extract` in (`opm` from PATH): the
+# testbed's opm alone, where upstream pulls quay.io/operator-framework/opm.
+build_opm_image() {
+  local dir=$RUN_DIR/images/opm opm
+  opm=$(opm_bin) || die "opm missing: run e2e/testbed/build.sh tools"
+  rm -rf "$dir" && mkdir -p "$dir/rootfs/bin"
+  cp "$opm" "$dir/rootfs/bin/opm"
+  push_rootfs_image operator-framework/opm "$dir/rootfs" --entrypoint=/bin/opm --user=1001 \
+    --env=PATH=/bin >"$RUN_DIR/images/opm.ref"
+}
+
 push_node_images() {
   mkdir -p "$RUN_DIR/images"
   build_pause_image
@@ -71,3 +98,5 @@ push_node_images() {
 
 pause_image() { cat "$RUN_DIR/images/pause.ref"; }
 helper_image() { cat "$RUN_DIR/images/helper.ref"; }
+olm_image() { cat "$RUN_DIR/images/olm.ref"; }
+opm_image() { cat "$RUN_DIR/images/opm.ref"; }

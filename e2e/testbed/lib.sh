@@ -26,6 +26,9 @@ SERVICE_CIDR="${SERVICE_CIDR:-10.96.0.0/16}"
 # TESTBED_NODE=0 leaves it out (a control plane and Infinispan processes only, as before).
 TESTBED_NODE="${TESTBED_NODE:-1}"
 NODE_NAME="${NODE_NAME:-testbed-node}"
+# OLM on the node (olm.sh): its operators as pods, from an image built here. TESTBED_OLM=0 leaves
+# it out; without a node there is none.
+TESTBED_OLM="${TESTBED_OLM:-1}"
 # The pod network: one bridge on this machine; pods reach the host and each other, nothing else
 # (node.sh drops forwarded traffic to any other interface). The bridge's address is the node's
 # InternalIP, where CoreDNS answers (the pods' nameserver) and the kube-apiserver is reachable.
@@ -72,7 +75,9 @@ k8s_bin_dir() { local v; v=$(installed_version k8s "$K8S_VERSIONS") || return 1;
 etcd_bin_dir() { local v; v=$(installed_version etcd "$ETCD_VERSIONS") || return 1; echo "$PROJECT_CACHE/etcd-$v/bin"; }
 helm_bin() { local v; v=$(installed_version helm "$HELM_VERSIONS") || return 1; echo "$PROJECT_CACHE/helm-$v/bin/helm"; }
 operator_sdk_bin() { local v; v=$(installed_version operator-sdk "$OPERATOR_SDK_VERSIONS") || return 1; echo "$PROJECT_CACHE/operator-sdk-$v/bin/operator-sdk"; }
+scorecard_test_bin() { local v; v=$(installed_version scorecard-test "$OPERATOR_SDK_VERSIONS") || return 1; echo "$PROJECT_CACHE/scorecard-test-$v/bin/scorecard-test"; }
 opm_bin() { local v; v=$(installed_version opm "$OPM_VERSIONS") || return 1; echo "$PROJECT_CACHE/opm-$v/bin/opm"; }
+grpc_health_probe_bin() { local v; v=$(installed_version grpc-health-probe "$GRPC_HEALTH_PROBE_VERSIONS") || return 1; echo "$PROJECT_CACHE/grpc-health-probe-$v/bin/grpc_health_probe"; }
 hadolint_bin() { local v; v=$(installed_version hadolint "$HADOLINT_VERSIONS") || return 1; echo "$PROJECT_CACHE/hadolint-$v/bin/hadolint"; }
 containerd_bin_dir() { local v; v=$(installed_version containerd "$CONTAINERD_VERSIONS") || return 1; echo "$PROJECT_CACHE/containerd-$v/bin"; }
 cni_bin_dir() { local v; v=$(installed_version cni "$CNI_PLUGINS_VERSIONS") || return 1; echo "$PROJECT_CACHE/cni-$v/bin"; }
@@ -80,6 +85,7 @@ coredns_bin() { local v; v=$(installed_version coredns "$COREDNS_VERSIONS") || r
 registry_bin() { local v; v=$(installed_version registry "$REGISTRY_VERSIONS") || return 1; echo "$PROJECT_CACHE/registry-$v/bin/registry"; }
 local_path_provisioner_bin() { local v; v=$(installed_version local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSIONS") || return 1; echo "$PROJECT_CACHE/local-path-provisioner-$v/bin/local-path-provisioner"; }
 kube_router_bin() { local v; v=$(installed_version kube-router "$KUBE_ROUTER_VERSIONS") || return 1; echo "$PROJECT_CACHE/kube-router-$v/bin/kube-router"; }
+olm_dir() { local v; v=$(installed_version olm "$OLM_VERSIONS") || return 1; echo "$PROJECT_CACHE/olm-$v"; }
 crane_bin() { local v; v=$(installed_version crane "$CRANE_VERSIONS") || return 1; echo "$PROJECT_CACHE/crane-$v/bin/crane"; }
 infinispan_home() { local v; v=$(installed_version infinispan "$INFINISPAN_VERSIONS") || return 1; echo "$PROJECT_CACHE/infinispan-$v"; }
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Starts the testbed on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager, the node (kubelet,
 # containerd, kube-proxy, kube-scheduler, CoreDNS, a registry: node.sh; TESTBED_NODE=0 leaves it
-# out) and one Infinispan server process (node0), waits until each is ready, and writes
-# $RUN_DIR/env (`source` it). Builds what is missing first (see build.sh). Idempotent: what is
-# already running and healthy is left alone.
+# out), OLM on the node (olm.sh; TESTBED_OLM=0 leaves it out) and one Infinispan server process
+# (node0), waits until each is ready, and writes $RUN_DIR/env (`source` it). Builds what is
+# missing first (see build.sh). Idempotent: what is already running and healthy is left alone.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$TESTBED_DIR/pki.sh"
@@ -123,6 +123,11 @@ if ((TESTBED_NODE)); then
   "$TESTBED_DIR/node.sh" up
 fi
 
+# --- OLM on the node, as pods from the image built here (olm.sh; TESTBED_OLM=0 leaves it out)
+if ((TESTBED_NODE && TESTBED_OLM)); then
+  "$TESTBED_DIR/olm.sh" up
+fi
+
 # --- Infinispan node0
 "$TESTBED_DIR/infinispan.sh" start node0
 
@@ -150,6 +155,7 @@ export TESTBED_NODE_NAME="$NODE_NAME"
 export TESTBED_REGISTRY="$REGISTRY"
 export TESTBED_CLUSTER_DOMAIN="$CLUSTER_DOMAIN"
 export TESTBED_POD_CIDR="$POD_CIDR"
+export TESTBED_OLM="$TESTBED_OLM"
 ENV
 fi
 log "testbed is up: Kubernetes $K8S_VERSION at $API_URL, Infinispan $ISPN_VERSION at http://127.0.0.1:$((11222 + INFINISPAN_PORT_OFFSET))"
