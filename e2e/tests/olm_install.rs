@@ -972,14 +972,11 @@ async fn make_demo_olm_runs_to_completion_in_ci_mode() -> anyhow::Result<()> {
 /// `operator-sdk scorecard` on `olm/bundle`, its tests running as pods on the node from images
 /// built here (`make images`: the scorecard-test command of the operator-sdk version the testbed
 /// builds, and a busybox image for its untar and storage containers), restricted Pod Security:
-/// the basic suite and the olm suite. Every test passes but `olm-spec-descriptors`, which
-/// matches only top-level spec paths: `resourcesOperator` and `service` of the Infinispan
-/// example are objects whose nested fields have descriptors (`resourcesOperator.syncMode`,
-/// `service.container.storage`, ...), not the objects themselves. That gap is asserted exactly,
-/// so a new field without a descriptor fails here too, and so does closing the gap (then drop
-/// the exception).
+/// the basic suite and the olm suite: every test passes (`olm-spec-descriptors` matches
+/// top-level spec paths: the `service` and `resourcesOperator` objects of the Infinispan example
+/// have descriptors of their own, shown as advanced groups, besides their fields').
 #[tokio::test]
-async fn operator_sdk_scorecard_runs_here_and_passes_but_the_known_gap() -> anyhow::Result<()> {
+async fn operator_sdk_scorecard_runs_here_and_passes() -> anyhow::Result<()> {
     let (testbed, client, ..) = olm_testbed().await?;
     let vars = parse_env_file(&std::fs::read_to_string(
         testbed.run_dir.join("images.env"),
@@ -1066,19 +1063,7 @@ async fn operator_sdk_scorecard_runs_here_and_passes_but_the_known_gap() -> anyh
     expected.sort_unstable();
     ensure!(names == expected, "scorecard ran {names:?}");
     for (name, (state, errors)) in &states {
-        if name == "olm-spec-descriptors" {
-            ensure!(
-                state == "fail"
-                    && errors
-                        == &[
-                            "resourcesOperator does not have a spec descriptor",
-                            "service does not have a spec descriptor",
-                        ],
-                "olm-spec-descriptors: {state} {errors:?} (the known gap changed: see this test's doc)"
-            );
-        } else {
-            ensure!(state == "pass", "{name}: {state} {errors:?}");
-        }
+        ensure!(state == "pass", "{name}: {state} {errors:?}");
     }
     ns.delete().await
 }

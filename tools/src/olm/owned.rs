@@ -27,6 +27,10 @@ enum Widget {
     Resources,
     Conditions,
     Phase,
+    /// An object whose fields have descriptors of their own: shown under "advanced" (the
+    /// console's form groups its fields there; scorecard's `olm-spec-descriptors` wants every
+    /// top-level field of the example described).
+    Group,
 }
 
 /// One spec or status descriptor: (path below spec/status, display name, widget).
@@ -96,6 +100,12 @@ const KINDS: &[KindInfo] = &[
             ("replicas", "Replicas", Widget::PodCount),
             ("version", "Server version", Widget::Auto),
             ("image", "Server image", Widget::Auto),
+            ("service", "Server storage and service", Widget::Group),
+            (
+                "resourcesOperator",
+                "Resources operator settings",
+                Widget::Group,
+            ),
             ("container.resources", "Server resources", Widget::Resources),
             ("service.container.storage", "Storage size", Widget::Auto),
             (
@@ -231,6 +241,7 @@ fn x_descriptors(widget: Widget, schema: &JSONSchemaProps) -> Vec<String> {
         Widget::Resources => vec![format!("{UI}:resourceRequirements")],
         Widget::Conditions => vec!["urn:alm:descriptor:io.kubernetes.conditions".to_string()],
         Widget::Phase => vec!["urn:alm:descriptor:io.kubernetes.phase".to_string()],
+        Widget::Group => vec![format!("{UI}:advanced")],
         Widget::Auto => match (&schema.enum_, schema.type_.as_deref()) {
             (Some(values), _) => values
                 .iter()
