@@ -5,7 +5,14 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::{ConvertError, Converted, convert_documents, parse_documents};
+use std::collections::BTreeSet;
+
+use common_crds::{CacheSpec, InfinispanSpec};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::{Conversion, ConvertError, Converted, convert_documents, parse_documents, tidy};
 use crate::cli::{ConvertArgs, ReportFormat};
 
 /// How `convert` ended.
@@ -108,7 +115,7 @@ fn convert(
         documents.extend(parse_documents(&name, &text)?);
     }
     let conversion = convert_documents(documents)?;
-    let yaml = to_yaml(&conversion.objects)?;
+    let yaml = to_yaml(&conversion)?;
     match output {
         Some(path) => std::fs::write(path, &yaml).map_err(|source| CommandError::Write {
             path: path.clone(),
@@ -153,20 +160,38 @@ fn read(file: &Path, stdin: &mut dyn Read) -> Result<(String, String), CommandEr
     Ok((file.display().to_string(), text))
 }
 
-/// The objects as one multi-document YAML, each document preceded by `---`.
-pub fn to_yaml(objects: &[Converted]) -> Result<String, CommandError> {
+/// The objects of `conversion` as one multi-document YAML, each document preceded by `---`;
+/// this project's defaults are left out unless the input set them.
+pub fn to_yaml(conversion: &Conversion) -> Result<String, CommandError> {
+    let no_paths = BTreeSet::new();
     let mut out = String::new();
-    for object in objects {
+    for (index, object) in conversion.objects.iter().enumerate() {
+        let keep = conversion.explicit.get(index).unwrap_or(&no_paths);
         let (what, yaml) = match object {
-            Converted::Infinispan(cr) => ("Infinispan", serde_saphyr::to_string(cr)),
-            Converted::Cache(cr) => ("Cache", serde_saphyr::to_string(cr)),
-            Converted::Backup(cr) => ("Backup", serde_saphyr::to_string(cr)),
-            Converted::Restore(cr) => ("Restore", serde_saphyr::to_string(cr)),
-            Converted::Unchanged(value) => ("object", serde_saphyr::to_string(value)),
+            Converted::Infinispan(cr) => (
+                "Infinispan",
+                default_spec::<InfinispanSpec>().and_then(|d| tidy::yaml(cr, &d, keep)),
+            ),
+            Converted::Cache(cr) => (
+                "Cache",
+                default_spec::<CacheSpec>().and_then(|d| tidy::yaml(cr, &d, keep)),
+            ),
+            Converted::Backup(cr) => (
+                "Backup",
+                serde_saphyr::to_string(cr).map_err(|e| e.to_string()),
+            ),
+            Converted::Restore(cr) => (
+                "Restore",
+                serde_saphyr::to_string(cr).map_err(|e| e.to_string()),
+            ),
+            Converted::Unchanged(value) => (
+                "object",
+                serde_saphyr::to_string(value).map_err(|e| e.to_string()),
+            ),
         };
-        let yaml = yaml.map_err(|error| CommandError::Yaml {
+        let yaml = yaml.map_err(|message| CommandError::Yaml {
             what: what.to_string(),
-            message: error.to_string(),
+            message,
         })?;
         out.push_str("---\n");
         out.push_str(&yaml);
@@ -175,4 +200,11 @@ pub fn to_yaml(objects: &[Converted]) -> Result<String, CommandError> {
         }
     }
     Ok(out)
+}
+
+/// The spec of `T` read from `{}`, serialized: its defaults.
+fn default_spec<T: DeserializeOwned + Serialize>() -> Result<Value, String> {
+    let spec: T =
+        serde_json::from_value(Value::Object(Default::default())).map_err(|e| e.to_string())?;
+    serde_json::to_value(spec).map_err(|e| e.to_string())
 }

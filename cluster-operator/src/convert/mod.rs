@@ -20,6 +20,9 @@ mod metadata;
 pub mod report;
 pub mod restore;
 mod selected;
+mod tidy;
+
+use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
@@ -74,6 +77,9 @@ pub struct Document {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Conversion {
     pub objects: Vec<Converted>,
+    /// Per object, the output paths the input set (kept in the output even when equal to a
+    /// default).
+    pub explicit: Vec<BTreeSet<String>>,
     pub report: Report,
 }
 
@@ -138,7 +144,16 @@ pub fn convert_documents(documents: Vec<Document>) -> Result<Conversion, Convert
     let mut conversion = Conversion::default();
     for Document { source, value } in documents {
         let (converted, object_report) = convert_document(&source, value)?;
-        conversion.objects.extend(converted);
+        if let Some(converted) = converted {
+            conversion.objects.push(converted);
+            conversion.explicit.push(
+                object_report
+                    .fields
+                    .iter()
+                    .filter_map(|field| field.to.clone())
+                    .collect(),
+            );
+        }
         conversion.report.objects.push(object_report);
     }
     accept_restores(&mut conversion);

@@ -27,7 +27,9 @@ pub(super) fn convert_text(source: &str, text: &str) -> Conversion {
 
 /// The report of the only object of `text`.
 pub(super) fn only_report(text: &str) -> (Vec<Converted>, ObjectReport) {
-    let Conversion { objects, report } = convert_text("test", text);
+    let Conversion {
+        objects, report, ..
+    } = convert_text("test", text);
     let [object] = &report.objects[..] else {
         panic!("one object: {report:?}");
     };
@@ -134,7 +136,7 @@ fn every_sample_converts_into_objects_of_this_project_and_a_known_report() {
         let file = format!("{name}.yaml");
         let text = std::fs::read_to_string(testdata(&file)).unwrap_or_else(|e| panic!("{e}"));
         let conversion = convert_text(&file, &text);
-        let yaml = to_yaml(&conversion.objects).unwrap_or_else(|e| panic!("{e}"));
+        let yaml = to_yaml(&conversion).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(parse_back(&yaml), *kinds, "{name}");
         assert_eq!(conversion.report.dropped_anything(), dropped, "{name}");
         let json = conversion
