@@ -12,9 +12,9 @@ use super::report::{Log, Outcome};
 /// Annotation infinispan-operator's config listener put on the Cache CRs it made.
 const LISTENER_ANNOTATION: &str = "infinispan.org/listener-generation";
 
-/// Converts the object of `root`; `None` for a Cache CR the other operator's config listener
-/// made (this operator's resources operator makes its own).
-pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Option<Cache>, FieldError> {
+/// Converts the object of `root`. A Cache CR the other operator's config listener made is
+/// reported omitted, and not written (this operator's resources operator makes its own).
+pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Cache, FieldError> {
     metadata::take_type(root);
     let mut metadata = metadata::convert(root, log, &[])?;
     let from_listener = metadata
@@ -105,7 +105,7 @@ pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Option<Cache>, FieldE
     }
     let mut cr = Cache::new(&name, spec);
     cr.metadata = metadata;
-    Ok(Some(cr).filter(|_| !from_listener))
+    Ok(cr)
 }
 
 #[cfg(test)]

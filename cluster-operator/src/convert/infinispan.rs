@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::fields::{FieldError, Fields, show};
 use super::metadata;
-use super::report::Log;
+use super::report::{Log, Outcome};
 use crate::cli::DEFAULT_SERVER_VERSION;
 
 /// Oldest server version this operator runs.
@@ -222,7 +222,8 @@ fn major_minor(version: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
-/// The API server refuses an Infinispan CR with a name this operator cannot use.
+/// A name this operator cannot use: a note, or the object not written when the API server
+/// would refuse it.
 fn check_name(name: &str, log: &mut Log) {
     let max = crate::build::server::MAX_CLUSTER_NAME_LEN;
     if name.len() > max || !common_crds::naming::is_dns1123_label(name) {
@@ -234,8 +235,11 @@ fn check_name(name: &str, log: &mut Log) {
         .iter()
         .any(|suffix| name.ends_with(suffix))
     {
-        log.note(format!(
-            "the name {name:?} ends with -ping, -operator or -external: the API server refuses it (another cluster's Services have such names); rename the cluster and what refers to it"
+        log.object = Some((
+            Outcome::Dropped,
+            format!(
+                "not written: the API server refuses the name {name:?}, which ends with -ping, -operator or -external (another cluster's Services have such names); rename the cluster and what refers to it"
+            ),
         ));
     }
 }
@@ -1042,6 +1046,60 @@ mod conversion_tests {
             Some("spec.scheduling.affinity"),
             "",
         );
+    }
+
+    #[test]
+    fn spread_constraints_and_lower_case_secret() {
+        let (cr, report) = cluster(
+            "  replicas: 1\n  version: 16.0.7\n  security: {endpointEncryption: {type: secret, certSecretName: t}}\n  scheduling:\n    topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {clusterName: c}}}]\n",
+        );
+        assert_field(
+            &report,
+            "spec.scheduling.topologySpreadConstraints",
+            Outcome::Mapped,
+            Some("spec.scheduling.topologySpreadConstraints"),
+            "the other operator's pod labels",
+        );
+        assert_eq!(
+            cr.spec
+                .scheduling
+                .map(|s| s.topology_spread_constraints.len()),
+            Some(1)
+        );
+        assert_field(
+            &report,
+            "spec.security.endpointEncryption.type",
+            Outcome::Changed,
+            Some("spec.security.endpointEncryption.type"),
+            "secret -> Secret",
+        );
+        assert_eq!(
+            cr.spec.security.endpoint_encryption.type_,
+            common_crds::infinispan::EncryptionType::Secret
+        );
+    }
+
+    #[test]
+    fn names_this_operator_cannot_use() {
+        let (_, report) = only_report(&format!(
+            "apiVersion: infinispan.org/v1\nkind: Infinispan\nmetadata: {{name: {}}}\nspec: {{replicas: 1, version: 16.0.7}}\n",
+            "a".repeat(53)
+        ));
+        assert!(
+            report
+                .notes
+                .iter()
+                .any(|n| n.contains("at most 52 characters")),
+            "{report:?}"
+        );
+        assert_eq!(report.outcome, Outcome::Changed);
+        let (objects, report) = only_report(
+            "apiVersion: infinispan.org/v1\nkind: Infinispan\nmetadata: {name: cache-operator}\nspec: {replicas: 1, version: 16.0.7}\n",
+        );
+        assert!(objects.is_empty());
+        assert_eq!(report.outcome, Outcome::Dropped);
+        assert!(report.note.contains("refuses the name"), "{report:?}");
+        assert!(report.dropped_anything());
     }
 
     #[test]

@@ -312,7 +312,7 @@ fn convert_document(
         ("infinispan.org/v1", "Infinispan") => infinispan::convert(&mut fields, &mut log)
             .map(|cr| Some(Converted::Infinispan(Box::new(cr)))),
         ("infinispan.org/v2alpha1", "Cache") => cache::convert(&mut fields, &mut log)
-            .map(|cr| cr.map(|cr| Converted::Cache(Box::new(cr)))),
+            .map(|cr| Some(Converted::Cache(Box::new(cr)))),
         ("infinispan.org/v2alpha1", "Backup") => backup::convert(&mut fields, &mut log)
             .map(|cr| Some(Converted::Backup(Box::new(cr)))),
         ("infinispan.org/v2alpha1", "Restore") => restore::convert(&mut fields, &mut log)
@@ -345,16 +345,19 @@ fn convert_document(
     } = log;
     object_report.fields = entries;
     object_report.notes = notes;
-    match object {
+    let converted = match object {
+        // Not written: dropped (no equivalent, or refused here) or omitted.
         Some((outcome, note)) => {
             object_report.outcome = outcome;
             object_report.note = note;
+            None
         }
         None => {
             object_report.outcome = Outcome::Changed;
             object_report.note = format!("converted to this project's {api_version} {kind}");
+            converted
         }
-    }
+    };
     Ok((converted, object_report))
 }
 
