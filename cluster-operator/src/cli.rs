@@ -29,6 +29,15 @@ pub enum Command {
     /// Kubernetes credentials come from KUBECONFIG or the in-cluster service account. Every flag
     /// is also an environment variable prefixed `CLUSTER_OPERATOR_`.
     Run(Box<RunArgs>),
+    /// Convert infinispan-operator manifests (Infinispan, Cache, Backup, Restore, Batch) into
+    /// this project's CRs.
+    ///
+    /// Reads multi-document YAML (files or standard input), writes the converted objects as
+    /// multi-document YAML (standard output or --output) and a report of every field (standard
+    /// error): mapped, changed, dropped (no equivalent here) or omitted. Exit status: 0 when
+    /// everything was carried over, 2 when something was dropped, 1 when the input cannot be
+    /// read. docs/migration.md explains each mapping.
+    Convert(ConvertArgs),
 }
 
 /// Options of `run`.
@@ -266,6 +275,32 @@ pub struct CrdArgs {
     pub split: Option<PathBuf>,
 }
 
+/// Options of `convert`.
+#[derive(Debug, Clone, Args)]
+pub struct ConvertArgs {
+    /// A manifest to read (multi-document YAML, or a List); repeatable; `-` is standard input.
+    /// Default: standard input.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Write the converted objects to FILE instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Format of the report written to standard error.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub report_format: ReportFormat,
+}
+
+/// Format of `convert`'s report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// One line per field, grouped by object.
+    Text,
+    /// One JSON document: objects, their fields, a summary.
+    Json,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,6 +378,29 @@ mod tests {
         assert_eq!(run.server_urls.len(), 2);
         assert!(parse(&["cluster-operator", "run", "--server-url=nope"]).is_err());
         assert!(parse(&["cluster-operator", "run", "--server-fs-group=-1"]).is_err());
+        let Ok(Command::Convert(convert)) = parse(&["cluster-operator", "convert"]) else {
+            panic!("convert parses");
+        };
+        assert!(convert.files.is_empty() && convert.output.is_none());
+        assert_eq!(convert.report_format, ReportFormat::Text);
+        let Ok(Command::Convert(convert)) = parse(&[
+            "cluster-operator",
+            "convert",
+            "-f",
+            "a.yaml",
+            "-f",
+            "-",
+            "-o",
+            "out.yaml",
+            "--report-format",
+            "json",
+        ]) else {
+            panic!("convert parses");
+        };
+        assert_eq!(convert.files, [Path::new("a.yaml"), Path::new("-")]);
+        assert_eq!(convert.output.as_deref(), Some(Path::new("out.yaml")));
+        assert_eq!(convert.report_format, ReportFormat::Json);
+        assert!(parse(&["cluster-operator", "convert", "--report-format", "xml"]).is_err());
         assert!(parse(&["cluster-operator"]).is_err());
         assert!(parse(&["cluster-operator", "crds"]).is_err());
         // The generators of the other install artifacts are the tools crate's (`xtask`).

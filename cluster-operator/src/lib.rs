@@ -4,6 +4,7 @@
 //! - [`backup`]: the `Backup` and `Restore` controllers (the server's REST backup API).
 //! - [`build`]: the desired objects of an `Infinispan` CR (pure builders).
 //! - [`cli`]: the command line.
+//! - [`convert`]: `convert`, infinispan-operator manifests to this project's CRs.
 //! - [`manifests`]: the CRD YAML (`crd`).
 //! - [`controller`]: the `Infinispan` controller (apply, status, teardown).
 //! - [`cr_policy`]: what an `Infinispan` CR may ask for (images, Secrets, JVM agents,
@@ -21,6 +22,7 @@ pub mod backup;
 pub mod build;
 pub mod cli;
 pub mod controller;
+pub mod convert;
 pub mod cr_policy;
 pub mod label_policy;
 pub mod manifests;
@@ -28,6 +30,8 @@ pub mod rbac;
 pub mod run;
 pub mod scope;
 pub mod servers;
+
+use std::process::ExitCode;
 
 use cli::{Cli, Command, CrdArgs};
 use manifests::ManifestError;
@@ -41,8 +45,8 @@ pub enum Error {
     Run(#[from] run::RunError),
 }
 
-/// Runs one command of the command line.
-pub fn execute(cli: Cli) -> Result<(), Error> {
+/// Runs one command of the command line; the exit status of the process when it returns.
+pub fn execute(cli: Cli) -> Result<ExitCode, Error> {
     let Cli { command } = cli;
     match command {
         Command::Crd(CrdArgs { split: None }) => manifests::print(&manifests::crds()?)?,
@@ -50,6 +54,9 @@ pub fn execute(cli: Cli) -> Result<(), Error> {
             manifests::write_crd_files(&dir)?;
         }
         Command::Run(args) => run::run(*args)?,
+        Command::Convert(args) => {
+            return Ok(ExitCode::from(convert::command::run_stdio(&args).code()));
+        }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use cluster_operator::cli::Cli;
 
 fn main() -> ExitCode {
     match cluster_operator::execute(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             // Every error's message already includes its causes.
             eprintln!("cluster-operator: {error}");

@@ -17,7 +17,7 @@ mod pod;
 pub mod resources_operator;
 pub mod server;
 #[cfg(test)]
-mod snapshot;
+pub(crate) mod snapshot;
 #[cfg(test)]
 mod test_support;
 

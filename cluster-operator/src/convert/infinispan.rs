@@ -1,0 +1,1139 @@
+//! `Infinispan` v1 of infinispan-operator to this project's `Infinispan` v1
+//! (docs/migration.md, "Infinispan", field by field).
+
+use std::collections::BTreeMap;
+
+use common_crds::infinispan::{
+    ContainerSpec, EncryptionType, EndpointEncryption, ExposeSpec, ExposeType, LogLevel,
+    LoggingSpec, ResourcesOperatorSpec, SchedulingSpec, SecuritySpec, ServiceContainerSpec,
+    ServiceSpec,
+};
+use common_crds::{Infinispan, InfinispanSpec};
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvVar, ResourceRequirements, Toleration, TopologySpreadConstraint,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde_json::{Value, json};
+
+use super::fields::{FieldError, Fields, show};
+use super::metadata;
+use super::report::{Log, Outcome};
+use crate::cli::DEFAULT_SERVER_VERSION;
+
+/// Oldest server version this operator runs.
+const MIN_VERSION: (u32, u32) = crate::build::server::MIN_VERSION;
+
+/// Annotations the other operator reads on the CR; they mean nothing here.
+const IGNORED_ANNOTATIONS: [(&str, &str); 6] = [
+    (
+        "infinispan.org/monitoring",
+        "means nothing here (no ServiceMonitor is created)",
+    ),
+    (
+        "infinispan.org/targetLabels",
+        "means nothing here (CR labels are not copied to Services)",
+    ),
+    (
+        "infinispan.org/podTargetLabels",
+        "means nothing here (CR labels are not copied to pods)",
+    ),
+    (
+        "infinispan.org/targetAnnotations",
+        "means nothing here (CR annotations are not copied to Services)",
+    ),
+    (
+        "infinispan.org/podTargetAnnotations",
+        "means nothing here (CR annotations are not copied to pods)",
+    ),
+    (
+        "infinispan.org/routerAnnotations",
+        "means nothing here (no gossip router)",
+    ),
+];
+
+/// Converts the object of `root`.
+pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Infinispan, FieldError> {
+    metadata::take_type(root);
+    let metadata = metadata::convert(root, log, &IGNORED_ANNOTATIONS)?;
+    let name = metadata.name.clone().unwrap_or_default();
+    let mut spec = InfinispanSpec {
+        replicas: 1,
+        version: None,
+        image: None,
+        container: None,
+        service: ServiceSpec::default(),
+        security: SecuritySpec::default(),
+        expose: None,
+        logging: None,
+        scheduling: None,
+        config_map_name: None,
+        resources_operator: ResourcesOperatorSpec::default(),
+        network_policy: Default::default(),
+        accept_restores_from: Vec::new(),
+    };
+    if let Some(mut fields) = root.take_object("spec")? {
+        convert_spec(&mut fields, &name, &mut spec, log)?;
+        log.unknown(fields);
+    }
+    metadata::omit_status(root, log);
+    check_name(&name, log);
+    let mut cr = Infinispan::new(&name, spec);
+    cr.metadata = metadata;
+    Ok(cr)
+}
+
+fn convert_spec(
+    fields: &mut Fields,
+    name: &str,
+    spec: &mut InfinispanSpec,
+    log: &mut Log,
+) -> Result<(), FieldError> {
+    if let Some(replicas) = fields.take_as::<i32>("replicas")? {
+        spec.replicas = replicas;
+        log.mapped("spec.replicas", "");
+    }
+    let image = log.take_text(fields, "image")?;
+    version(fields.take_as("version")?, image.is_some(), spec, log);
+    if let Some(image) = image {
+        log.mapped(
+            "spec.image",
+            "spec.version must say what the image runs (16.0 or later); the operator must allow its prefix (--allowed-image-prefix)",
+        );
+        spec.image = Some(image);
+    }
+    if let Some(mut container) = fields.take_object("container")? {
+        spec.container = container_spec(&mut container, log)?;
+        log.unknown(container);
+    }
+    if let Some(mut service) = fields.take_object("service")? {
+        spec.service = service_spec(&mut service, log)?;
+        log.unknown(service);
+    }
+    if let Some(mut security) = fields.take_object("security")? {
+        spec.security = security_spec(&mut security, name, log)?;
+        log.unknown(security);
+    }
+    if let Some(mut expose) = fields.take_object("expose")? {
+        spec.expose = expose_spec(&mut expose, log)?;
+        log.unknown(expose);
+    }
+    if let Some(mut logging) = fields.take_object("logging")? {
+        let categories: Option<BTreeMap<String, LogLevel>> = logging.take_as("categories")?;
+        if let Some(categories) = categories.filter(|c| !c.is_empty()) {
+            log.mapped("spec.logging.categories", "applied without a restart");
+            spec.logging = Some(LoggingSpec { categories });
+        }
+        log.drop_field(&mut logging, "pattern", "not supported");
+        log.unknown(logging);
+    }
+    if let Some(autoscale) = fields.take("autoscale") {
+        if autoscale.get("disabled") == Some(&Value::Bool(true)) {
+            log.removed(
+                "spec.autoscale",
+                "disabled there; there is no autoscaling here",
+            );
+        } else {
+            log.dropped(
+                "spec.autoscale",
+                &autoscale,
+                "not supported; the CR has the scale subresource (kubectl scale infinispan <name> --replicas=N)",
+            );
+        }
+    }
+    spec.scheduling = scheduling(fields, name, log)?;
+    log.drop_field(
+        fields,
+        "cloudEvents",
+        "not supported (it had no effect from server 15.0 on)",
+    );
+    log.drop_field(
+        fields,
+        "dependencies",
+        "not supported: build an image with the extra jars in server/lib and set spec.image",
+    );
+    if let Some(config_map) = log.take_text(fields, "configMapName")? {
+        log.mapped(
+            "spec.configMapName",
+            "exactly one key of infinispan-config.xml, .yaml, .yml or .json, layered over the operator's configuration",
+        );
+        spec.config_map_name = Some(config_map);
+    }
+    log.drop_field(
+        fields,
+        "upgrades",
+        "not supported: a version change rolls the StatefulSet, one pod at a time (docs/upgrade.md)",
+    );
+    if let Some(mut listener) = fields.take_object("configListener")? {
+        config_listener(&mut listener, &mut spec.resources_operator, log)?;
+        log.unknown(listener);
+    }
+    if let Some(jmx) = fields.take("jmx") {
+        if jmx.get("enabled") == Some(&Value::Bool(true)) {
+            log.dropped("spec.jmx", &jmx, "not supported");
+        } else {
+            log.omitted("spec.jmx", "JMX off, as here");
+        }
+    }
+    log.drop_field(
+        fields,
+        "serviceAccountName",
+        "not supported (the server pods run without a service account token)",
+    );
+    Ok(())
+}
+
+/// `spec.version`: kept when 16.0 or later, else the operator's default.
+fn version(version: Option<String>, has_image: bool, spec: &mut InfinispanSpec, log: &mut Log) {
+    let Some(version) = version.filter(|v| !v.is_empty()) else {
+        log.note(format!(
+            "spec.version is not set: the cluster runs the operator's default version ({DEFAULT_SERVER_VERSION}) and follows it when the operator changes it; pin it"
+        ));
+        return;
+    };
+    if major_minor(&version).is_some_and(|v| v >= MIN_VERSION) {
+        log.mapped(
+            "spec.version",
+            "the operator must have an image for it (built in: 16.0.7; more with --server-image)",
+        );
+        spec.version = Some(version);
+        return;
+    }
+    let image_note = if has_image {
+        "; spec.image must then run it too"
+    } else {
+        ""
+    };
+    log.changed(
+        "spec.version",
+        "spec.version",
+        &format!(
+            "{version} is older than {}.{}, the oldest version this operator runs: set to {DEFAULT_SERVER_VERSION}; the move is a server upgrade (docs/migration.md, \"Read this first\"){image_note}",
+            MIN_VERSION.0, MIN_VERSION.1
+        ),
+    );
+    spec.version = Some(DEFAULT_SERVER_VERSION.to_string());
+}
+
+/// `major.minor` of `16.0.7`, `16.0`...
+fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// A name this operator cannot use: a note, or the object not written when the API server
+/// would refuse it.
+fn check_name(name: &str, log: &mut Log) {
+    let max = crate::build::server::MAX_CLUSTER_NAME_LEN;
+    if name.len() > max || !common_crds::naming::is_dns1123_label(name) {
+        log.note(format!(
+            "the name {name:?} is not a DNS-1123 label of at most {max} characters: this operator refuses it (Degraded); rename the cluster and what refers to it"
+        ));
+    }
+    if ["-ping", "-operator", "-external"]
+        .iter()
+        .any(|suffix| name.ends_with(suffix))
+    {
+        log.object = Some((
+            Outcome::Dropped,
+            format!(
+                "not written: the API server refuses the name {name:?}, which ends with -ping, -operator or -external (another cluster's Services have such names); rename the cluster and what refers to it"
+            ),
+        ));
+    }
+}
+
+fn container_spec(fields: &mut Fields, log: &mut Log) -> Result<Option<ContainerSpec>, FieldError> {
+    let mut container = ContainerSpec {
+        resources: requirements(fields, "spec.container.resources", log)?,
+        ..ContainerSpec::default()
+    };
+    if let Some(opts) = log.take_text(fields, "extraJvmOpts")? {
+        log.mapped(
+            "spec.container.extraJvmOpts",
+            "appended to the operator's options, as JAVA_OPTIONS",
+        );
+        container.extra_jvm_opts = Some(opts);
+    }
+    if let Some(env) = fields.take_as::<Vec<EnvVar>>("env")? {
+        if !env.is_empty() {
+            log.mapped(
+                "spec.container.env",
+                "replaces an operator variable of the same name; valueFrom needs --allow-env-value-from",
+            );
+        }
+        container.env = env;
+    }
+    let reason = "not supported (no CLI pods, no gossip router)";
+    log.drop_field(fields, "cliExtraJvmOpts", reason);
+    log.drop_field(fields, "routerExtraJvmOpts", reason);
+    Ok(Some(container).filter(|c| *c != ContainerSpec::default()))
+}
+
+/// `cpu` and `memory` of `fields` (`"<limit>:<request>"` or `"<limit>"`) as requirements.
+pub(super) fn requirements(
+    fields: &mut Fields,
+    to: &str,
+    log: &mut Log,
+) -> Result<Option<ResourceRequirements>, FieldError> {
+    let mut limits = BTreeMap::new();
+    let mut requests = BTreeMap::new();
+    for resource in ["cpu", "memory"] {
+        let path = fields.path(resource);
+        let Some(text) = log.take_text(fields, resource)? else {
+            continue;
+        };
+        let (limit, request) = limit_and_request(&text).ok_or_else(|| {
+            FieldError::new(
+                &path,
+                format!("{text:?} is not \"<limit>:<request>\" or \"<limit>\""),
+            )
+        })?;
+        log.changed(
+            &path,
+            &format!("{to}.{{limits,requests}}.{resource}"),
+            &format!("{text:?}: limit {limit}, request {request}"),
+        );
+        limits.insert(resource.to_string(), Quantity(limit));
+        requests.insert(resource.to_string(), Quantity(request));
+    }
+    if limits.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(ResourceRequirements {
+        limits: Some(limits),
+        requests: Some(requests),
+        ..ResourceRequirements::default()
+    }))
+}
+
+/// `"2Gi:1Gi"` -> (2Gi, 1Gi); `"2Gi"` -> (2Gi, 2Gi) (the limit is the request too, as
+/// infinispan-operator did).
+fn limit_and_request(text: &str) -> Option<(String, String)> {
+    let mut parts = text.split(':').map(str::trim);
+    let limit = parts.next().filter(|p| !p.is_empty())?;
+    let request = match parts.next() {
+        Some(request) if !request.is_empty() => request,
+        Some(_) => return None,
+        None => limit,
+    };
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((limit.to_string(), request.to_string()))
+}
+
+fn service_spec(fields: &mut Fields, log: &mut Log) -> Result<ServiceSpec, FieldError> {
+    let mut service = ServiceSpec::default();
+    match fields.take_as::<String>("type")?.as_deref() {
+        None => {}
+        Some("DataGrid") => log.removed(
+            "spec.service.type",
+            "DataGrid: every cluster is what DataGrid was",
+        ),
+        Some(other) => log.dropped(
+            "spec.service.type",
+            &json!(other),
+            "not supported: every cluster is what DataGrid was (persistent storage, any cache configuration)",
+        ),
+    }
+    if let Some(mut container) = fields.take_object("container")? {
+        service.container = service_container(&mut container, log)?;
+        log.unknown(container);
+    }
+    log.drop_field(fields, "sites", "not supported (cross-site replication)");
+    log.drop_field(
+        fields,
+        "replicationFactor",
+        "not supported: set owners in your cache configurations",
+    );
+    Ok(service)
+}
+
+fn service_container(
+    fields: &mut Fields,
+    log: &mut Log,
+) -> Result<ServiceContainerSpec, FieldError> {
+    let mut container = ServiceContainerSpec::default();
+    if let Some(storage) = log.take_text(fields, "storage")? {
+        log.mapped(
+            "spec.service.container.storage",
+            "cannot be changed on an existing cluster",
+        );
+        container.storage = Quantity(storage);
+    }
+    if let Some(class) = log.take_text(fields, "storageClassName")? {
+        log.mapped("spec.service.container.storageClassName", "");
+        container.storage_class_name = Some(class);
+    }
+    if let Some(ephemeral) = fields.take_as::<bool>("ephemeralStorage")? {
+        log.mapped("spec.service.container.ephemeralStorage", "");
+        container.ephemeral_storage = ephemeral;
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        log.drop_field(
+            fields,
+            probe,
+            "not supported: fixed probes on /health/live (startup, liveness) and /health/ready",
+        );
+    }
+    log.drop_field(
+        fields,
+        "terminationGracePeriodSeconds",
+        "not supported (the Kubernetes default applies)",
+    );
+    Ok(container)
+}
+
+fn security_spec(
+    fields: &mut Fields,
+    name: &str,
+    log: &mut Log,
+) -> Result<SecuritySpec, FieldError> {
+    let mut security = SecuritySpec::default();
+    if let Some(on) = fields.take_as::<bool>("endpointAuthentication")? {
+        log.mapped("spec.security.endpointAuthentication", "");
+        security.endpoint_authentication = on;
+    }
+    if let Some(secret) = log.take_text(fields, "endpointSecretName")? {
+        let generated = format!("{name}-generated-secret");
+        let note = if secret == generated {
+            format!(
+                "{generated} is the Secret the other operator generated, owned by the old CR and deleted with it: copy it under a new name without ownerReferences and name that here, or remove the field to get a new generated Secret (docs/migration.md, \"Credentials\")"
+            )
+        } else {
+            "same identities.yaml format; the user name operator is taken by the operators"
+                .to_string()
+        };
+        log.mapped("spec.security.endpointSecretName", &note);
+        security.endpoint_secret_name = Some(secret);
+    }
+    if let Some(mut encryption) = fields.take_object("endpointEncryption")? {
+        security.endpoint_encryption = endpoint_encryption(&mut encryption, name, log)?;
+        log.unknown(encryption);
+    }
+    if let Some(authorization) = fields.take("authorization") {
+        let enabled = authorization.get("enabled") == Some(&Value::Bool(true));
+        let roles = authorization
+            .get("roles")
+            .is_some_and(|roles| !super::fields::is_empty(roles));
+        if enabled && !roles && security.endpoint_authentication {
+            log.removed(
+                "spec.security.authorization",
+                "with authentication on, authorization is always on here, with the server's predefined roles",
+            );
+        } else {
+            log.dropped(
+                "spec.security.authorization",
+                &authorization,
+                "not supported as fields: with authentication on, authorization is always on, with the server's predefined roles; a user without roles gets admin",
+            );
+        }
+    }
+    log.drop_field(fields, "credentialStoreSecretName", "not supported");
+    Ok(security)
+}
+
+fn endpoint_encryption(
+    fields: &mut Fields,
+    name: &str,
+    log: &mut Log,
+) -> Result<EndpointEncryption, FieldError> {
+    let mut encryption = EndpointEncryption::default();
+    let cert_secret = log.take_text(fields, "certSecretName")?;
+    let pem_note = "a Secret with tls.key (unencrypted PEM) and tls.crt (PEM chain); keystore.p12 with alias and password is not supported: convert it to PEM";
+    let type_path = "spec.security.endpointEncryption.type";
+    let secret_path = "spec.security.endpointEncryption.certSecretName";
+    match fields.take_as::<String>("type")?.as_deref() {
+        None | Some("") => {}
+        Some("None") => log.mapped(type_path, ""),
+        Some("Secret") => {
+            log.mapped(type_path, "");
+            encryption.type_ = EncryptionType::Secret;
+        }
+        Some("secret") => {
+            log.changed(
+                type_path,
+                type_path,
+                "secret -> Secret (case-sensitive here)",
+            );
+            encryption.type_ = EncryptionType::Secret;
+        }
+        Some(service @ ("Service" | "service")) => {
+            let secret = cert_secret
+                .clone()
+                .unwrap_or_else(|| format!("{name}-cert-secret"));
+            log.changed(
+                type_path,
+                type_path,
+                &format!(
+                    "{service} -> Secret: no platform-issued certificates here; issue a certificate for {name}.<namespace>.svc.<cluster domain> (e.g. with cert-manager) into the Secret {secret}"
+                ),
+            );
+            encryption.type_ = EncryptionType::Secret;
+            if cert_secret.is_none() {
+                log.changed(
+                    secret_path,
+                    secret_path,
+                    &format!("not set: {secret}, the name the other operator used"),
+                );
+                encryption.cert_secret_name = Some(secret);
+            }
+        }
+        Some(other) => {
+            return Err(FieldError::new(
+                type_path,
+                format!("{other:?} is not None, Secret or Service"),
+            ));
+        }
+    }
+    if let Some(secret) = cert_secret {
+        log.mapped(secret_path, pem_note);
+        encryption.cert_secret_name = Some(secret);
+    }
+    log.drop_field(
+        fields,
+        "certServiceName",
+        "not supported (no platform-issued certificates): issue a certificate for <name>.<namespace>.svc.<cluster domain> (e.g. with cert-manager)",
+    );
+    let client_cert_reason = "not supported (no client certificate authentication)";
+    match fields.take_as::<String>("clientCert")?.as_deref() {
+        None | Some("") => {}
+        Some("None") => log.removed(
+            "spec.security.endpointEncryption.clientCert",
+            "None: no client certificates, as here",
+        ),
+        Some(other) => log.dropped(
+            "spec.security.endpointEncryption.clientCert",
+            &json!(other),
+            client_cert_reason,
+        ),
+    }
+    log.drop_field(fields, "clientCertSecretName", client_cert_reason);
+    Ok(encryption)
+}
+
+fn expose_spec(fields: &mut Fields, log: &mut Log) -> Result<Option<ExposeSpec>, FieldError> {
+    let path = "spec.expose.type";
+    let type_ = match fields.take_as::<String>("type")?.as_deref() {
+        Some("NodePort") => {
+            log.mapped(path, "a Service <name>-external");
+            ExposeType::NodePort
+        }
+        Some("LoadBalancer") => {
+            log.mapped(path, "a Service <name>-external");
+            ExposeType::LoadBalancer
+        }
+        Some("Route") => {
+            log.changed(
+                path,
+                path,
+                "Route -> Ingress: an Ingress <name> to port 11222: REST only; Hot Rod clients need NodePort or LoadBalancer",
+            );
+            ExposeType::Ingress
+        }
+        Some(other) => {
+            return Err(FieldError::new(
+                path,
+                format!("{other:?} is not NodePort, LoadBalancer or Route"),
+            ));
+        }
+        None => return Err(FieldError::new(path, "missing")),
+    };
+    let mut expose = ExposeSpec {
+        type_,
+        node_port: None,
+        host: None,
+        annotations: BTreeMap::new(),
+    };
+    if let Some(port) = fields.take_as::<i32>("nodePort")? {
+        let path = "spec.expose.nodePort";
+        if port == 0 {
+            log.omitted(path, "empty");
+        } else if type_ != ExposeType::NodePort {
+            log.dropped(path, &json!(port), "only with type NodePort here");
+        } else if !(30000..=32767).contains(&port) {
+            log.dropped(
+                path,
+                &json!(port),
+                "outside 30000-32767, refused here: a node port is allocated",
+            );
+        } else {
+            log.mapped(path, "");
+            expose.node_port = Some(port);
+        }
+    }
+    if let Some(host) = log.take_text(fields, "host")? {
+        let path = "spec.expose.host";
+        if type_ == ExposeType::Ingress {
+            log.mapped(path, "the Ingress's host");
+            expose.host = Some(host);
+        } else {
+            log.dropped(path, &json!(host), "only with Route (Ingress here)");
+        }
+    }
+    if let Some(port) = fields.take_as::<i32>("port")? {
+        if port == 11222 {
+            log.removed(
+                "spec.expose.port",
+                "11222: the external Service listens on it",
+            );
+        } else {
+            log.dropped(
+                "spec.expose.port",
+                &json!(port),
+                "not supported (the external Service listens on 11222)",
+            );
+        }
+    }
+    if let Some(annotations) = fields.take_as::<BTreeMap<String, String>>("annotations")? {
+        if !annotations.is_empty() {
+            log.mapped(
+                "spec.expose.annotations",
+                "on the Service or the Ingress; each must start with an allowed prefix (--allowed-expose-annotation-prefix)",
+            );
+        }
+        expose.annotations = annotations;
+    }
+    Ok(Some(expose))
+}
+
+fn scheduling(
+    fields: &mut Fields,
+    name: &str,
+    log: &mut Log,
+) -> Result<Option<SchedulingSpec>, FieldError> {
+    let mut scheduling = SchedulingSpec::default();
+    let deprecated: Option<Affinity> = fields.take_as("affinity")?;
+    if let Some(mut fields) = fields.take_object("scheduling")? {
+        if let Some(affinity) = fields.take_as::<Affinity>("affinity")? {
+            scheduling.affinity = affinity_of(affinity, name, "spec.scheduling.affinity", log);
+        }
+        if let Some(tolerations) = fields.take_as::<Vec<Toleration>>("tolerations")? {
+            if !tolerations.is_empty() {
+                log.mapped("spec.scheduling.tolerations", "");
+            }
+            scheduling.tolerations = tolerations;
+        }
+        let spread: Option<Vec<TopologySpreadConstraint>> =
+            fields.take_as("topologySpreadConstraints")?;
+        if let Some(spread) = spread {
+            if !spread.is_empty() {
+                let note = if selects_old_pods(&serde_json::to_value(&spread).unwrap_or_default()) {
+                    OLD_LABELS_NOTE
+                } else {
+                    ""
+                };
+                log.mapped("spec.scheduling.topologySpreadConstraints", note);
+            }
+            scheduling.topology_spread_constraints = spread;
+        }
+        if let Some(class) = log.take_text(&mut fields, "PriorityClassName")? {
+            log.changed(
+                "spec.scheduling.PriorityClassName",
+                "spec.scheduling.priorityClassName",
+                "renamed (lower-case p)",
+            );
+            scheduling.priority_class_name = Some(class);
+        }
+        log.unknown(fields);
+    }
+    if let Some(affinity) = deprecated {
+        if scheduling.affinity.is_some() {
+            log.dropped(
+                "spec.affinity",
+                &json!(affinity),
+                "spec.scheduling.affinity is set and wins, as it did there",
+            );
+        } else {
+            scheduling.affinity = affinity_of(affinity, name, "spec.affinity", log);
+        }
+    }
+    Ok(Some(scheduling).filter(|s| *s != SchedulingSpec::default()))
+}
+
+const OLD_LABELS_NOTE: &str = "it selects the other operator's pod labels (app: infinispan-pod, clusterName, infinispan_cr); this operator's pods carry app.kubernetes.io/name: infinispan and app.kubernetes.io/instance: <cluster>";
+
+/// An affinity, unless it is the other operator's default (which this operator applies too).
+fn affinity_of(affinity: Affinity, name: &str, path: &str, log: &mut Log) -> Option<Affinity> {
+    let value = serde_json::to_value(&affinity).unwrap_or_default();
+    if value == default_affinity(name) {
+        log.removed(
+            path,
+            "the other operator's default (prefer one pod per node, by its pod labels): without an affinity this operator prefers spreading the pods over nodes",
+        );
+        return None;
+    }
+    let note = if selects_old_pods(&value) {
+        OLD_LABELS_NOTE
+    } else {
+        ""
+    };
+    if path == "spec.scheduling.affinity" {
+        log.mapped(path, note);
+    } else {
+        log.changed(
+            path,
+            "spec.scheduling.affinity",
+            &format!(
+                "moved{}",
+                if note.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {note}")
+                }
+            ),
+        );
+    }
+    Some(affinity)
+}
+
+/// The affinity infinispan-operator's webhook gave a cluster without one.
+fn default_affinity(name: &str) -> Value {
+    json!({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100,
+        "podAffinityTerm": {
+            "labelSelector": {"matchLabels": {
+                "app": "infinispan-pod", "clusterName": name, "infinispan_cr": name
+            }},
+            "topologyKey": "kubernetes.io/hostname"
+        }
+    }]}})
+}
+
+/// Whether a label selector in `value` names the other operator's pod labels.
+fn selects_old_pods(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.iter().any(|(key, value)| {
+            (key == "matchLabels"
+                && value.as_object().is_some_and(|labels| {
+                    labels.get("app") == Some(&json!("infinispan-pod"))
+                        || labels.contains_key("clusterName")
+                        || labels.contains_key("infinispan_cr")
+                }))
+                || selects_old_pods(value)
+        }),
+        Value::Array(items) => items.iter().any(selects_old_pods),
+        _ => false,
+    }
+}
+
+fn config_listener(
+    fields: &mut Fields,
+    operator: &mut ResourcesOperatorSpec,
+    log: &mut Log,
+) -> Result<(), FieldError> {
+    if let Some(enabled) = fields.take_as::<bool>("enabled")? {
+        log.changed(
+            "spec.configListener.enabled",
+            "spec.resourcesOperator.enabled",
+            "renamed; it syncs all five kinds both ways instead of mirroring caches",
+        );
+        operator.enabled = enabled;
+    }
+    if let Some(mut logging) = fields.take_object("logging")? {
+        if let Some(level) = logging.take_as::<LogLevel>("level")? {
+            log.changed(
+                "spec.configListener.logging.level",
+                "spec.resourcesOperator.logLevel",
+                &format!("renamed ({})", show(&json!(level))),
+            );
+            operator.log_level = level;
+        }
+        log.unknown(logging);
+    }
+    operator.resources = requirements(fields, "spec.resourcesOperator.resources", log)?;
+    log.drop_field(
+        fields,
+        "serviceAccountName",
+        "not supported: the operator creates a least-privilege ServiceAccount and Role per cluster",
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_and_request_as_infinispan_operator_reads_them() {
+        let pair = |l: &str, r: &str| Some((l.to_string(), r.to_string()));
+        assert_eq!(limit_and_request("2000m:1000m"), pair("2000m", "1000m"));
+        assert_eq!(limit_and_request("2Gi"), pair("2Gi", "2Gi"));
+        assert_eq!(limit_and_request(""), None);
+        assert_eq!(limit_and_request("1:2:3"), None);
+        assert_eq!(limit_and_request("1:"), None);
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(major_minor("15.0.10"), Some((15, 0)));
+        assert_eq!(major_minor("16.1.0-SNAPSHOT"), Some((16, 1)));
+        assert_eq!(major_minor("x"), None);
+    }
+
+    #[test]
+    fn the_default_anti_affinity_is_recognised() {
+        let affinity: Affinity =
+            serde_json::from_value(default_affinity("a")).unwrap_or_else(|e| panic!("{e}"));
+        let mut log = Log::default();
+        assert_eq!(
+            affinity_of(affinity.clone(), "a", "spec.scheduling.affinity", &mut log),
+            None
+        );
+        assert!(selects_old_pods(&default_affinity("a")));
+        assert_eq!(
+            affinity_of(affinity.clone(), "b", "spec.scheduling.affinity", &mut log),
+            Some(affinity)
+        );
+        assert_eq!(log.fields[1].note, OLD_LABELS_NOTE);
+    }
+}
+
+#[cfg(test)]
+mod conversion_tests {
+    use super::super::tests::{assert_field, only_report};
+    use super::super::{Converted, Outcome};
+
+    fn cluster(spec: &str) -> (common_crds::Infinispan, super::super::ObjectReport) {
+        let (objects, report) = only_report(&format!(
+            "apiVersion: infinispan.org/v1\nkind: Infinispan\nmetadata: {{name: c, namespace: ns}}\nspec:\n{spec}"
+        ));
+        match objects.into_iter().next() {
+            Some(Converted::Infinispan(cr)) => (*cr, report),
+            other => panic!("not an Infinispan: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn same_fields_are_mapped() {
+        let (cr, report) = cluster(
+            "  replicas: 3\n  version: 16.0.7\n  image: registry.example.com/server:16\n  configMapName: cfg\n  service:\n    container: {storage: 2Gi, storageClassName: fast, ephemeralStorage: true}\n  security: {endpointAuthentication: false, endpointSecretName: ids}\n  expose: {type: NodePort, nodePort: 31000, annotations: {a/b: c}}\n  logging: {categories: {org.infinispan: debug}}\n  container: {extraJvmOpts: -Xlog:gc, env: [{name: A, value: b}]}\n  scheduling: {tolerations: [{key: k, operator: Exists}]}\n",
+        );
+        for field in [
+            "spec.replicas",
+            "spec.version",
+            "spec.image",
+            "spec.configMapName",
+            "spec.service.container.storage",
+            "spec.service.container.storageClassName",
+            "spec.service.container.ephemeralStorage",
+            "spec.security.endpointAuthentication",
+            "spec.security.endpointSecretName",
+            "spec.expose.type",
+            "spec.expose.nodePort",
+            "spec.expose.annotations",
+            "spec.logging.categories",
+            "spec.container.extraJvmOpts",
+            "spec.container.env",
+            "spec.scheduling.tolerations",
+        ] {
+            assert_field(&report, field, Outcome::Mapped, Some(field), "");
+        }
+        assert!(!report.dropped_anything());
+        assert_eq!(cr.spec.replicas, 3);
+        assert_eq!(cr.spec.version.as_deref(), Some("16.0.7"));
+        assert_eq!(cr.spec.service.container.storage.0, "2Gi");
+        assert!(cr.spec.service.container.ephemeral_storage);
+        assert!(!cr.spec.security.endpoint_authentication);
+        assert_eq!(
+            cr.spec.expose.as_ref().and_then(|e| e.node_port),
+            Some(31000)
+        );
+        assert_eq!(cr.metadata.namespace.as_deref(), Some("ns"));
+    }
+
+    #[test]
+    fn renamed_and_reformatted_fields_are_changed() {
+        let (cr, report) = cluster(
+            "  replicas: 1\n  version: 14.0.1\n  container: {cpu: '2:1', memory: 1Gi}\n  expose: {type: Route, host: h.example.com}\n  scheduling: {PriorityClassName: p}\n  configListener: {enabled: false, cpu: 100m, logging: {level: error}}\n  security:\n    endpointEncryption: {type: Service, certServiceName: service.beta.openshift.io}\n",
+        );
+        assert_field(
+            &report,
+            "spec.version",
+            Outcome::Changed,
+            Some("spec.version"),
+            "14.0.1 is older than 16.0",
+        );
+        assert_eq!(
+            cr.spec.version.as_deref(),
+            Some(crate::cli::DEFAULT_SERVER_VERSION)
+        );
+        assert_field(
+            &report,
+            "spec.container.cpu",
+            Outcome::Changed,
+            Some("spec.container.resources.{limits,requests}.cpu"),
+            "limit 2, request 1",
+        );
+        let resources = cr
+            .spec
+            .container
+            .and_then(|c| c.resources)
+            .unwrap_or_default();
+        assert_eq!(resources.limits.unwrap_or_default()["memory"].0, "1Gi");
+        assert_eq!(resources.requests.unwrap_or_default()["cpu"].0, "1");
+        assert_field(
+            &report,
+            "spec.expose.type",
+            Outcome::Changed,
+            Some("spec.expose.type"),
+            "Route -> Ingress",
+        );
+        assert_field(
+            &report,
+            "spec.expose.host",
+            Outcome::Mapped,
+            Some("spec.expose.host"),
+            "",
+        );
+        assert_field(
+            &report,
+            "spec.scheduling.PriorityClassName",
+            Outcome::Changed,
+            Some("spec.scheduling.priorityClassName"),
+            "renamed",
+        );
+        assert_field(
+            &report,
+            "spec.configListener.enabled",
+            Outcome::Changed,
+            Some("spec.resourcesOperator.enabled"),
+            "renamed",
+        );
+        assert_field(
+            &report,
+            "spec.configListener.logging.level",
+            Outcome::Changed,
+            Some("spec.resourcesOperator.logLevel"),
+            "",
+        );
+        assert!(!cr.spec.resources_operator.enabled);
+        assert_eq!(
+            cr.spec.resources_operator.log_level,
+            common_crds::infinispan::LogLevel::Error
+        );
+        assert_field(
+            &report,
+            "spec.security.endpointEncryption.type",
+            Outcome::Changed,
+            Some("spec.security.endpointEncryption.type"),
+            "Service -> Secret",
+        );
+        assert_eq!(
+            cr.spec
+                .security
+                .endpoint_encryption
+                .cert_secret_name
+                .as_deref(),
+            Some("c-cert-secret")
+        );
+        assert_field(
+            &report,
+            "spec.security.endpointEncryption.certServiceName",
+            Outcome::Dropped,
+            None,
+            "no platform-issued certificates",
+        );
+    }
+
+    #[test]
+    fn fields_without_equivalent_are_dropped_with_the_reason_of_the_table() {
+        let (_, report) = cluster(
+            "  replicas: 1\n  version: 16.0.7\n  container: {cliExtraJvmOpts: x, routerExtraJvmOpts: y}\n  service:\n    type: Cache\n    sites: {local: {name: a, expose: {type: ClusterIP}}}\n    replicationFactor: 2\n    container: {livenessProbe: {periodSeconds: 5}, terminationGracePeriodSeconds: 30}\n  security:\n    credentialStoreSecretName: cs\n    authorization: {enabled: true, roles: [{name: r, permissions: [ALL]}]}\n    endpointEncryption: {type: Secret, certSecretName: t, clientCert: Authenticate, clientCertSecretName: ts}\n  expose: {type: LoadBalancer, port: 443}\n  logging: {pattern: '%m'}\n  autoscale: {minReplicas: 1, maxReplicas: 3, minMemUsagePercent: 10, maxMemUsagePercent: 80}\n  cloudEvents: {bootstrapServers: k:9092}\n  dependencies: {artifacts: [{url: 'http://x/a.jar'}]}\n  upgrades: {type: HotRodRolling}\n  configListener: {enabled: true, serviceAccountName: sa}\n  jmx: {enabled: true}\n  serviceAccountName: sa\n  surprise: 1\n",
+        );
+        for (field, reason) in [
+            ("spec.container.cliExtraJvmOpts", "no CLI pods"),
+            ("spec.container.routerExtraJvmOpts", "no gossip router"),
+            ("spec.service.type", "every cluster is what DataGrid was"),
+            ("spec.service.sites", "cross-site replication"),
+            (
+                "spec.service.replicationFactor",
+                "set owners in your cache configurations",
+            ),
+            ("spec.service.container.livenessProbe", "fixed probes"),
+            (
+                "spec.service.container.terminationGracePeriodSeconds",
+                "Kubernetes default",
+            ),
+            ("spec.security.credentialStoreSecretName", "not supported"),
+            ("spec.security.authorization", "predefined roles"),
+            (
+                "spec.security.endpointEncryption.clientCert",
+                "no client certificate",
+            ),
+            (
+                "spec.security.endpointEncryption.clientCertSecretName",
+                "no client certificate",
+            ),
+            ("spec.expose.port", "listens on 11222"),
+            ("spec.logging.pattern", "not supported"),
+            ("spec.autoscale", "scale subresource"),
+            ("spec.cloudEvents", "not supported"),
+            ("spec.dependencies", "build an image"),
+            ("spec.upgrades", "rolls the StatefulSet"),
+            (
+                "spec.configListener.serviceAccountName",
+                "least-privilege ServiceAccount",
+            ),
+            ("spec.jmx", "not supported"),
+            ("spec.serviceAccountName", "without a service account token"),
+            ("spec.surprise", "not a field of infinispan-operator's API"),
+        ] {
+            assert_field(&report, field, Outcome::Dropped, None, reason);
+        }
+        assert!(report.dropped_anything());
+    }
+
+    #[test]
+    fn values_this_operator_has_anyway_are_removed_without_a_drop() {
+        let (cr, report) = cluster(
+            "  replicas: 1\n  version: 16.0.7\n  service: {type: DataGrid, container: {startupProbe: {}}}\n  jmx: {}\n  expose: {type: NodePort, port: 11222}\n  autoscale: {disabled: true, minReplicas: 1, maxReplicas: 1, minMemUsagePercent: 1, maxMemUsagePercent: 2}\n  security:\n    authorization: {enabled: true}\n    endpointEncryption: {type: None, clientCert: None}\n  affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 100, podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: infinispan-pod, clusterName: c, infinispan_cr: c}}}}]}}\n",
+        );
+        assert!(!report.dropped_anything(), "{report:?}");
+        assert_field(
+            &report,
+            "spec.service.type",
+            Outcome::Changed,
+            None,
+            "DataGrid",
+        );
+        assert_field(
+            &report,
+            "spec.affinity",
+            Outcome::Changed,
+            None,
+            "the other operator's default",
+        );
+        assert_field(
+            &report,
+            "spec.service.container.startupProbe",
+            Outcome::Omitted,
+            None,
+            "empty",
+        );
+        assert_field(&report, "spec.jmx", Outcome::Omitted, None, "JMX off");
+        assert_eq!(cr.spec.scheduling, None);
+    }
+
+    #[test]
+    fn the_deprecated_affinity_moves_unless_scheduling_has_one() {
+        let affinity = "{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: z, operator: Exists}]}]}}}";
+        let (cr, report) = cluster(&format!("  replicas: 1\n  affinity: {affinity}\n"));
+        assert_field(
+            &report,
+            "spec.affinity",
+            Outcome::Changed,
+            Some("spec.scheduling.affinity"),
+            "moved",
+        );
+        assert!(cr.spec.scheduling.and_then(|s| s.affinity).is_some());
+        assert!(
+            report
+                .notes
+                .iter()
+                .any(|n| n.contains("spec.version is not set"))
+        );
+        let (_, report) = cluster(&format!(
+            "  replicas: 1\n  affinity: {affinity}\n  scheduling: {{affinity: {affinity}}}\n"
+        ));
+        assert_field(&report, "spec.affinity", Outcome::Dropped, None, "wins");
+        assert_field(
+            &report,
+            "spec.scheduling.affinity",
+            Outcome::Mapped,
+            Some("spec.scheduling.affinity"),
+            "",
+        );
+    }
+
+    #[test]
+    fn spread_constraints_and_lower_case_secret() {
+        let (cr, report) = cluster(
+            "  replicas: 1\n  version: 16.0.7\n  security: {endpointEncryption: {type: secret, certSecretName: t}}\n  scheduling:\n    topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {clusterName: c}}}]\n",
+        );
+        assert_field(
+            &report,
+            "spec.scheduling.topologySpreadConstraints",
+            Outcome::Mapped,
+            Some("spec.scheduling.topologySpreadConstraints"),
+            "the other operator's pod labels",
+        );
+        assert_eq!(
+            cr.spec
+                .scheduling
+                .map(|s| s.topology_spread_constraints.len()),
+            Some(1)
+        );
+        assert_field(
+            &report,
+            "spec.security.endpointEncryption.type",
+            Outcome::Changed,
+            Some("spec.security.endpointEncryption.type"),
+            "secret -> Secret",
+        );
+        assert_eq!(
+            cr.spec.security.endpoint_encryption.type_,
+            common_crds::infinispan::EncryptionType::Secret
+        );
+    }
+
+    #[test]
+    fn names_this_operator_cannot_use() {
+        let (_, report) = only_report(&format!(
+            "apiVersion: infinispan.org/v1\nkind: Infinispan\nmetadata: {{name: {}}}\nspec: {{replicas: 1, version: 16.0.7}}\n",
+            "a".repeat(53)
+        ));
+        assert!(
+            report
+                .notes
+                .iter()
+                .any(|n| n.contains("at most 52 characters")),
+            "{report:?}"
+        );
+        assert_eq!(report.outcome, Outcome::Changed);
+        let (objects, report) = only_report(
+            "apiVersion: infinispan.org/v1\nkind: Infinispan\nmetadata: {name: cache-operator}\nspec: {replicas: 1, version: 16.0.7}\n",
+        );
+        assert!(objects.is_empty());
+        assert_eq!(report.outcome, Outcome::Dropped);
+        assert!(report.note.contains("refuses the name"), "{report:?}");
+        assert!(report.dropped_anything());
+    }
+
+    #[test]
+    fn metadata_is_kept_and_what_the_servers_wrote_omitted() {
+        let (objects, report) = only_report(
+            "apiVersion: infinispan.org/v1\nkind: Infinispan\nmetadata:\n  name: c\n  uid: u\n  resourceVersion: '1'\n  managedFields: [{manager: m}]\n  labels: {a: b}\n  annotations: {x/y: z, infinispan.org/podTargetLabels: a}\nspec: {replicas: 1, version: 16.0.7}\nstatus: {replicas: 1}\n",
+        );
+        assert_field(
+            &report,
+            "metadata.uid",
+            Outcome::Omitted,
+            None,
+            "API server",
+        );
+        assert_field(
+            &report,
+            "metadata.managedFields",
+            Outcome::Omitted,
+            None,
+            "",
+        );
+        assert_field(&report, "status", Outcome::Omitted, None, "other operator");
+        assert_field(
+            &report,
+            "metadata.annotations.infinispan.org/podTargetLabels",
+            Outcome::Dropped,
+            None,
+            "means nothing here",
+        );
+        let Some(Converted::Infinispan(cr)) = objects.first() else {
+            panic!("an Infinispan");
+        };
+        assert_eq!(cr.metadata.uid, None);
+        assert_eq!(cr.metadata.annotations.clone().unwrap_or_default().len(), 1);
+        assert_eq!(cr.status, None);
+    }
+}
