@@ -12,7 +12,9 @@ use std::time::Duration;
 use std::process::Stdio;
 
 use anyhow::{Context, bail, ensure};
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Service};
+use common_crds::Infinispan;
+use infinispan_rest::{ClientConfig, Credentials};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret, Service};
 use kube::api::{Api, LogParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -476,4 +478,58 @@ pub async fn install_allowing(
         ns,
         clusters,
     })
+}
+
+/// The REST client of a cluster through its client Service, as the operator's user.
+pub async fn rest_client(
+    client: &Client,
+    namespace: &str,
+    cr: &Infinispan,
+) -> anyhow::Result<infinispan_rest::Client> {
+    let name = cr.name_any();
+    let service: Service = Api::namespaced(client.clone(), namespace)
+        .get(&name)
+        .await?;
+    let ip = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no cluster IP")?;
+    rest_client_at(client, namespace, cr, &ip).await
+}
+
+/// The REST client of one address of the cluster (a Service's or a pod's), as the operator's user.
+pub async fn rest_client_at(
+    client: &Client,
+    namespace: &str,
+    cr: &Infinispan,
+    ip: &str,
+) -> anyhow::Result<infinispan_rest::Client> {
+    Ok(infinispan_rest::Client::new(
+        ClientConfig::new(format!("http://{ip}:11222"))
+            .with_credentials(operator_credentials(client, namespace, cr).await?),
+    )?)
+}
+
+/// The operators' admin user of the cluster, from the Secret its status names.
+pub async fn operator_credentials(
+    client: &Client,
+    namespace: &str,
+    cr: &Infinispan,
+) -> anyhow::Result<Credentials> {
+    let secret_name = cr
+        .status
+        .as_ref()
+        .and_then(|s| s.operator_credentials_secret.clone())
+        .context("no operatorCredentialsSecret in the status")?;
+    let secret: Secret = Api::namespaced(client.clone(), namespace)
+        .get(&secret_name)
+        .await?;
+    let data = secret.data.unwrap_or_default();
+    let field = |key: &str| -> anyhow::Result<String> {
+        let value = data
+            .get(key)
+            .with_context(|| format!("no {key} in {secret_name}"))?;
+        Ok(String::from_utf8(value.0.clone())?)
+    };
+    Ok(Credentials::new(field("username")?, field("password")?))
 }

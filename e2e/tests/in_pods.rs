@@ -36,7 +36,10 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use common_crds::{Backup, Cache, Infinispan, Restore};
 use e2e::cluster_operator::condition;
-use e2e::pods::{Installed, SERVER_VERSION, container_process, helm, install, wait_ready};
+use e2e::pods::{
+    Installed, SERVER_VERSION, container_process, helm, install, operator_credentials, rest_client,
+    rest_client_at, wait_ready,
+};
 use e2e::{TestNamespace, Testbed, eventually, repo_root};
 use infinispan_rest::{ClientConfig, CounterConfig, CounterStorage, Credentials};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -136,60 +139,6 @@ async fn the_chart_with_its_defaults_runs_the_operator_pod_restricted_and_scrape
 
 /// Only one cluster on the node at a time.
 static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The REST client of a cluster through its client Service, as the operator's user.
-async fn rest_client(
-    client: &Client,
-    namespace: &str,
-    cr: &Infinispan,
-) -> anyhow::Result<infinispan_rest::Client> {
-    let name = cr.name_any();
-    let service: Service = Api::namespaced(client.clone(), namespace)
-        .get(&name)
-        .await?;
-    let ip = service
-        .spec
-        .and_then(|s| s.cluster_ip)
-        .context("no cluster IP")?;
-    rest_client_at(client, namespace, cr, &ip).await
-}
-
-/// The REST client of one address of the cluster (a Service's or a pod's), as the operator's user.
-async fn rest_client_at(
-    client: &Client,
-    namespace: &str,
-    cr: &Infinispan,
-    ip: &str,
-) -> anyhow::Result<infinispan_rest::Client> {
-    Ok(infinispan_rest::Client::new(
-        ClientConfig::new(format!("http://{ip}:11222"))
-            .with_credentials(operator_credentials(client, namespace, cr).await?),
-    )?)
-}
-
-/// The operators' admin user of the cluster, from the Secret its status names.
-async fn operator_credentials(
-    client: &Client,
-    namespace: &str,
-    cr: &Infinispan,
-) -> anyhow::Result<Credentials> {
-    let secret_name = cr
-        .status
-        .as_ref()
-        .and_then(|s| s.operator_credentials_secret.clone())
-        .context("no operatorCredentialsSecret in the status")?;
-    let secret: Secret = Api::namespaced(client.clone(), namespace)
-        .get(&secret_name)
-        .await?;
-    let data = secret.data.unwrap_or_default();
-    let field = |key: &str| -> anyhow::Result<String> {
-        let value = data
-            .get(key)
-            .with_context(|| format!("no {key} in {secret_name}"))?;
-        Ok(String::from_utf8(value.0.clone())?)
-    };
-    Ok(Credentials::new(field("username")?, field("password")?))
-}
 
 /// Applies the `Infinispan` CR `name`: `spec` over the version and the small requests every
 /// cluster of this suite uses (the node has two CPUs, shared with the other suites' pods).

@@ -495,6 +495,43 @@ async fn wait_statefulset(
     .await
 }
 
+/// A Cache CR `name` of cluster `cluster` (a local cache).
+async fn apply_cache(client: &Client, ns: &str, cluster: &str, name: &str) -> anyhow::Result<()> {
+    let cr: common_crds::Cache = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Cache",
+        "metadata": {"name": name, "labels": {CLUSTER_LABEL: cluster}},
+        "spec": {"template": r#"{"local-cache":{"statistics":true}}"#},
+    }))?;
+    Api::<common_crds::Cache>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&cr),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Waits until the Cache CR `name` is `Ready=True, Synced` at its generation.
+async fn wait_cache_synced(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    let caches: Api<common_crds::Cache> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("Cache {ns}/{name} Synced"), WAIT, || {
+        let caches = caches.clone();
+        async move {
+            let Some(cr) = caches.get_opt(name).await? else {
+                return Ok(None);
+            };
+            let status = cr.status.clone().unwrap_or_default();
+            let synced = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True" && c.reason == "Synced");
+            Ok((synced && status.observed_generation == cr.metadata.generation).then_some(()))
+        }
+    })
+    .await
+}
+
 async fn wait_cluster_ready(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
     let clusters: Api<Infinispan> = Api::namespaced(client.clone(), ns);
     eventually(
@@ -821,8 +858,15 @@ async fn upgrade_from_0_1_0_to_0_1_1_through_a_test_catalog() -> anyhow::Result<
     create_operator_group(&olm, &ns.name, &[&ns.name]).await?;
     let Installed { pod: first, .. } =
         subscribe(&olm, &images, &ns.name, &source, Some(CSV)).await?;
-    apply_cluster(&client, &ns.name, "upgrade", 0).await?;
-    wait_statefulset(&client, &ns.name, "upgrade", 0).await?;
+    // A running cluster with a Cache CR synced to its server, under 0.1.0.
+    apply_cluster(&client, &ns.name, "upgrade", 1).await?;
+    wait_cluster_ready(&client, &ns.name, "upgrade").await?;
+    apply_cache(&client, &ns.name, "upgrade", "orders").await?;
+    wait_cache_synced(&client, &ns.name, "orders").await?;
+    let server_pod = Api::<Pod>::namespaced(client.clone(), &ns.name)
+        .get("upgrade-0")
+        .await?
+        .uid();
 
     // OLM offers the channel's next version in a new InstallPlan, which waits for approval.
     let upgrading = Instant::now();
@@ -875,6 +919,48 @@ async fn upgrade_from_0_1_0_to_0_1_1_through_a_test_catalog() -> anyhow::Result<
         "OLM upgrade {CSV} -> {NEXT}: InstallPlan approved -> new operator Ready in {:.1}s",
         upgrading.elapsed().as_secs_f64()
     );
+    // The server pod was not restarted (0.1.1 changes nothing of it), the user's cache and its
+    // CR are untouched, and the sync goes on: a cache created on the server by another client
+    // becomes a mirror CR.
+    let resumed = Instant::now();
+    let cluster = Api::<Infinispan>::namespaced(client.clone(), &ns.name)
+        .get("upgrade")
+        .await?;
+    let rest = e2e::pods::rest_client(&client, &ns.name, &cluster).await?;
+    rest.create_cache(
+        "after-upgrade",
+        &infinispan_rest::ConfigDocument::json(r#"{"local-cache":{}}"#),
+        Default::default(),
+    )
+    .await?;
+    wait_cache_synced(
+        &client,
+        &ns.name,
+        &common_crds::naming::mirror_name("upgrade", "after-upgrade"),
+    )
+    .await?;
+    let resumed = resumed.elapsed();
+    eprintln!(
+        "OLM upgrade: a server change reached its CR {:.1}s after the new operator was Ready",
+        resumed.as_secs_f64()
+    );
+    ensure!(
+        resumed < Duration::from_secs(60),
+        "the sync resumed after {resumed:?}"
+    );
+    let pod_now = Api::<Pod>::namespaced(client.clone(), &ns.name)
+        .get("upgrade-0")
+        .await?
+        .uid();
+    ensure!(
+        pod_now == server_pod,
+        "the server pod was restarted by the upgrade"
+    );
+    ensure!(
+        rest.cache_exists("orders").await?,
+        "the user's cache is gone from the server"
+    );
+    wait_cache_synced(&client, &ns.name, "orders").await?;
     // The cluster made under 0.1.0 is reconciled by the 0.1.1 operator: a change of its spec
     // reaches the StatefulSet and the CR's observed generation.
     let clusters: Api<Infinispan> = Api::namespaced(client.clone(), &ns.name);
@@ -899,7 +985,7 @@ async fn upgrade_from_0_1_0_to_0_1_1_through_a_test_catalog() -> anyhow::Result<
         }
     })
     .await?;
-    let statefulset = wait_statefulset(&client, &ns.name, "upgrade", 0).await?;
+    let statefulset = wait_statefulset(&client, &ns.name, "upgrade", 1).await?;
     let cpu = statefulset
         .spec
         .template
