@@ -427,20 +427,29 @@ async fn unsubscribe(olm: &Olm, ns: &str, csv: &str) -> anyhow::Result<()> {
             "clusterserviceversions",
         ),
     );
+    // The old Subscription's InstallPlans too: one left behind (the garbage collector removes
+    // it with its owner, a while later) can be taken up by the next Subscription of the same
+    // CSV in this namespace, whose reference then dangles once it is collected.
+    let plans = olm.install_plans(ns);
+    plans
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
     eventually(
-        "OLM removes the operator's Deployment and the CSV",
+        "OLM removes the operator's Deployment, the CSV and the InstallPlans",
         WAIT,
         || {
             let deployments = deployments.clone();
             let copies = copies.clone();
+            let plans = plans.clone();
             async move {
                 let csvs = copies
                     .list(&ListParams::default().fields(&format!("metadata.name={csv}")))
                     .await?;
-                Ok(
-                    (deployments.get_opt(DEPLOYMENT).await?.is_none() && csvs.items.is_empty())
-                        .then_some(()),
-                )
+                let plans = plans.list(&ListParams::default()).await?;
+                Ok((deployments.get_opt(DEPLOYMENT).await?.is_none()
+                    && csvs.items.is_empty()
+                    && plans.items.is_empty())
+                .then_some(()))
             }
         },
     )
