@@ -7,7 +7,7 @@
 //! Pure functions, no client: [`convert_documents`] takes parsed YAML documents and gives the
 //! converted objects with one [`ObjectReport`] each. One module per kind ([`infinispan`],
 //! [`cache`], [`backup`], [`restore`], [`batch`]) builds this project's typed CR, so the Rust
-//! types check the shape of the output; [`fields`] hands out the input's fields one at a time so
+//! types check the shape of the output; `fields` hands out the input's fields one at a time so
 //! that none goes unreported; [`command`] is the command line around it.
 
 pub mod backup;
