@@ -597,7 +597,8 @@ async fn own_namespace_install_runs_a_cluster_that_survives_uninstall_and_is_ado
 
     create_catalog_source(&olm, &source, &catalog).await?;
     create_operator_group(&olm, &ns.name, &[&ns.name]).await?;
-    let Installed { pod, .. } = subscribe(&olm, &images, &ns.name, &source, None).await?;
+    let Installed { pod, took } = subscribe(&olm, &images, &ns.name, &source, None).await?;
+    let installed = Instant::now();
     ensure!(
         pod.annotations().get("olm.targetNamespaces") == Some(&ns.name),
         "olm.targetNamespaces: {:?}",
@@ -669,6 +670,11 @@ async fn own_namespace_install_runs_a_cluster_that_survives_uninstall_and_is_ado
         images.server
     );
     wait_cluster_ready(&client, &ns.name, "olm").await?;
+    eprintln!(
+        "OLM in {}: Subscription created -> first cluster Ready in {:.1}s",
+        ns.name,
+        (took + installed.elapsed()).as_secs_f64()
+    );
 
     // Uninstalled (Subscription and CSV, as OLM's documentation says): the operator goes, the
     // user's CRDs, CR and running cluster stay.
