@@ -174,6 +174,56 @@ async fn an_update_a_frozen_stream_missed_reaches_the_cr() -> anyhow::Result<()>
     .await
 }
 
+/// In `ToServer` mode a drifted server object is set back to its CR: a user's cache whose
+/// lifespan another client changed while the operator's stream was frozen (the update never
+/// reached it) gets the CR's lifespan again once the drift check finds it; the CR is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_to_server_mode_drift_is_set_back_to_the_cr() -> anyhow::Result<()> {
+    let testbed = Testbed::get()?;
+    let proxy = FaultProxy::for_url(&testbed.infinispan_url).await?;
+    let options = Options {
+        args: vec![DRIFT.to_string(), "--sync-mode=ToServer".to_string()],
+        infinispan_url: Some(proxy.url()),
+        test_url: Some(testbed.infinispan_url.clone()),
+        ..Options::default()
+    };
+    with_options_fixture("drift-to-server", options, async |f| {
+        let name = f.server_name("drift-ts");
+        let f = &*f;
+        f.apply_cache(
+            &name,
+            r#"{"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":1000}}}"#,
+        )
+        .await?;
+        f.wait_ready(&name, "Synced").await?;
+        ensure!(proxy.stall_streams() >= 1, "no event stream to freeze");
+        f.rest
+            .set_mutable_attribute(&name, "expiration.lifespan", "2000")
+            .await?;
+        let name = name.as_str();
+        eventually(
+            "the server's lifespan set back to 1000",
+            SLOW,
+            || async move {
+                Ok(
+                    (lifespan(&f.server_config(name).await?).as_deref() == Some("1000"))
+                        .then_some(()),
+                )
+            },
+        )
+        .await
+        .map_err(|e| f.operator.with_log(e))?;
+        ensure!(
+            lifespan(&cr_config(f, name).await?).as_deref() == Some("1000"),
+            "the CR changed"
+        );
+        let drift = count(f, "drift_detected_total", "Cache").await?;
+        ensure!(drift == 1.0, "drift_detected_total{{kind=Cache}} = {drift}");
+        Ok(())
+    })
+    .await
+}
+
 /// No false drift: caches from CRs in JSON, YAML and XML and from a template, a cache, a
 /// template, a schema (one with an error too) and a task made on the server all agree with
 /// what their events said, check after check.
