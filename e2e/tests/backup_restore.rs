@@ -846,13 +846,13 @@ async fn failures(h: &mut Harness) -> anyhow::Result<()> {
     h.cluster("wrong-password", Some((&user, "not-the-password")))
         .await?;
     h.cluster("no-credentials", None).await?;
-    h.start(&[
+    let urls = [
         ("down", down.url()),
         ("wrong-password", node.0.url()),
         ("no-credentials", node.0.url()),
         ("late", node.0.url()),
-    ])
-    .await?;
+    ];
+    h.start(&urls).await?;
 
     let started = Instant::now();
     let tries_before = down.refused();
@@ -1001,16 +1001,7 @@ async fn failures(h: &mut Harness) -> anyhow::Result<()> {
     h.backup_phase("for-a-small-bound", Phase::Succeeded)
         .await?;
     h.stop().await?;
-    h.start_bounded(
-        &[
-            ("down", down.url()),
-            ("wrong-password", node.0.url()),
-            ("no-credentials", node.0.url()),
-            ("late", node.0.url()),
-        ],
-        1024,
-    )
-    .await?;
+    h.start_bounded(&urls, 1024).await?;
     h.restore("too-large", "late", "for-a-small-bound", None)
         .await?;
     let c = h

@@ -295,6 +295,14 @@ async fn wait_csv_succeeded(olm: &Olm, ns: &str, name: &str) -> anyhow::Result<D
     outcome.map_err(|problem| anyhow::anyhow!("CSV {ns}/{name} Failed: {problem}"))
 }
 
+/// The image of a pod's first container.
+fn first_image(pod: &Pod) -> Option<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+}
+
 /// The single pod of the operator's Deployment, Ready.
 async fn operator_pod(client: &Client, ns: &str) -> anyhow::Result<Pod> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -398,11 +406,7 @@ async fn subscribe(
         took.as_secs_f64()
     );
     // OLM ran the CSV's Deployment with the image built here.
-    let image = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.clone());
+    let image = first_image(&pod);
     ensure!(
         image.as_deref() == Some(images.cluster_operator.as_str()),
         "the operator runs {image:?}, not {}",
@@ -659,11 +663,7 @@ async fn own_namespace_install_runs_a_cluster_that_survives_uninstall_and_is_ado
     apply_cluster(&client, &ns.name, "olm", 1).await?;
     wait_statefulset(&client, &ns.name, "olm", 1).await?;
     let server = wait_ready(&client, &ns.name, "olm-0", CLUSTER_WAIT).await?;
-    let server_image = server
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.clone());
+    let server_image = first_image(&server);
     ensure!(
         server_image.as_deref() == Some(images.server.as_str()),
         "the server runs {server_image:?}, not {}",

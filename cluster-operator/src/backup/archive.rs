@@ -465,30 +465,9 @@ mod tests {
         .concat();
         let cd_offset = data.len() as u64;
         let record_offset = cd_offset + directory.len() as u64;
-        let mut record = Vec::new();
-        record.extend_from_slice(&ZIP64_EOCD_SIGNATURE.to_le_bytes());
-        record.extend_from_slice(&44u64.to_le_bytes());
-        record.extend_from_slice(&[0; 4]); // versions
-        record.extend_from_slice(&[0; 8]); // disks
-        record.extend_from_slice(&2u64.to_le_bytes());
-        record.extend_from_slice(&2u64.to_le_bytes());
-        record.extend_from_slice(&(directory.len() as u64).to_le_bytes());
-        record.extend_from_slice(&cd_offset.to_le_bytes());
-        assert_eq!(record.len(), ZIP64_EOCD_LEN);
-        let mut locator = Vec::new();
-        locator.extend_from_slice(&ZIP64_LOCATOR_SIGNATURE.to_le_bytes());
-        locator.extend_from_slice(&0u32.to_le_bytes());
-        locator.extend_from_slice(&record_offset.to_le_bytes());
-        locator.extend_from_slice(&1u32.to_le_bytes());
-        let mut eocd = Vec::new();
-        eocd.extend_from_slice(&EOCD_SIGNATURE.to_le_bytes());
-        eocd.extend_from_slice(&[0; 4]);
-        eocd.extend_from_slice(&0xffffu16.to_le_bytes());
-        eocd.extend_from_slice(&0xffffu16.to_le_bytes());
-        eocd.extend_from_slice(&u32::MAX.to_le_bytes());
-        eocd.extend_from_slice(&u32::MAX.to_le_bytes());
-        eocd.extend_from_slice(&0u16.to_le_bytes());
-        let file = [data, directory.clone(), record.clone(), locator, eocd].concat();
+        let tail = zip64_tail(record_offset, cd_offset, directory.len() as u64, 2);
+        let record = tail[..ZIP64_EOCD_LEN].to_vec();
+        let file = [data, directory.clone(), tail].concat();
         let len = file.len() as u64;
         assert_eq!(
             find_directory(&file, len),
@@ -514,16 +493,20 @@ mod tests {
         );
     }
 
-    /// A zip64 file whose zip64 end record sits at `record_offset` and whose central directory
-    /// is said to be at `cd_offset` with `cd_size` bytes.
-    fn zip64_file(record_offset: u64, cd_offset: u64, cd_size: u64) -> Vec<u8> {
+    /// The end of a zip64 file: its zip64 end record (saying the central directory of
+    /// `entries` entries is at `cd_offset` with `cd_size` bytes), the locator naming the
+    /// record's offset `record_offset`, and the end record pointing to them (0xffffffff).
+    fn zip64_tail(record_offset: u64, cd_offset: u64, cd_size: u64, entries: u64) -> Vec<u8> {
         let mut record = Vec::new();
         record.extend_from_slice(&ZIP64_EOCD_SIGNATURE.to_le_bytes());
         record.extend_from_slice(&44u64.to_le_bytes());
-        record.extend_from_slice(&[0; 12]);
-        record.extend_from_slice(&[0; 16]);
+        record.extend_from_slice(&[0; 4]); // versions
+        record.extend_from_slice(&[0; 8]); // disks
+        record.extend_from_slice(&entries.to_le_bytes());
+        record.extend_from_slice(&entries.to_le_bytes());
         record.extend_from_slice(&cd_size.to_le_bytes());
         record.extend_from_slice(&cd_offset.to_le_bytes());
+        assert_eq!(record.len(), ZIP64_EOCD_LEN);
         let mut locator = Vec::new();
         locator.extend_from_slice(&ZIP64_LOCATOR_SIGNATURE.to_le_bytes());
         locator.extend_from_slice(&0u32.to_le_bytes());
@@ -544,14 +527,14 @@ mod tests {
     /// wrap around past the bound checks.
     #[tokio::test]
     async fn offsets_that_would_overflow_are_damage() {
-        let file = zip64_file(u64::MAX - 10, 0, 0);
+        let file = zip64_tail(u64::MAX - 10, 0, 0, 0);
         assert!(matches!(
             find_directory(&file, file.len() as u64),
             Err(ZipError::Damaged(_))
         ));
         let dir = temp_dir("overflow");
         let path = dir.join("crafted.zip");
-        std::fs::write(&path, zip64_file(0, u64::MAX - 5, 10)).expect("write");
+        std::fs::write(&path, zip64_tail(0, u64::MAX - 5, 10, 0)).expect("write");
         let error = contents(&path).await.expect_err("damaged");
         assert!(
             matches!(
