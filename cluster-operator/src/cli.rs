@@ -140,6 +140,12 @@ pub struct RunArgs {
     #[arg(long, env = "CLUSTER_OPERATOR_DRAIN_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
 
+    /// How long the certificates the operator issues (endpoint and transport TLS of type
+    /// `Generated`) are valid (e.g. 8760h, at least 1m). Each is renewed after two thirds of
+    /// it, which rolls the cluster's pods one at a time; the cluster's CA lasts 10 years.
+    #[arg(long, env = "CLUSTER_OPERATOR_CERTIFICATE_LIFETIME", default_value = "8760h", value_parser = parse_duration)]
+    pub certificate_lifetime: Duration,
+
     /// Who installs the label policy (the ValidatingAdmissionPolicy that keeps the
     /// `infinispan.org/cluster` label of resource CRs): `operator` applies it at startup when
     /// its identity may (OLM grants that) and warns once when it may not; `external` leaves it

@@ -3,6 +3,7 @@
 //!
 //! - [`backup`]: the `Backup` and `Restore` controllers (the server's REST backup API).
 //! - [`build`]: the desired objects of an `Infinispan` CR (pure builders).
+//! - [`certificates`]: the per-cluster CA and the certificates issued from it.
 //! - [`cli`]: the command line.
 //! - [`convert`]: `convert`, infinispan-operator manifests to this project's CRs.
 //! - [`manifests`]: the CRD YAML (`crd`).
@@ -20,6 +21,7 @@
 
 pub mod backup;
 pub mod build;
+pub mod certificates;
 pub mod cli;
 pub mod controller;
 pub mod convert;

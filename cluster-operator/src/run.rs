@@ -122,11 +122,23 @@ pub fn settings(args: &RunArgs, own_namespace: Option<&str>) -> Result<Settings,
     if let Some(prefixes) = &args.allowed_expose_annotation_prefixes {
         policy.allowed_expose_annotation_prefixes = prefixes.clone();
     }
+    let certificate_lifetime = args
+        .certificate_lifetime
+        .max(std::time::Duration::from_secs(60));
+    let certificates = crate::controller::referenced::CertificateSettings {
+        lifetimes: crate::certificates::Lifetimes {
+            certificate: k8s_openapi::jiff::SignedDuration::try_from(certificate_lifetime)
+                .unwrap_or(crate::certificates::DEFAULT_CERTIFICATE_LIFETIME),
+            ..crate::certificates::Lifetimes::default()
+        },
+        cluster_domain: args.cluster_domain.clone(),
+    };
     Ok(Settings {
         server,
         resources_operator: resources,
         drain_timeout: args.drain_timeout,
         policy,
+        certificates,
     })
 }
 

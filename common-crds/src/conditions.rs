@@ -214,11 +214,17 @@ pub enum ProblemReason {
     Failing,
     /// Pods: no node can take a pod.
     Unschedulable,
+    /// The cluster's CA Secret is gone while certificates it signed remain: nothing is issued
+    /// until it is restored or they are deleted.
+    CertificateAuthorityMissing,
+    /// `spec.security.transportEncryption` changed while pods run: pods with and without
+    /// transport TLS cannot form one cluster, so it waits for the cluster to be scaled to 0.
+    TransportEncryptionChange,
 }
 
 impl ProblemReason {
     /// Every reason.
-    pub const ALL: [ProblemReason; 18] = [
+    pub const ALL: [ProblemReason; 20] = [
         Self::MissingSecret,
         Self::MissingConfigMap,
         Self::InvalidCluster,
@@ -237,6 +243,8 @@ impl ProblemReason {
         Self::CrashLooping,
         Self::Failing,
         Self::Unschedulable,
+        Self::CertificateAuthorityMissing,
+        Self::TransportEncryptionChange,
     ];
 
     /// The `reason` of the condition (and of the Warning Event).
@@ -260,6 +268,8 @@ impl ProblemReason {
             Self::CrashLooping => "CrashLooping",
             Self::Failing => "Failing",
             Self::Unschedulable => "Unschedulable",
+            Self::CertificateAuthorityMissing => "CertificateAuthorityMissing",
+            Self::TransportEncryptionChange => "TransportEncryptionChange",
         }
     }
 
@@ -295,6 +305,7 @@ impl ProblemReason {
                 | Self::InvalidConfigOverlay
                 | Self::InvalidTlsSecret
                 | Self::Refused
+                | Self::CertificateAuthorityMissing
         ) || self.is_pod_problem()
     }
 }

@@ -262,6 +262,10 @@ pub struct SecuritySpec {
     /// TLS of the server endpoint.
     #[serde(default)]
     pub endpoint_encryption: EndpointEncryption,
+
+    /// TLS of the cluster transport (JGroups) between the server pods.
+    #[serde(default)]
+    pub transport_encryption: TransportEncryption,
 }
 
 impl Default for SecuritySpec {
@@ -270,6 +274,7 @@ impl Default for SecuritySpec {
             endpoint_authentication: true,
             endpoint_secret_name: None,
             endpoint_encryption: EndpointEncryption::default(),
+            transport_encryption: TransportEncryption::default(),
         }
     }
 }
@@ -282,12 +287,14 @@ fn default_true() -> bool {
 #[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::common::unwrap_doc_lines)]
-#[x_kube(validation = Rule::new("self.type != 'Secret' || has(self.certSecretName)")
+#[x_kube(validation = Rule::new("!has(self.type) || self.type != 'Secret' || has(self.certSecretName)")
     .message("spec.security.endpointEncryption.certSecretName is required when type is Secret"))]
 pub struct EndpointEncryption {
-    /// None (default): plain text; Secret: TLS with the certificate of certSecretName.
-    #[serde(default, rename = "type")]
-    pub type_: EncryptionType,
+    /// Generated: TLS with a certificate the operator issues from the cluster's own CA; Secret:
+    /// TLS with the certificate of certSecretName; None: plain text. Absent: what the cluster
+    /// was created with (status.security.endpointEncryption).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<EncryptionType>,
 
     /// Name of a kubernetes.io/tls Secret (same namespace) with the server certificate and key;
     /// required when type is Secret.
@@ -295,7 +302,7 @@ pub struct EndpointEncryption {
     pub cert_secret_name: Option<String>,
 }
 
-/// Whether the server endpoint uses TLS.
+/// Whether the server endpoint uses TLS, and with which certificate.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum EncryptionType {
     /// Plain text.
@@ -303,6 +310,47 @@ pub enum EncryptionType {
     None,
     /// TLS with the certificate of certSecretName.
     Secret,
+    /// TLS with a certificate the operator issues (and renews) from the cluster's own CA,
+    /// published in the ConfigMap `<cluster>-ca.crt`.
+    Generated,
+}
+
+/// TLS of the cluster transport: the JGroups connections between the server pods.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct TransportEncryption {
+    /// Generated: mutual TLS with a certificate the operator issues from the cluster's own CA,
+    /// so that only the cluster's pods can join it; None: plain text. Absent: what the cluster
+    /// was created with (status.security.transportEncryption). Changed only while the cluster
+    /// is scaled to 0 (pods of both kinds cannot form one cluster).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<TransportEncryptionType>,
+}
+
+/// Whether the cluster transport uses TLS.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TransportEncryptionType {
+    /// Plain text.
+    #[default]
+    None,
+    /// Mutual TLS with a certificate the operator issues from the cluster's own CA.
+    Generated,
+}
+
+/// The security a cluster runs with, the CR's or the defaults it was created with.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct SecurityStatus {
+    /// The TLS of the endpoint in effect.
+    pub endpoint_encryption: EncryptionType,
+    /// The TLS of the cluster transport in effect.
+    pub transport_encryption: TransportEncryptionType,
+    /// The ConfigMap (same namespace, key ca.crt) with the CA that clients of the endpoint
+    /// trust, when the operator issues the certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_config_map: Option<String>,
 }
 
 /// How the server endpoint is exposed outside the Kubernetes cluster.
@@ -506,6 +554,11 @@ pub struct InfinispanStatus {
     /// cluster (keys username and password).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator_credentials_secret: Option<String>,
+
+    /// The endpoint and transport TLS in effect: the CR's, or the defaults the cluster was
+    /// created with (kept, so that a new operator version never changes a running cluster's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security: Option<SecurityStatus>,
 }
 
 #[cfg(test)]

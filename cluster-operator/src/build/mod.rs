@@ -15,6 +15,7 @@ pub mod expose;
 mod identity;
 mod pod;
 pub mod resources_operator;
+pub mod security;
 pub mod server;
 #[cfg(test)]
 pub(crate) mod snapshot;

@@ -121,6 +121,7 @@ mod tests {
             operator_credentials: server_fixtures::operator_secret(),
             credentials_revision: "0123456789abcdef".into(),
             server_ca: false,
+            renew_at: None,
         }
     }
 

@@ -45,6 +45,7 @@
 //! operator generated, mirror CRs).
 
 pub mod apply;
+pub mod certificates;
 pub mod credentials;
 pub mod desired;
 pub mod pods;
@@ -58,7 +59,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common_crds::Infinispan;
-use common_crds::conditions::ConditionType;
+use common_crds::conditions::{ConditionType, ProblemReason};
 use common_crds::infinispan::InfinispanStatus;
 use common_crds::labels::{CLUSTER_FINALIZER, CLUSTER_LABEL, CLUSTER_OPERATOR_FIELD_MANAGER};
 use futures::StreamExt;
@@ -73,7 +74,7 @@ use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use operator_runtime::events::{EventType, Recorder};
 
-use crate::build::{resources_operator, server};
+use crate::build::{resources_operator, security, server};
 pub use apply::owner_reference;
 use apply::{ApplyError, patch_finalizers};
 use desired::Desired;
@@ -94,6 +95,8 @@ pub struct Settings {
     pub drain_timeout: Duration,
     /// What a CR may ask for ([`crate::cr_policy`]).
     pub policy: crate::cr_policy::CrPolicy,
+    /// The lifetimes of what the operator issues, and the Services' domain.
+    pub certificates: referenced::CertificateSettings,
 }
 
 /// What every reconcile shares.
@@ -295,29 +298,64 @@ async fn apply_cluster(
         &settings.resources_operator,
         &settings.policy,
     );
-    let desired = match refusal {
+    // 3. The TLS in effect: the CR's, else what the cluster was created with
+    // (`build::security`); the builders get the CR with it written in.
+    let existing =
+        Api::<StatefulSet>::namespaced(client.clone(), &cluster.namespace().unwrap_or_default())
+            .get_opt(&server::stateful_set_name(&cluster.name_any()))
+            .await?;
+    let tls = security::in_effect(cluster, security::created_with(existing.as_ref()));
+    let resolved = security::resolved(cluster, &tls);
+    let transport_change = security::transport_change_refused(
+        existing.as_ref(),
+        tls.transport_encryption,
+        cluster.spec.replicas,
+    )
+    .map(|(running, wanted)| {
+        Problem::new(
+            ProblemReason::TransportEncryptionChange,
+            format!(
+                "spec.security.transportEncryption is {} but the running pods use {}: pods with and without transport TLS cannot form one cluster. Scale the cluster to 0 (spec.replicas: 0), change it, then scale it up again; or set it back to {}",
+                security::transport_type_name(wanted),
+                security::transport_type_name(running),
+                security::transport_type_name(running),
+            ),
+        )
+    });
+    let mut renew_at = None;
+    let desired = match refusal.or(transport_change) {
         Some(refused) => Err(refused),
-        // 3. What the CR references (a missing or unusable object is a problem), then validate
-        // and build.
-        None => match referenced::read(client, cluster).await {
-            Ok(read) => Ok(desired::build(
-                cluster,
-                &settings.server,
-                &settings.resources_operator,
-                &read,
-            )),
+        // 4. What the CR references and what the operator issues (a missing or unusable object
+        // is a problem), then validate and build.
+        None => match referenced::read(client, &resolved, &tls, &settings.certificates).await {
+            Ok(read) => {
+                renew_at = read.renew_at;
+                Ok(desired::build(
+                    &resolved,
+                    &settings.server,
+                    &settings.resources_operator,
+                    &read,
+                ))
+            }
             Err(error) => Err(error.into_problem()?),
         },
     };
-    // 4. Apply.
-    let applied = apply_desired(context, cluster, desired).await?;
-    // 5. Report.
+    // 5. Apply.
+    let mut applied = apply_desired(context, &resolved, desired).await?;
+    applied.security = Some(tls);
+    // 6. Report.
     report::report(api, client, &context.recorder, cluster, &applied).await?;
-    // 6. When to look again.
+    // 7. When to look again.
     let draining = applied.resources_operator == ResourcesOperator::Draining;
+    let renew_in = renew_at.map(|at: Timestamp| {
+        Duration::from_secs(
+            u64::try_from(at.as_second() - Timestamp::now().as_second()).unwrap_or(0),
+        )
+    });
     Ok(retry::after_apply(
         applied.problem.map(|problem| problem.reason),
         draining,
+        renew_in,
     ))
 }
 
@@ -362,6 +400,7 @@ async fn apply_desired(
         // The server's problem comes first.
         problem: problem.or(resources_operator_problem),
         operator_credentials_secret,
+        security: None,
     })
 }
 

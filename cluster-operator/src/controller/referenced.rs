@@ -6,7 +6,7 @@
 
 use common_crds::Infinispan;
 use common_crds::conditions::ProblemReason;
-use common_crds::infinispan::EncryptionType;
+use common_crds::infinispan::{EncryptionType, SecurityStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::PostParams;
@@ -28,6 +28,21 @@ pub enum ReferenceError {
     MissingConfigMap { namespace: String, name: String },
     #[error(transparent)]
     Invalid(#[from] BuildError),
+    #[error(
+        "the Secret {namespace}/{secret} with the cluster's CA was deleted, but certificates it signed remain ({}): restore it, or delete those Secrets to have a new CA and new certificates issued (the pods then restart with them; scale the cluster to 0 first when its transport uses TLS, or the pods restarted first cannot join the others)",
+        signed.join(", ")
+    )]
+    CaMissing {
+        namespace: String,
+        secret: String,
+        signed: Vec<String>,
+    },
+    #[error(
+        "the Secret {namespace}/{secret} does not hold the cluster's CA (keys ca.crt and ca.key)"
+    )]
+    CaUnreadable { namespace: String, secret: String },
+    #[error(transparent)]
+    Certificate(#[from] crate::certificates::CertificateError),
     #[error(transparent)]
     Random(#[from] credentials::RandomError),
     #[error("reading or creating a referenced object failed: {0}")]
@@ -42,7 +57,10 @@ impl ReferenceError {
             Self::MissingSecret { .. } => ProblemReason::MissingSecret,
             Self::MissingConfigMap { .. } => ProblemReason::MissingConfigMap,
             Self::Invalid(error) => error.reason(),
-            Self::Random(_) | Self::Api(_) => return Err(self),
+            Self::CaMissing { .. } | Self::CaUnreadable { .. } => {
+                ProblemReason::CertificateAuthorityMissing
+            }
+            Self::Certificate(_) | Self::Random(_) | Self::Api(_) => return Err(self),
         };
         Ok(Problem::new(reason, self))
     }
@@ -59,10 +77,26 @@ pub struct Read {
     pub credentials_revision: String,
     /// The endpoint certificate Secret has a `ca.crt` (the resources operator trusts it).
     pub server_ca: bool,
+    /// When the first certificate the operator issued for the cluster is due for renewal.
+    pub renew_at: Option<k8s_openapi::jiff::Timestamp>,
 }
 
-/// Reads (and creates what the operator generates) everything `cluster` references.
-pub async fn read(client: &kube::Client, cluster: &Infinispan) -> Result<Read, ReferenceError> {
+/// What the operator needs to issue certificates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertificateSettings {
+    pub lifetimes: crate::certificates::Lifetimes,
+    /// The cluster domain the Services' names end with.
+    pub cluster_domain: String,
+}
+
+/// Reads (and creates what the operator generates) everything `cluster` (resolved: its TLS
+/// types, `tls_in_effect`, written in) references.
+pub async fn read(
+    client: &kube::Client,
+    cluster: &Infinispan,
+    tls_in_effect: &SecurityStatus,
+    certificates: &CertificateSettings,
+) -> Result<Read, ReferenceError> {
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let name = cluster.metadata.name.clone().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
@@ -128,9 +162,22 @@ pub async fn read(client: &kube::Client, cluster: &Infinispan) -> Result<Read, R
         None => None,
     };
 
+    // What the operator issues (the CR is resolved: its TLS types are written in).
+    let generated = super::certificates::ensure(
+        client,
+        cluster,
+        tls_in_effect,
+        certificates.lifetimes,
+        &certificates.cluster_domain,
+        &owner,
+    )
+    .await?;
     let encryption = &security.endpoint_encryption;
     let mut server_ca = false;
-    let tls = match (encryption.type_, &encryption.cert_secret_name) {
+    let tls = match (
+        encryption.type_.unwrap_or_default(),
+        &encryption.cert_secret_name,
+    ) {
         (EncryptionType::Secret, Some(tls_secret)) => {
             let found = secrets.get_opt(tls_secret).await?.ok_or_else(|| {
                 ReferenceError::MissingSecret {
@@ -146,6 +193,14 @@ pub async fn read(client: &kube::Client, cluster: &Infinispan) -> Result<Read, R
             Some(TlsCertificate::from_secret(&found)?)
         }
         (EncryptionType::Secret, None) => return Err(BuildError::MissingTlsSecretName.into()),
+        (EncryptionType::Generated, _) => {
+            server_ca = true;
+            generated
+                .endpoint
+                .as_ref()
+                .map(TlsCertificate::from_secret)
+                .transpose()?
+        }
         (EncryptionType::None, _) => None,
     };
 
@@ -155,10 +210,12 @@ pub async fn read(client: &kube::Client, cluster: &Infinispan) -> Result<Read, R
             identities,
             overlay,
             tls,
+            transport: generated.transport,
         },
         operator_credentials,
         credentials_revision,
         server_ca,
+        renew_at: generated.renew_at,
     })
 }
 

@@ -31,6 +31,8 @@ pub struct Applied {
     pub problem: Option<Problem>,
     /// The operators' credentials Secret, when it was read.
     pub operator_credentials_secret: Option<String>,
+    /// The TLS in effect (`status.security`).
+    pub security: Option<common_crds::infinispan::SecurityStatus>,
 }
 
 /// The conditions whose reason may say why pods cannot run.
@@ -67,6 +69,7 @@ pub async fn report(
         version: applied.version.clone(),
         selector: server::selector(&name),
         operator_credentials_secret: applied.operator_credentials_secret.clone(),
+        security: applied.security.clone(),
     };
     let before = cluster.status.as_ref();
     let previous = degraded_of(before);

@@ -32,12 +32,25 @@ pub const MAX_RETRY: Duration = Duration::from_secs(300);
 
 /// What follows a reconcile that applied what it could: `problem`, the reason of the problem
 /// that stopped it, if any; `draining`, whether the resources operator is being drained.
-pub fn after_apply(problem: Option<ProblemReason>, draining: bool) -> Action {
-    match problem {
-        _ if draining => Action::requeue(DRAIN_POLL),
-        Some(reason) if reason.may_clear_by_itself() => Action::requeue(PROBLEM_RETRY),
-        Some(_) => Action::await_change(),
-        None => Action::requeue(RESYNC),
+/// `renew_in`, how soon a certificate the operator issued is due for renewal, if ever: never
+/// later than that.
+pub fn after_apply(
+    problem: Option<ProblemReason>,
+    draining: bool,
+    renew_in: Option<Duration>,
+) -> Action {
+    let after = match problem {
+        _ if draining => Some(DRAIN_POLL),
+        Some(reason) if reason.may_clear_by_itself() => Some(PROBLEM_RETRY),
+        Some(_) => None,
+        None => Some(RESYNC),
+    };
+    let renew_in = renew_in.map(|r| r.max(FIRST_RETRY));
+    match (after, renew_in) {
+        (Some(after), Some(renew_in)) => Action::requeue(after.min(renew_in)),
+        (None, Some(renew_in)) => Action::requeue(renew_in),
+        (Some(after), None) => Action::requeue(after),
+        (None, None) => Action::await_change(),
     }
 }
 
@@ -106,9 +119,9 @@ mod tests {
 
     #[test]
     fn invalid_input_waits_for_a_change_or_rechecks_what_is_not_watched() {
-        assert_eq!(after_apply(None, false), Action::requeue(RESYNC));
+        assert_eq!(after_apply(None, false, None), Action::requeue(RESYNC));
         assert_eq!(
-            after_apply(Some(ProblemReason::UnsupportedVersion), false),
+            after_apply(Some(ProblemReason::UnsupportedVersion), false, None),
             Action::await_change()
         );
         for unwatched in [
@@ -118,14 +131,33 @@ mod tests {
             ProblemReason::Refused,
         ] {
             assert_eq!(
-                after_apply(Some(unwatched), false),
+                after_apply(Some(unwatched), false, None),
                 Action::requeue(PROBLEM_RETRY)
             );
         }
         assert_eq!(
-            after_apply(Some(ProblemReason::InvalidCluster), true),
+            after_apply(Some(ProblemReason::InvalidCluster), true, None),
             Action::requeue(DRAIN_POLL)
         );
-        assert_eq!(after_apply(None, true), Action::requeue(DRAIN_POLL));
+        assert_eq!(after_apply(None, true, None), Action::requeue(DRAIN_POLL));
+    }
+
+    #[test]
+    fn a_certificate_due_for_renewal_brings_the_cr_back_in_time() {
+        let soon = Duration::from_secs(42);
+        assert_eq!(after_apply(None, false, Some(soon)), Action::requeue(soon));
+        assert_eq!(
+            after_apply(None, false, Some(Duration::from_secs(1_000_000))),
+            Action::requeue(RESYNC)
+        );
+        assert_eq!(
+            after_apply(Some(ProblemReason::UnsupportedVersion), false, Some(soon)),
+            Action::requeue(soon)
+        );
+        // Already due: soon, never in a hot loop.
+        assert_eq!(
+            after_apply(None, false, Some(Duration::ZERO)),
+            Action::requeue(FIRST_RETRY)
+        );
     }
 }

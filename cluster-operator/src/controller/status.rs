@@ -130,6 +130,8 @@ pub struct Observed {
     /// Label selector of the server pods (the scale subresource's).
     pub selector: String,
     pub operator_credentials_secret: Option<String>,
+    /// The TLS in effect, once decided.
+    pub security: Option<common_crds::infinispan::SecurityStatus>,
 }
 
 /// The status `current` must become; equal to `current` when nothing changed.
@@ -171,6 +173,9 @@ pub fn compute(
     }
     if observed.operator_credentials_secret.is_some() {
         status.operator_credentials_secret = observed.operator_credentials_secret.clone();
+    }
+    if observed.security.is_some() {
+        status.security = observed.security.clone();
     }
     status
 }
@@ -372,6 +377,7 @@ mod tests {
             version: Some("16.0.7".into()),
             selector: "app.kubernetes.io/instance=demo,app.kubernetes.io/name=infinispan".into(),
             operator_credentials_secret: Some("demo-operator-credentials".into()),
+            security: None,
         }
     }
 

@@ -447,10 +447,14 @@ fn endpoint_encryption(
     let secret_path = "spec.security.endpointEncryption.certSecretName";
     match fields.take_as::<String>("type")?.as_deref() {
         None | Some("") => {}
-        Some("None") => log.mapped(type_path, ""),
+        Some("None") => {
+            // Explicit: a CR without a type gets TLS by default here.
+            log.mapped(type_path, "");
+            encryption.type_ = Some(EncryptionType::None);
+        }
         Some("Secret") => {
             log.mapped(type_path, "");
-            encryption.type_ = EncryptionType::Secret;
+            encryption.type_ = Some(EncryptionType::Secret);
         }
         Some("secret") => {
             log.changed(
@@ -458,7 +462,7 @@ fn endpoint_encryption(
                 type_path,
                 "secret -> Secret (case-sensitive here)",
             );
-            encryption.type_ = EncryptionType::Secret;
+            encryption.type_ = Some(EncryptionType::Secret);
         }
         Some(service @ ("Service" | "service")) => {
             let secret = cert_secret
@@ -471,7 +475,7 @@ fn endpoint_encryption(
                     "{service} -> Secret: no platform-issued certificates here; issue a certificate for {name}.<namespace>.svc.<cluster domain> (e.g. with cert-manager) into the Secret {secret}"
                 ),
             );
-            encryption.type_ = EncryptionType::Secret;
+            encryption.type_ = Some(EncryptionType::Secret);
             if cert_secret.is_none() {
                 log.changed(
                     secret_path,
@@ -1075,7 +1079,7 @@ mod conversion_tests {
         );
         assert_eq!(
             cr.spec.security.endpoint_encryption.type_,
-            common_crds::infinispan::EncryptionType::Secret
+            Some(common_crds::infinispan::EncryptionType::Secret)
         );
     }
 

@@ -48,12 +48,12 @@ mod credentials;
 use std::fmt;
 
 use common_crds::Infinispan;
-use common_crds::infinispan::EncryptionType;
 use infinispan_rest::ClientConfig;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
 use crate::build::resources_operator::{self, BuildError};
+use crate::build::security;
 use crate::build::server::{SERVER_PORT, ping_service_name};
 
 pub use addresses::{AddressError, SERVER_URLS_ENV, ServerAddress, ServerAddresses};
@@ -190,9 +190,10 @@ impl Servers {
                 tls_server_name: None,
             });
         }
+        let cluster = &security::resolved(cluster, &security::recorded(cluster));
         // The name a certificate is issued for (and the check of the domain).
         let certified = resources_operator::client_service_host(cluster, &self.cluster_domain)?;
-        let https = cluster.spec.security.endpoint_encryption.type_ == EncryptionType::Secret;
+        let https = security::endpoint_tls(cluster);
         let url = match target {
             Target::Service => {
                 resources_operator::operator_service_url(cluster, &self.cluster_domain)?
@@ -260,10 +261,10 @@ impl Servers {
             }
             None => None,
         };
-        let encryption = &cluster.spec.security.endpoint_encryption;
-        let certificate_ca = match (&encryption.type_, &encryption.cert_secret_name) {
-            (EncryptionType::Secret, Some(secret)) => {
-                let found = read(secret).await?.ok_or_else(|| {
+        let resolved = security::resolved(cluster, &security::recorded(cluster));
+        let certificate_ca = match security::endpoint_certificate_secret(&resolved) {
+            Some(secret) => {
+                let found = read(&secret).await?.ok_or_else(|| {
                     ServerAccessError::CertificateSecretNotFound {
                         namespace: namespace.to_string(),
                         secret: secret.clone(),
@@ -271,7 +272,7 @@ impl Servers {
                 })?;
                 ca_from_secret(&found)
             }
-            _ => None,
+            None => None,
         };
         let mut config = ClientConfig::new(&endpoint.url);
         if let Some(credentials) = credentials {
@@ -302,6 +303,7 @@ pub(crate) fn name_and_namespace(cluster: &Infinispan) -> Result<(&str, &str), S
 mod tests {
     use super::*;
     use common_crds::InfinispanSpec;
+    use common_crds::infinispan::EncryptionType;
 
     pub(super) fn cluster(namespace: &str, name: &str) -> Infinispan {
         let spec: InfinispanSpec = serde_json::from_value(serde_json::json!({})).expect("spec");
@@ -328,7 +330,7 @@ mod tests {
                 tls_server_name: None,
             }
         );
-        cr.spec.security.endpoint_encryption.type_ = EncryptionType::Secret;
+        cr.spec.security.endpoint_encryption.type_ = Some(EncryptionType::Secret);
         assert_eq!(
             servers.endpoint(&cr, Target::Service).expect("ok"),
             Endpoint {

@@ -34,12 +34,7 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
     let image = image(cluster, settings)?;
     let url = infinispan_url(cluster, &settings.cluster_domain)?;
     // The server's CA, from the certificate Secret (TLS only).
-    let ca_secret = cluster
-        .spec
-        .security
-        .endpoint_encryption
-        .cert_secret_name
-        .clone()
+    let ca_secret = crate::build::security::endpoint_certificate_secret(cluster)
         .filter(|_| settings.server_ca && url.starts_with("https://"));
     let args = args(cluster, settings, &id, &url, ca_secret.is_some())?;
     let container = container(cluster, image, args, ca_secret.is_some());
@@ -560,7 +555,7 @@ mod tests {
         // Plain text: nothing to trust.
         let mut plain = tls_cluster();
         plain.spec.security.endpoint_encryption.type_ =
-            common_crds::infinispan::EncryptionType::None;
+            Some(common_crds::infinispan::EncryptionType::None);
         let pod = deployment(&plain, &settings)
             .expect("deployment")
             .spec

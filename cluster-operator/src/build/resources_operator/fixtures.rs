@@ -40,7 +40,7 @@ pub fn full_cluster() -> Infinispan {
     cr.spec.replicas = 3;
     cr.spec.security = SecuritySpec {
         endpoint_encryption: EndpointEncryption {
-            type_: EncryptionType::Secret,
+            type_: Some(EncryptionType::Secret),
             cert_secret_name: Some("demo-tls".to_string()),
         },
         ..SecuritySpec::default()

@@ -3,7 +3,6 @@
 //! the certificate checked against the client Service's host name.
 
 use common_crds::Infinispan;
-use common_crds::infinispan::EncryptionType;
 
 use super::{BuildError, name_and_namespace};
 use crate::build::identity;
@@ -54,13 +53,14 @@ fn service_host(
 }
 
 /// The scheme of the cluster's endpoint: `https` when it is encrypted
-/// (`spec.security.endpointEncryption.type: Secret`: the server then speaks only TLS on its one
-/// port), `http` otherwise. The one place of that rule (the cluster operator's own server
+/// (`spec.security.endpointEncryption.type` `Secret` or `Generated`, of a resolved CR: the
+/// server then speaks only TLS on its one port), `http` otherwise. The one place of that rule (the cluster operator's own server
 /// access uses it too, `crate::servers`).
 pub fn endpoint_scheme(cluster: &Infinispan) -> &'static str {
-    match cluster.spec.security.endpoint_encryption.type_ {
-        EncryptionType::None => "http",
-        EncryptionType::Secret => "https",
+    if crate::build::security::endpoint_tls(cluster) {
+        "https"
+    } else {
+        "http"
     }
 }
 
@@ -68,6 +68,7 @@ pub fn endpoint_scheme(cluster: &Infinispan) -> &'static str {
 mod tests {
     use super::super::fixtures::cluster;
     use super::*;
+    use common_crds::infinispan::EncryptionType;
 
     #[test]
     fn the_url_follows_the_endpoint_encryption() {
@@ -80,7 +81,7 @@ mod tests {
         );
         // TLS: the same Service; the certificate is verified against the client Service's
         // name (--tls-server-name, see the Deployment's test).
-        cr.spec.security.endpoint_encryption.type_ = EncryptionType::Secret;
+        cr.spec.security.endpoint_encryption.type_ = Some(EncryptionType::Secret);
         assert_eq!(
             url(&cr, "cluster.local.").as_deref(),
             Some("https://demo-operator.ns.svc.cluster.local:11222")
@@ -93,8 +94,12 @@ mod tests {
             client_service_host(&cr, "cluster.local.").ok().as_deref(),
             Some("demo.ns.svc.cluster.local")
         );
-        for encryption in [EncryptionType::None, EncryptionType::Secret] {
-            cr.spec.security.endpoint_encryption.type_ = encryption;
+        for encryption in [
+            EncryptionType::None,
+            EncryptionType::Secret,
+            EncryptionType::Generated,
+        ] {
+            cr.spec.security.endpoint_encryption.type_ = Some(encryption);
             for bad in ["", ".", "Cluster.Local", "a..b", "-x"] {
                 for result in [
                     infinispan_url(&cr, bad),

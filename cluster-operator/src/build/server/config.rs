@@ -12,14 +12,20 @@ use sha2::{Digest, Sha256};
 use super::inputs::Cx;
 use super::referenced::hash_part;
 use super::{
-    GROUPS_KEY, IDENTITIES_DIR, JGROUPS_STACK, LOGGING_CONFIG_KEY, PEM_FILE, SECURITY_REALM,
-    SERVER_CONFIG_KEY, SERVER_PORT, TLS_DIR, TlsCertificate, USERS_KEY, config_map_name,
-    identities_secret_name,
+    GROUPS_KEY, IDENTITIES_DIR, JGROUPS_STACK, JGROUPS_TLS_STACK, LOGGING_CONFIG_KEY, PEM_FILE,
+    SECURITY_REALM, SERVER_CONFIG_KEY, SERVER_PORT, TLS_DIR, TRANSPORT_TLS_DIR,
+    TRANSPORT_TLS_PASSWORD_ENV, TlsCertificate, USERS_KEY, config_map_name, identities_secret_name,
 };
+use crate::certificates::objects::{KEYSTORE_KEY, TRUSTSTORE_KEY};
 
 /// SHA-256 (hex) of what must roll the pods besides the pod template: the server ConfigMap's
-/// data except [`LOGGING_CONFIG_KEY`] (every key and value, length-prefixed) and the TLS digest.
-pub fn config_hash(config_map: &ConfigMap, tls: Option<&TlsCertificate>) -> String {
+/// data except [`LOGGING_CONFIG_KEY`] (every key and value, length-prefixed), the TLS digest
+/// and the transport stores' digest.
+pub fn config_hash(
+    config_map: &ConfigMap,
+    tls: Option<&TlsCertificate>,
+    transport: Option<&str>,
+) -> String {
     let mut hasher = Sha256::new();
     for (key, value) in config_map.data.iter().flatten() {
         if key == LOGGING_CONFIG_KEY {
@@ -35,6 +41,10 @@ pub fn config_hash(config_map: &ConfigMap, tls: Option<&TlsCertificate>) -> Stri
             hasher.update(tls.digest().as_bytes());
         }
         None => hasher.update([0]),
+    }
+    if let Some(transport) = transport {
+        hasher.update([2]);
+        hash_part(&mut hasher, transport);
     }
     format!("{:x}", hasher.finalize())
 }
@@ -88,6 +98,7 @@ impl Cx<'_> {
             2,
             &format!(r#"xmlns:server="urn:infinispan:server:{version}">"#),
         );
+        self.jgroups_xml(&mut xml);
         self.cache_container_xml(&mut xml);
         xml.line(
             1,
@@ -101,15 +112,53 @@ impl Cx<'_> {
         xml.0
     }
 
-    /// Statistics, global state, the transport on the `kubernetes` stack, authorization when
-    /// authentication is on.
+    /// With transport TLS, the [`JGROUPS_TLS_STACK`]: the `kubernetes` stack with mutual TLS on
+    /// its TCP connections (JGroups' own TLS, `client_auth=NEED`: a member must present a
+    /// certificate of the cluster's CA, which the server's `security-realm` transport does not
+    /// require), the PKCS#12 stores of the transport Secret.
+    fn jgroups_xml(&self, xml: &mut Lines) {
+        if self.transport.is_none() {
+            return;
+        }
+        let password = format!("${{env.{TRANSPORT_TLS_PASSWORD_ENV}}}");
+        xml.line(1, "<jgroups>");
+        xml.line(
+            2,
+            &format!(r#"<stack name="{JGROUPS_TLS_STACK}" extends="{JGROUPS_STACK}">"#),
+        );
+        xml.line(
+            3,
+            &format!(
+                concat!(
+                    r#"<TCP tls.enabled="true" tls.client_auth="NEED" tls.keystore_type="PKCS12" "#,
+                    r#"tls.keystore_path="{dir}/{keystore}" tls.keystore_password="{password}" tls.keystore_alias="transport" "#,
+                    r#"tls.truststore_type="PKCS12" tls.truststore_path="{dir}/{truststore}" tls.truststore_password="{password}" "#,
+                    r#"stack.combine="COMBINE"/>"#
+                ),
+                dir = TRANSPORT_TLS_DIR,
+                keystore = KEYSTORE_KEY,
+                truststore = TRUSTSTORE_KEY,
+                password = password,
+            ),
+        );
+        xml.line(2, "</stack>");
+        xml.line(1, "</jgroups>");
+    }
+
+    /// Statistics, global state, the transport on the `kubernetes` stack (or its TLS
+    /// extension), authorization when authentication is on.
     fn cache_container_xml(&self, xml: &mut Lines) {
+        let stack = if self.transport.is_some() {
+            JGROUPS_TLS_STACK
+        } else {
+            JGROUPS_STACK
+        };
         xml.line(1, r#"<cache-container name="default" statistics="true">"#);
         xml.line(2, r#"<global-state unclean-shutdown-action="IGNORE"/>"#);
         xml.line(
             2,
             &format!(
-                r#"<transport cluster="{}" stack="{JGROUPS_STACK}" node-name="${{infinispan.node.name:}}"/>"#,
+                r#"<transport cluster="{}" stack="{stack}" node-name="${{infinispan.node.name:}}"/>"#,
                 xml_escape(self.name)
             ),
         );
@@ -388,12 +437,33 @@ mod tests {
             xml.contains(r#"<server xmlns="urn:infinispan:server:16.1">"#),
             "{xml}"
         );
+        // Transport TLS: the kubernetes stack with JGroups' mutual TLS, the stores' password
+        // from the environment (never in the ConfigMap).
         assert!(
-            xml.contains(r#"<transport cluster="demo" stack="kubernetes""#),
+            xml.contains(r#"<transport cluster="demo" stack="kubernetes-tls""#),
             "{xml}"
         );
+        assert!(
+            xml.contains(r#"<stack name="kubernetes-tls" extends="kubernetes">"#),
+            "{xml}"
+        );
+        for attribute in [
+            r#"tls.enabled="true""#,
+            r#"tls.client_auth="NEED""#,
+            r#"tls.keystore_path="/etc/infinispan/transport-tls/keystore.p12""#,
+            r#"tls.truststore_path="/etc/infinispan/transport-tls/truststore.p12""#,
+            r#"tls.keystore_password="${env.INFINISPAN_TRANSPORT_TLS_PASSWORD}""#,
+            r#"stack.combine="COMBINE""#,
+        ] {
+            assert!(xml.contains(attribute), "{attribute} in {xml}");
+        }
         let default_xml = data(&default_objects().config_map, SERVER_CONFIG_KEY);
         assert!(default_xml.contains(r#"xmlns="urn:infinispan:config:16.0""#));
+        assert!(
+            default_xml.contains(r#"<transport cluster="demo" stack="kubernetes""#),
+            "{default_xml}"
+        );
+        assert!(!default_xml.contains("<jgroups>"), "{default_xml}");
 
         // The built-in kubernetes stack's DNS_PING queries the headless Service; the domain comes
         // from the settings, without its trailing dot.

@@ -151,8 +151,11 @@ pub fn full_cluster() -> Infinispan {
     cr.spec.security = SecuritySpec {
         endpoint_secret_name: Some("demo-identities".to_string()),
         endpoint_encryption: EndpointEncryption {
-            type_: EncryptionType::Secret,
+            type_: Some(EncryptionType::Secret),
             cert_secret_name: Some("demo-tls".to_string()),
+        },
+        transport_encryption: common_crds::infinispan::TransportEncryption {
+            type_: Some(common_crds::infinispan::TransportEncryptionType::Generated),
         },
         ..SecuritySpec::default()
     };
@@ -194,6 +197,10 @@ pub fn full_referenced() -> Referenced {
         identities: Some(identities()),
         overlay: Some(overlay(OVERLAY_YAML)),
         tls: Some(tls_certificate(KEY_PEM, CERT_PEM)),
+        transport: Some(crate::build::server::TransportTls {
+            secret: "demo-transport-tls".to_string(),
+            digest: "2027-01-01T00:00:00Z/ca/names".to_string(),
+        }),
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use common_crds::Infinispan;
 use common_crds::conditions::ProblemReason;
-use common_crds::infinispan::{EncryptionType, LogLevel};
+use common_crds::infinispan::{EncryptionType, LogLevel, TransportEncryptionType};
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -162,8 +162,19 @@ pub struct Referenced {
     pub identities: Option<Identities>,
     /// The overlay, when `spec.configMapName` is set.
     pub overlay: Option<ConfigOverlay>,
-    /// The TLS certificate, when `spec.security.endpointEncryption.type` is `Secret`.
+    /// The TLS certificate, when `spec.security.endpointEncryption.type` is `Secret` or
+    /// `Generated`.
     pub tls: Option<TlsCertificate>,
+    /// The transport's stores, when `spec.security.transportEncryption.type` is `Generated`.
+    pub transport: Option<TransportTls>,
+}
+
+/// The Secret with the transport's PKCS#12 stores (`keystore.p12`, `truststore.p12`,
+/// `password`) and a digest of its content (a new certificate rolls the pods).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransportTls {
+    pub secret: String,
+    pub digest: String,
 }
 
 /// The CR, the settings or the referenced content cannot give the server's objects. Messages
@@ -200,6 +211,8 @@ pub enum BuildError {
     MissingTlsSecretName,
     #[error("endpointEncryption uses the Secret {secret:?} but no TLS certificate was given")]
     MissingTlsCertificate { secret: String },
+    #[error("transportEncryption is Generated but no transport certificate was given")]
+    MissingTransportCertificate,
     #[error("key {key} of Secret {secret:?} {problem}")]
     SecretKey {
         secret: String,
@@ -244,6 +257,7 @@ impl BuildError {
             }
             Self::MissingTlsSecretName
             | Self::MissingTlsCertificate { .. }
+            | Self::MissingTransportCertificate
             | Self::InvalidTlsSecret { .. } => ProblemReason::InvalidTlsSecret,
             Self::InvalidLogCategory { .. } => ProblemReason::InvalidLogging,
         }
@@ -261,8 +275,11 @@ pub(super) struct Cx<'a> {
     /// `Some` when authentication is on.
     pub(super) identities: Option<&'a Identities>,
     pub(super) overlay: Option<&'a ConfigOverlay>,
-    /// The user's Secret and the checked content, when TLS is on.
-    pub(super) tls: Option<(&'a str, &'a TlsCertificate)>,
+    /// The certificate's Secret (the user's or the generated one) and the checked content,
+    /// when TLS is on.
+    pub(super) tls: Option<(String, &'a TlsCertificate)>,
+    /// The transport's stores, when transport TLS is on.
+    pub(super) transport: Option<&'a TransportTls>,
     pub(super) log_categories: BTreeMap<String, &'static str>,
     pub(super) dns_query: String,
 }
@@ -302,6 +319,7 @@ impl<'a> Cx<'a> {
             identities: identities(cluster, referenced)?,
             overlay: overlay(cluster, referenced)?,
             tls: tls(cluster, referenced)?,
+            transport: transport(cluster, referenced)?,
             log_categories: log_categories(cluster)?,
             dns_query,
         })
@@ -346,30 +364,46 @@ fn overlay<'a>(
 }
 
 /// The TLS Secret's name and checked content when `spec.security.endpointEncryption` is
-/// `Secret`.
+/// `Secret` (the user's Secret) or `Generated` (the operator's).
 fn tls<'a>(
-    cluster: &'a Infinispan,
+    cluster: &Infinispan,
     referenced: &'a Referenced,
-) -> Result<Option<(&'a str, &'a TlsCertificate)>, BuildError> {
+) -> Result<Option<(String, &'a TlsCertificate)>, BuildError> {
     let encryption = &cluster.spec.security.endpoint_encryption;
-    match encryption.type_ {
-        EncryptionType::None => Ok(None),
-        EncryptionType::Secret => {
-            let secret = encryption
-                .cert_secret_name
-                .as_deref()
-                .filter(|secret| !secret.is_empty())
-                .ok_or(BuildError::MissingTlsSecretName)?;
-            let certificate =
-                referenced
-                    .tls
-                    .as_ref()
-                    .ok_or_else(|| BuildError::MissingTlsCertificate {
-                        secret: secret.to_string(),
-                    })?;
-            Ok(Some((secret, certificate)))
-        }
+    if encryption.type_ == Some(EncryptionType::Secret)
+        && encryption
+            .cert_secret_name
+            .as_deref()
+            .is_none_or(str::is_empty)
+    {
+        return Err(BuildError::MissingTlsSecretName);
     }
+    let Some(secret) = crate::build::security::endpoint_certificate_secret(cluster) else {
+        return Ok(None);
+    };
+    let certificate = referenced
+        .tls
+        .as_ref()
+        .ok_or_else(|| BuildError::MissingTlsCertificate {
+            secret: secret.clone(),
+        })?;
+    Ok(Some((secret, certificate)))
+}
+
+/// The transport's stores when `spec.security.transportEncryption` is `Generated`.
+fn transport<'a>(
+    cluster: &Infinispan,
+    referenced: &'a Referenced,
+) -> Result<Option<&'a TransportTls>, BuildError> {
+    if cluster.spec.security.transport_encryption.type_ != Some(TransportEncryptionType::Generated)
+    {
+        return Ok(None);
+    }
+    referenced
+        .transport
+        .as_ref()
+        .map(Some)
+        .ok_or(BuildError::MissingTransportCertificate)
 }
 
 /// [`DEFAULT_LOG_CATEGORIES`] with `spec.logging.categories` over them, each category checked.

@@ -25,7 +25,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 pub use config::config_hash;
 use inputs::Cx;
-pub use inputs::{BuildError, Referenced, ServerImage, ServerImages, Settings, default_resources};
+pub use inputs::{
+    BuildError, Referenced, ServerImage, ServerImages, Settings, TransportTls, default_resources,
+};
 pub use names::{
     client_service_name, config_map_name, identities_secret_name, labels, operator_service_name,
     ping_service_name, selector, selector_labels, stateful_set_name,
@@ -89,6 +91,12 @@ pub const TLS_SECRET_DIR: &str = "/etc/infinispan/tls-secret";
 pub const TLS_DIR: &str = "/etc/infinispan/tls";
 /// The PEM keystore (private key and certificate chain) in [`TLS_DIR`].
 pub const PEM_FILE: &str = "server.pem";
+/// Mount path of the transport's PKCS#12 stores (the generated transport Secret).
+pub const TRANSPORT_TLS_DIR: &str = "/etc/infinispan/transport-tls";
+/// The environment variable holding the transport stores' password.
+pub const TRANSPORT_TLS_PASSWORD_ENV: &str = "INFINISPAN_TRANSPORT_TLS_PASSWORD";
+/// The JGroups stack of a cluster with transport TLS: [`JGROUPS_STACK`] with mutual TLS on TCP.
+pub const JGROUPS_TLS_STACK: &str = "kubernetes-tls";
 /// The server's data directory (global state, persistent stores) in the image.
 pub const DATA_DIR: &str = "/opt/infinispan/server/data";
 
@@ -111,6 +119,7 @@ const CONFIG_VOLUME: &str = "config";
 const IDENTITIES_VOLUME: &str = "identities";
 const TLS_SECRET_VOLUME: &str = "tls-secret";
 const TLS_VOLUME: &str = "tls";
+const TRANSPORT_TLS_VOLUME: &str = "transport-tls";
 const DATA_VOLUME: &str = "data";
 
 /// The objects of one cluster's server, in the order they are applied.

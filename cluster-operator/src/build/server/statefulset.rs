@@ -10,9 +10,9 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SecretVolumeSource, Volume, VolumeMount,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    EnvVarSource, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm,
+    PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SecretKeySelector,
+    SecretVolumeSource, Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -23,13 +23,16 @@ use super::{
     IDENTITIES_DIR, IDENTITIES_VOLUME, JGROUPS_FD_PORT, JGROUPS_PORT, JGROUPS_PORT_NAME,
     LOGGING_CONFIG_KEY, PEM_FILE, SERVER_CONFIG_KEY, SERVER_PORT, SERVER_PORT_NAME, TLS_CERT_KEY,
     TLS_DIR, TLS_INIT_CONTAINER_NAME, TLS_KEY_KEY, TLS_SECRET_DIR, TLS_SECRET_VOLUME, TLS_VOLUME,
-    config_hash, config_map_name, identities_secret_name, labels, ping_service_name,
-    selector_labels, stateful_set_name,
+    TRANSPORT_TLS_DIR, TRANSPORT_TLS_PASSWORD_ENV, TRANSPORT_TLS_VOLUME, config_hash,
+    config_map_name, identities_secret_name, labels, ping_service_name, selector_labels,
+    stateful_set_name,
 };
 use crate::build::pod::{
     container_port, field_env, http_probe, image_pull_secrets, mount, non_empty,
     restricted_container, restricted_pod, secret_volume,
 };
+use crate::build::security::{self, SECURITY_ANNOTATION};
+use crate::certificates::objects::{KEYSTORE_KEY, STORE_PASSWORD_KEY, TRUSTSTORE_KEY};
 
 impl Cx<'_> {
     pub(super) fn stateful_set(&self, config_map: &ConfigMap) -> StatefulSet {
@@ -42,15 +45,27 @@ impl Cx<'_> {
             .unwrap_or_else(|| self.settings.default_resources.clone());
         let (mut volumes, mut mounts) = self.configuration_volumes();
         let mut init_containers = Vec::new();
-        if let Some((secret, _)) = self.tls {
+        if let Some((secret, _)) = &self.tls {
             volumes.extend(tls_volumes(secret));
             mounts.push(mount(TLS_VOLUME, TLS_DIR, true));
             init_containers.push(self.tls_init_container(resources.clone()));
         }
+        if let Some(transport) = self.transport {
+            volumes.push(secret_volume(
+                TRANSPORT_TLS_VOLUME,
+                transport.secret.clone(),
+                &[KEYSTORE_KEY, TRUSTSTORE_KEY],
+            ));
+            mounts.push(mount(TRANSPORT_TLS_VOLUME, TRANSPORT_TLS_DIR, true));
+        }
         mounts.push(mount(DATA_VOLUME, DATA_DIR, false));
         let volume_claim_templates = self.data_storage(&mut volumes);
         let container = self.server_container(resources, mounts);
-        let hash = config_hash(config_map, self.tls.map(|(_, certificate)| certificate));
+        let hash = config_hash(
+            config_map,
+            self.tls.as_ref().map(|(_, certificate)| *certificate),
+            self.transport.map(|transport| transport.digest.as_str()),
+        );
         let template = PodTemplateSpec {
             metadata: Some(ObjectMeta {
                 labels: Some(labels(self.name)),
@@ -60,8 +75,17 @@ impl Cx<'_> {
             spec: Some(self.pod_spec(init_containers, container, volumes)),
         };
 
+        let mut metadata = self.metadata(stateful_set_name(self.name));
+        // What an absent TLS type means for this cluster from now on (`build::security`).
+        metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(
+                SECURITY_ANNOTATION.to_string(),
+                security::types(self.cluster).annotation(),
+            );
         StatefulSet {
-            metadata: self.metadata(stateful_set_name(self.name)),
+            metadata,
             spec: StatefulSetSpec {
                 replicas: Some(self.cluster.spec.replicas),
                 selector: LabelSelector {
@@ -230,6 +254,21 @@ impl Cx<'_> {
             value("MANAGED_ENV", "TRUE"),
             value("RUN_IN_CONTAINER", "true"),
         ];
+        if let Some(transport) = self.transport {
+            // The stores' password, read by the server configuration (`${env.…}`).
+            env.push(EnvVar {
+                name: TRANSPORT_TLS_PASSWORD_ENV.to_string(),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: transport.secret.clone(),
+                        key: STORE_PASSWORD_KEY.to_string(),
+                        optional: Some(false),
+                    }),
+                    ..EnvVarSource::default()
+                }),
+            });
+        }
         if let Some(options) = container
             .and_then(|container| container.extra_jvm_opts.as_deref())
             .map(str::trim)
@@ -569,6 +608,7 @@ mod tests {
                 "POD_NAME",
                 "MANAGED_ENV",
                 "RUN_IN_CONTAINER",
+                "INFINISPAN_TRANSPORT_TLS_PASSWORD",
                 "JAVA_OPTIONS",
                 "SERVER_LIBS"
             ]

@@ -1,0 +1,368 @@
+//! The cluster's CA and the certificates the operator issues from it, kept in their Secrets
+//! (`crate::certificates`): created when missing, issued again when [`renewal::verdict`] says
+//! so, the CA published in the ConfigMap `<cluster>-ca.crt`. A new certificate changes the
+//! config hash, so the pods roll one at a time onto it; the CA stays, so old and new pods
+//! trust each other throughout.
+//!
+//! The CA is never replaced behind the cluster's back: when its Secret is gone but certificates
+//! it signed are still there, nothing is issued and the CR says what to do
+//! ([`ReferenceError::CaMissing`]).
+
+use common_crds::Infinispan;
+use common_crds::infinispan::{EncryptionType, SecurityStatus, TransportEncryptionType};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+
+use super::referenced::ReferenceError;
+use crate::build::server::{
+    TransportTls, client_service_name, labels, operator_service_name, ping_service_name,
+};
+use crate::certificates::issue::{self, Ca};
+use crate::certificates::objects::{self, names_digest};
+use crate::certificates::renewal::{self, Recorded, Verdict};
+use crate::certificates::{Lifetimes, Purpose};
+
+/// What the operator issued for a cluster.
+#[derive(Debug, Default)]
+pub struct Generated {
+    /// The endpoint certificate Secret, when the endpoint TLS is `Generated`.
+    pub endpoint: Option<Secret>,
+    /// The transport stores, when the transport TLS is `Generated`.
+    pub transport: Option<TransportTls>,
+    /// The earliest renewal due: the reconcile comes back then.
+    pub renew_at: Option<Timestamp>,
+}
+
+/// The DNS names of the endpoint certificate: the client Service (first: what the operators
+/// check), the operators' Service and every pod (`*.<cluster>-ping`), each short and
+/// qualified, and `spec.expose.host`.
+pub fn endpoint_names(
+    name: &str,
+    namespace: &str,
+    cluster_domain: &str,
+    expose_host: Option<&str>,
+) -> Vec<String> {
+    let domain = cluster_domain.trim_end_matches('.');
+    let mut names = Vec::new();
+    for service in [client_service_name(name), operator_service_name(name)] {
+        names.push(format!("{service}.{namespace}.svc.{domain}"));
+    }
+    names.push(format!(
+        "*.{}.{namespace}.svc.{domain}",
+        ping_service_name(name)
+    ));
+    for service in [client_service_name(name), operator_service_name(name)] {
+        names.push(format!("{service}.{namespace}.svc"));
+        names.push(format!("{service}.{namespace}"));
+        names.push(service);
+    }
+    names.push(format!("*.{}.{namespace}.svc", ping_service_name(name)));
+    if let Some(host) = expose_host.map(str::trim).filter(|h| !h.is_empty()) {
+        names.push(host.to_string());
+    }
+    names
+}
+
+/// The DNS names of the transport certificate: the pods.
+pub fn transport_names(name: &str, namespace: &str, cluster_domain: &str) -> Vec<String> {
+    let domain = cluster_domain.trim_end_matches('.');
+    vec![format!(
+        "*.{}.{namespace}.svc.{domain}",
+        ping_service_name(name)
+    )]
+}
+
+fn meta(name: String, namespace: &str, cluster: &str, owner: &OwnerReference) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: Some(namespace.to_string()),
+        labels: Some(labels(cluster)),
+        owner_references: Some(vec![owner.clone()]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Creates and renews what `security` asks the operator to issue for `cluster` (the resolved
+/// CR), with `lifetimes`, for the Services of `cluster_domain`.
+pub async fn ensure(
+    client: &kube::Client,
+    cluster: &Infinispan,
+    security: &SecurityStatus,
+    lifetimes: Lifetimes,
+    cluster_domain: &str,
+    owner: &OwnerReference,
+) -> Result<Generated, ReferenceError> {
+    let endpoint = security.endpoint_encryption == EncryptionType::Generated;
+    let transport = security.transport_encryption == TransportEncryptionType::Generated;
+    if !(endpoint || transport) {
+        return Ok(Generated::default());
+    }
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    let name = cluster.metadata.name.clone().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let endpoint_name = objects::endpoint_secret_name(&name);
+    let transport_name = objects::transport_secret_name(&name);
+    let found_endpoint = secrets.get_opt(&endpoint_name).await?;
+    let found_transport = secrets.get_opt(&transport_name).await?;
+
+    let ca = ca(
+        &secrets,
+        &name,
+        &namespace,
+        owner,
+        lifetimes,
+        [&found_endpoint, &found_transport],
+    )
+    .await?;
+    let issuer = issue::fingerprint(&ca.cert_pem);
+    publish_ca(client, &name, &namespace, owner, &ca).await?;
+
+    let now = Timestamp::now();
+    let mut generated = Generated::default();
+    let mut due = |at: Timestamp| {
+        generated.renew_at = Some(
+            generated
+                .renew_at
+                .map_or(at, |earlier: Timestamp| earlier.min(at)),
+        );
+    };
+    let mut endpoint_secret = None;
+    if endpoint {
+        let names = endpoint_names(
+            &name,
+            &namespace,
+            cluster_domain,
+            cluster.spec.expose.as_ref().and_then(|e| e.host.as_deref()),
+        );
+        let digest = names_digest(&names);
+        let current = found_endpoint
+            .as_ref()
+            .map(|s| objects::recorded(s).filter(|_| objects::endpoint_secret_complete(s)));
+        let secret = match renewal::verdict(
+            current.as_ref().map(Option::as_ref),
+            &digest,
+            &issuer,
+            now,
+        ) {
+            Verdict::Keep { renew_at } => {
+                due(renew_at);
+                found_endpoint.clone()
+            }
+            Verdict::Issue(reason) => {
+                let issued =
+                    issue::issue(&ca, Purpose::Endpoint, &names, now, lifetimes.certificate)?;
+                let recorded = recorded(&issued, digest, issuer.clone());
+                due(renewal::renew_at(recorded.not_before, recorded.not_after));
+                let secret = objects::endpoint_secret(
+                    meta(endpoint_name.clone(), &namespace, &name, owner),
+                    &ca,
+                    &issued,
+                    &recorded,
+                );
+                tracing::info!(cluster = %format!("{namespace}/{name}"), secret = %endpoint_name, reason = reason.as_str(), not_after = %recorded.not_after, "issued the endpoint certificate");
+                Some(apply_secret(&secrets, &endpoint_name, &secret).await?)
+            }
+        };
+        endpoint_secret = secret;
+    }
+    generated.endpoint = endpoint_secret;
+    if transport {
+        let names = transport_names(&name, &namespace, cluster_domain);
+        let digest = names_digest(&names);
+        let current = found_transport
+            .as_ref()
+            .map(|s| objects::recorded(s).filter(|_| objects::transport_secret_complete(s)));
+        let secret = match renewal::verdict(
+            current.as_ref().map(Option::as_ref),
+            &digest,
+            &issuer,
+            now,
+        ) {
+            Verdict::Keep { renew_at } => {
+                due(renew_at);
+                found_transport.clone().unwrap_or_default()
+            }
+            Verdict::Issue(reason) => {
+                let issued =
+                    issue::issue(&ca, Purpose::Transport, &names, now, lifetimes.certificate)?;
+                let password = super::credentials::random_password()?;
+                let (keystore, truststore) = issue::transport_stores(&ca, &issued, &password)?;
+                let recorded = recorded(&issued, digest, issuer.clone());
+                due(renewal::renew_at(recorded.not_before, recorded.not_after));
+                let secret = objects::transport_secret(
+                    meta(transport_name.clone(), &namespace, &name, owner),
+                    keystore,
+                    truststore,
+                    &password,
+                    &recorded,
+                );
+                tracing::info!(cluster = %format!("{namespace}/{name}"), secret = %transport_name, reason = reason.as_str(), not_after = %recorded.not_after, "issued the transport certificate");
+                apply_secret(&secrets, &transport_name, &secret).await?
+            }
+        };
+        generated.transport = Some(TransportTls {
+            secret: transport_name,
+            digest: transport_digest(&secret),
+        });
+    }
+    Ok(generated)
+}
+
+fn recorded(issued: &issue::Issued, names: String, issuer: String) -> Recorded {
+    Recorded {
+        not_before: issued.not_before,
+        not_after: issued.not_after,
+        names,
+        issuer,
+    }
+}
+
+/// What rolls the pods when the transport Secret changes: its not-after and issuer (a new
+/// certificate), never the stores' bytes or password.
+fn transport_digest(secret: &Secret) -> String {
+    objects::recorded(secret)
+        .map(|r| format!("{}/{}/{}", r.not_after, r.issuer, r.names))
+        .unwrap_or_default()
+}
+
+/// The cluster's CA: read from its Secret, or created when neither it nor anything it signed
+/// exists.
+async fn ca(
+    secrets: &Api<Secret>,
+    name: &str,
+    namespace: &str,
+    owner: &OwnerReference,
+    lifetimes: Lifetimes,
+    issued: [&Option<Secret>; 2],
+) -> Result<Ca, ReferenceError> {
+    let secret_name = objects::ca_secret_name(name);
+    let subject = objects::ca_subject(namespace, name);
+    if let Some(found) = secrets.get_opt(&secret_name).await? {
+        return objects::ca_from_secret(&found, &subject).ok_or_else(|| {
+            ReferenceError::CaUnreadable {
+                namespace: namespace.to_string(),
+                secret: secret_name.clone(),
+            }
+        });
+    }
+    let signed: Vec<String> = issued
+        .iter()
+        .filter_map(|s| s.as_ref())
+        .filter(|s| objects::recorded(s).is_some())
+        .filter_map(|s| s.metadata.name.clone())
+        .collect();
+    if !signed.is_empty() {
+        return Err(ReferenceError::CaMissing {
+            namespace: namespace.to_string(),
+            secret: secret_name,
+            signed,
+        });
+    }
+    let ca = issue::new_ca(&subject, Timestamp::now(), lifetimes.ca)?;
+    let secret = objects::ca_secret(meta(secret_name.clone(), namespace, name, owner), &ca);
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => {
+            tracing::info!(cluster = %format!("{namespace}/{name}"), secret = %secret_name, "created the cluster's CA");
+            Ok(ca)
+        }
+        // Created concurrently: use that one.
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            let found = secrets.get(&secret_name).await?;
+            objects::ca_from_secret(&found, &subject).ok_or(ReferenceError::CaUnreadable {
+                namespace: namespace.to_string(),
+                secret: secret_name,
+            })
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+async fn apply_secret(
+    secrets: &Api<Secret>,
+    name: &str,
+    secret: &Secret,
+) -> Result<Secret, ReferenceError> {
+    let mut secret = secret.clone();
+    secret.metadata.managed_fields = None;
+    let applied = secrets
+        .patch(
+            name,
+            &PatchParams::apply(common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER).force(),
+            &Patch::Apply(&serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": secret.metadata,
+                "type": secret.type_,
+                "data": secret.data,
+            })),
+        )
+        .await?;
+    Ok(applied)
+}
+
+/// The ConfigMap `<cluster>-ca.crt` with the CA's certificate.
+async fn publish_ca(
+    client: &kube::Client,
+    name: &str,
+    namespace: &str,
+    owner: &OwnerReference,
+    ca: &Ca,
+) -> Result<(), ReferenceError> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let config_map_name = objects::ca_config_map_name(name);
+    let wanted = objects::ca_config_map(meta(config_map_name.clone(), namespace, name, owner), ca);
+    if let Some(found) = config_maps.get_opt(&config_map_name).await?
+        && found.data == wanted.data
+    {
+        return Ok(());
+    }
+    config_maps
+        .patch(
+            &config_map_name,
+            &PatchParams::apply(common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER).force(),
+            &Patch::Apply(&serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": wanted.metadata,
+                "data": wanted.data,
+            })),
+        )
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_certificate_names_the_services_and_the_pods() {
+        let names = endpoint_names(
+            "demo",
+            "team-a",
+            "cluster.local.",
+            Some("cache.example.com"),
+        );
+        assert_eq!(names[0], "demo.team-a.svc.cluster.local");
+        for expected in [
+            "demo-operator.team-a.svc.cluster.local",
+            "*.demo-ping.team-a.svc.cluster.local",
+            "demo.team-a.svc",
+            "demo",
+            "*.demo-ping.team-a.svc",
+            "cache.example.com",
+        ] {
+            assert!(
+                names.iter().any(|n| n == expected),
+                "{expected} in {names:?}"
+            );
+        }
+        assert_eq!(
+            transport_names("demo", "team-a", "cluster.local"),
+            vec!["*.demo-ping.team-a.svc.cluster.local".to_string()]
+        );
+    }
+}
