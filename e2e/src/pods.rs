@@ -365,14 +365,39 @@ pub async fn helm_install(
     release: &str,
     image_prefixes: &[&str],
 ) -> anyhow::Result<()> {
+    helm_install_with(
+        testbed,
+        images,
+        suite,
+        namespace,
+        release,
+        image_prefixes,
+        json!({}),
+    )
+    .await
+}
+
+/// [`helm_install`] with the top-level chart values of `extra` too.
+pub async fn helm_install_with(
+    testbed: &Testbed,
+    images: &Images,
+    suite: &str,
+    namespace: &str,
+    release: &str,
+    image_prefixes: &[&str],
+    extra: serde_json::Value,
+) -> anyhow::Result<()> {
     let (operator_repo, operator_tag) = split_reference(&images.cluster_operator)?;
     let (resources_repo, resources_tag) = split_reference(&images.resources_operator)?;
-    let values = json!({
+    let mut values = json!({
         "image": {"repository": operator_repo, "tag": operator_tag},
         "resourcesOperator": {"image": {"repository": resources_repo, "tag": resources_tag}},
         "server": {"images": {SERVER_VERSION: images.server}},
         "crPolicy": {"allowedImagePrefixes": image_prefixes},
     });
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        values[key] = value.clone();
+    }
     let dir = repo_root().join("target/e2e-logs").join(suite);
     std::fs::create_dir_all(&dir)?;
     let values_file = dir.join(format!("{namespace}-values.json"));
@@ -452,6 +477,16 @@ pub async fn install_allowing(
     prefix: &str,
     image_prefixes: &[&str],
 ) -> anyhow::Result<Installed> {
+    install_with(suite, prefix, image_prefixes, json!({})).await
+}
+
+/// [`install_allowing`], with the chart values of `extra` too.
+pub async fn install_with(
+    suite: &str,
+    prefix: &str,
+    image_prefixes: &[&str],
+    extra: serde_json::Value,
+) -> anyhow::Result<Installed> {
     let testbed = Testbed::get()?;
     let images = Images::get(&testbed)?;
     let client = testbed.admin_client().await?;
@@ -461,13 +496,14 @@ pub async fn install_allowing(
     let prefixes: Vec<&str> = std::iter::once(registry.as_str())
         .chain(image_prefixes.iter().copied())
         .collect();
-    helm_install(
+    helm_install_with(
         &testbed,
         &images,
         suite,
         &ns.name,
         "infinispan-operator",
         &prefixes,
+        extra,
     )
     .await?;
     let clusters = Api::namespaced(client.clone(), &ns.name);

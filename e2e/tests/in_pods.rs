@@ -906,3 +906,470 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
 }
+
+/// The server image's XML of a stranger that tries to join the cluster `demo` the way its pods
+/// do (the `kubernetes` stack: DNS_PING on the cluster's headless Service, the same protocols),
+/// with JGroups' mutual TLS on the stores of `/rogue`.
+const ROGUE_CONFIG: &str = r#"<infinispan xmlns="urn:infinispan:config:16.0" xmlns:server="urn:infinispan:server:16.0">
+  <jgroups>
+    <stack name="rogue" extends="kubernetes">
+      <TCP tls.enabled="true" tls.client_auth="NEED" tls.keystore_type="PKCS12" tls.keystore_path="/rogue/keystore.p12" tls.keystore_password="${env.ROGUE_PASSWORD}" tls.truststore_type="PKCS12" tls.truststore_path="/rogue/truststore.p12" tls.truststore_password="${env.ROGUE_PASSWORD}" stack.combine="COMBINE"/>
+    </stack>
+  </jgroups>
+  <cache-container name="default">
+    <transport cluster="demo" stack="rogue" node-name="${infinispan.node.name:}"/>
+  </cache-container>
+  <server xmlns="urn:infinispan:server:16.0">
+    <interfaces><interface name="public"><inet-address value="${infinispan.bind.address:0.0.0.0}"/></interface></interfaces>
+    <socket-bindings default-interface="public" port-offset="0"><socket-binding name="default" port="11222"/></socket-bindings>
+    <endpoints socket-binding="default"><endpoint socket-binding="default"><rest-connector/></endpoint></endpoints>
+  </server>
+</infinispan>
+"#;
+
+/// Runs a stranger server pod `name` in `namespace` that tries to join the cluster whose pods
+/// the DNS name `dns_query` lists, with the transport stores `(keystore, truststore)` (password `changeit`); returns once its
+/// server has started (its log says so).
+async fn start_rogue(
+    client: &Client,
+    image: &str,
+    namespace: &str,
+    name: &str,
+    dns_query: &str,
+    stores: (Vec<u8>, Vec<u8>),
+) -> anyhow::Result<()> {
+    use base64::Engine;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let objects: [serde_json::Value; 2] = [
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+               "data": {"infinispan.xml": ROGUE_CONFIG}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+               "data": {"keystore.p12": b64(&stores.0), "truststore.p12": b64(&stores.1),
+                        "password": b64(b"changeit")}}),
+    ];
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), namespace)
+        .create(
+            &Default::default(),
+            &serde_json::from_value(objects[0].clone())?,
+        )
+        .await?;
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .create(
+            &Default::default(),
+            &serde_json::from_value(objects[1].clone())?,
+        )
+        .await?;
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "server",
+                "image": image,
+                "args": [
+                    "--bind-address=0.0.0.0", "--cluster-address=$(POD_IP)", &format!("--node-name={name}"),
+                    &format!("-Djgroups.dns.query={dns_query}"), "--server-config=/rogue-config/infinispan.xml",
+                ],
+                "env": [
+                    {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    {"name": "ROGUE_PASSWORD", "valueFrom": {"secretKeyRef": {"name": name, "key": "password"}}},
+                ],
+                "resources": {"requests": {"cpu": "100m", "memory": "768Mi"}, "limits": {"memory": "768Mi"}},
+                "securityContext": {
+                    "allowPrivilegeEscalation": false,
+                    "capabilities": {"drop": ["ALL"]},
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "volumeMounts": [
+                    {"name": "config", "mountPath": "/rogue-config"},
+                    {"name": "stores", "mountPath": "/rogue"},
+                    {"name": "data", "mountPath": "/opt/infinispan/server/data"},
+                ],
+            }],
+            "volumes": [
+                {"name": "config", "configMap": {"name": name}},
+                {"name": "stores", "secret": {"secretName": name, "items": [
+                    {"key": "keystore.p12", "path": "keystore.p12"},
+                    {"key": "truststore.p12", "path": "truststore.p12"}]}},
+                {"name": "data", "emptyDir": {}},
+            ],
+        }
+    }))?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    pods.create(&Default::default(), &pod).await?;
+    let pods = &pods;
+    eventually(
+        &format!("the stranger {namespace}/{name} started its server"),
+        WAIT,
+        || async move {
+            let log = pods
+                .logs(name, &Default::default())
+                .await
+                .unwrap_or_default();
+            // ISPN080001: the server started (its endpoints are up).
+            Ok(log.contains("ISPN080001").then_some(()))
+        },
+    )
+    .await
+}
+
+/// Deletes what [`start_rogue`] made.
+async fn stop_rogue(client: &Client, namespace: &str, name: &str) -> anyhow::Result<()> {
+    let gone = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .delete(name, &gone)
+        .await?;
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .delete(name, &DeleteParams::default())
+        .await?;
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), namespace)
+        .delete(name, &DeleteParams::default())
+        .await?;
+    Ok(())
+}
+
+/// The server's members, through `rest`.
+async fn members(rest: &infinispan_rest::Client) -> anyhow::Result<Vec<String>> {
+    let mut members = rest.container_info().await?.cluster_members;
+    members.sort();
+    Ok(members)
+}
+
+#[tokio::test]
+async fn generated_tls_encrypts_the_endpoint_with_the_published_ca_and_lets_only_the_clusters_pods_join()
+-> anyhow::Result<()> {
+    use cluster_operator::certificates::{Purpose, issue};
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    let _only = CLUSTER.lock().await;
+    let Installed {
+        testbed,
+        images,
+        client,
+        ns,
+        clusters,
+    } = install("in-pods", "pods-gen-tls").await?;
+    // No NetworkPolicy: the transport's own TLS is what keeps strangers out.
+    apply_cluster(
+        &clusters,
+        "demo",
+        json!({
+            "replicas": 2,
+            "networkPolicy": {"enabled": false},
+            "security": {
+                "endpointEncryption": {"type": "Generated"},
+                "transportEncryption": {"type": "Generated"},
+            },
+        }),
+    )
+    .await?;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
+    let security = cr
+        .status
+        .as_ref()
+        .and_then(|s| s.security.clone())
+        .context("no status.security")?;
+    ensure!(
+        security.ca_config_map.as_deref() == Some("demo-ca.crt"),
+        "status.security: {security:?}"
+    );
+
+    // A client trusting only the published CA reaches the endpoint over TLS, the certificate
+    // checked against the client Service's name; plain HTTP is refused.
+    let ca = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name)
+        .get("demo-ca.crt")
+        .await?
+        .data
+        .and_then(|d| d.get("ca.crt").cloned())
+        .context("the ConfigMap demo-ca.crt has no ca.crt")?;
+    let ip = Api::<Service>::namespaced(client.clone(), &ns.name)
+        .get("demo")
+        .await?
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no cluster IP")?;
+    let credentials = operator_credentials(&client, &ns.name, &cr).await?;
+    let rest = infinispan_rest::Client::new(
+        ClientConfig::new(format!("https://{ip}:11222"))
+            .with_ca_bundle_pem(ca.as_bytes().to_vec())
+            .with_tls_server_name(format!("demo.{}.svc.cluster.local", ns.name))
+            .with_credentials(credentials.clone()),
+    )?;
+    let plain = rest_client_at(&client, &ns.name, &cr, &ip).await?;
+    ensure!(
+        plain.container_info().await.is_err(),
+        "the server answered plain HTTP"
+    );
+    // The two pods form one cluster over the transport's mutual TLS.
+    eventually("two members over transport TLS", WAIT, || {
+        let rest = rest.clone();
+        async move { Ok((members(&rest).await? == ["demo-0", "demo-1"]).then_some(())) }
+    })
+    .await?;
+
+    // The operators sync over TLS with the generated certificate.
+    wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
+    sync_both_ways(
+        &client,
+        &ns.name,
+        &rest,
+        "over-generated-tls",
+        "from-rest-generated",
+    )
+    .await?;
+
+    // A stranger in another namespace, with nothing between it and the JGroups port: with a
+    // certificate of another CA (trusting the published one) it cannot join; with one the
+    // cluster's CA signed (the control: the test can see a join) it does.
+    let dns_query = format!("demo-ping.{}.svc.cluster.local", ns.name);
+    let other = TestNamespace::create(&client, "pods-stranger").await?;
+    let names = vec![format!("*.demo-ping.{}.svc.cluster.local", ns.name)];
+    let now = Timestamp::now();
+    let day = SignedDuration::from_hours(24);
+    let foreign_ca = issue::new_ca("stranger CA", now, day)?;
+    let foreign = issue::issue(&foreign_ca, Purpose::Transport, &names, now, day)?;
+    let published = issue::Ca {
+        subject: "the cluster's CA, certificate only".into(),
+        cert_pem: ca.clone(),
+        key_pem: String::new(),
+    };
+    // Its key chain ends at the cluster's CA certificate, its trust store trusts it: all a
+    // stranger can have.
+    let stores = issue::transport_stores(&published, &foreign, "changeit")?;
+    start_rogue(
+        &client,
+        &images.server,
+        &other.name,
+        "stranger",
+        &dns_query,
+        stores,
+    )
+    .await?;
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let now = members(&rest).await?;
+        ensure!(now == ["demo-0", "demo-1"], "a stranger joined: {now:?}");
+    }
+    stop_rogue(&client, &other.name, "stranger").await?;
+
+    let ca_secret = Api::<Secret>::namespaced(client.clone(), &ns.name)
+        .get("demo-ca")
+        .await?;
+    let text = |key: &str| -> anyhow::Result<String> {
+        let data = ca_secret.data.as_ref().context("no data")?;
+        Ok(String::from_utf8(data.get(key).context("key")?.0.clone())?)
+    };
+    let cluster_ca = issue::Ca {
+        subject: cluster_operator::certificates::objects::ca_subject(&ns.name, "demo"),
+        cert_pem: text("ca.crt")?,
+        key_pem: text("ca.key")?,
+    };
+    let signed = issue::issue(&cluster_ca, Purpose::Transport, &names, now, day)?;
+    let stores = issue::transport_stores(&cluster_ca, &signed, "changeit")?;
+    start_rogue(
+        &client,
+        &images.server,
+        &other.name,
+        "insider",
+        &dns_query,
+        stores,
+    )
+    .await?;
+    eventually(
+        "the control, with a certificate of the cluster's CA, joins",
+        WAIT,
+        || {
+            let rest = rest.clone();
+            async move {
+                Ok(members(&rest)
+                    .await?
+                    .contains(&"insider".to_string())
+                    .then_some(()))
+            }
+        },
+    )
+    .await?;
+    stop_rogue(&client, &other.name, "insider").await?;
+    other.delete().await?;
+
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}
+
+/// The leaf certificate (PEM, first of the chain) the endpoint at `ip` serves, read by openssl.
+async fn served_certificate(ip: &str) -> anyhow::Result<String> {
+    let output = tokio::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("openssl s_client -connect {ip}:11222 </dev/null 2>/dev/null | openssl x509"),
+        ])
+        .output()
+        .await?;
+    ensure!(
+        output.status.success(),
+        "openssl could not read the certificate of {ip}"
+    );
+    Ok(String::from_utf8(output.stdout)?)
+}
+
+/// The first PEM block of `pem`, white space trimmed.
+fn first_pem(pem: &str) -> String {
+    let end = "-----END CERTIFICATE-----";
+    pem.find(end)
+        .map(|at| pem[..at + end.len()].trim().to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn generated_certificates_are_renewed_and_the_pods_roll_onto_them_keeping_one_cluster_and_the_sync()
+-> anyhow::Result<()> {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    let _only = CLUSTER.lock().await;
+    // Certificates of 5 minutes: renewed after 200 s.
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = e2e::pods::install_with(
+        "in-pods",
+        "pods-renew",
+        &[],
+        json!({"certificateLifetime": "300s"}),
+    )
+    .await?;
+    apply_cluster(
+        &clusters,
+        "demo",
+        json!({
+            "replicas": 2,
+            "security": {
+                "endpointEncryption": {"type": "Generated"},
+                "transportEncryption": {"type": "Generated"},
+            },
+        }),
+    )
+    .await?;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    let not_after = |secret: Secret| {
+        secret
+            .metadata
+            .annotations
+            .and_then(|a| a.get("infinispan.org/not-after").cloned())
+            .unwrap_or_default()
+    };
+    let endpoint_before = not_after(secrets.get("demo-endpoint-tls").await?);
+    let transport_before = not_after(secrets.get("demo-transport-tls").await?);
+    let ca = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name)
+        .get("demo-ca.crt")
+        .await?
+        .data
+        .and_then(|d| d.get("ca.crt").cloned())
+        .context("no ca.crt")?;
+    let ip = Api::<Service>::namespaced(client.clone(), &ns.name)
+        .get("demo")
+        .await?
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no cluster IP")?;
+    let rest = infinispan_rest::Client::new(
+        ClientConfig::new(format!("https://{ip}:11222"))
+            .with_ca_bundle_pem(ca.as_bytes().to_vec())
+            .with_tls_server_name(format!("demo.{}.svc.cluster.local", ns.name))
+            .with_credentials(operator_credentials(&client, &ns.name, &cr).await?),
+    )?;
+    wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
+    sync_both_ways(
+        &client,
+        &ns.name,
+        &rest,
+        "before-renewal",
+        "from-rest-before",
+    )
+    .await?;
+
+    // Both certificates renewed by the operator on its own (no change of the CR)...
+    eventually(
+        "both certificates renewed",
+        Duration::from_secs(330),
+        || {
+            let secrets = secrets.clone();
+            let (endpoint_before, transport_before) =
+                (endpoint_before.clone(), transport_before.clone());
+            async move {
+                let endpoint = not_after(secrets.get("demo-endpoint-tls").await?);
+                let transport = not_after(secrets.get("demo-transport-tls").await?);
+                Ok((endpoint != endpoint_before && transport != transport_before).then_some(()))
+            }
+        },
+    )
+    .await?;
+    // ... and the pods rolled onto them, one at a time, into one cluster again.
+    let stateful_sets: Api<StatefulSet> = Api::namespaced(client.clone(), &ns.name);
+    eventually(
+        "the pods rolled onto the new certificates",
+        WAIT * 2,
+        || {
+            let stateful_sets = stateful_sets.clone();
+            async move {
+                let set = stateful_sets.get("demo").await?;
+                let status = set.status.unwrap_or_default();
+                Ok((status.observed_generation == set.metadata.generation
+                    && status.update_revision.is_some()
+                    && status.update_revision == status.current_revision
+                    && status.updated_replicas == Some(2)
+                    && status.ready_replicas == Some(2))
+                .then_some(()))
+            }
+        },
+    )
+    .await?;
+    // The same client (the same CA) still reaches the cluster, two members again, and the
+    // endpoint serves the new certificate.
+    eventually("two members after the roll", WAIT, || {
+        let rest = rest.clone();
+        async move { Ok((members(&rest).await? == ["demo-0", "demo-1"]).then_some(())) }
+    })
+    .await?;
+    let issued = secrets.get("demo-endpoint-tls").await?;
+    let issued_pem = issued
+        .data
+        .as_ref()
+        .and_then(|d| d.get("tls.crt"))
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .context("no tls.crt")?;
+    let served = served_certificate(&ip).await?;
+    ensure!(
+        first_pem(&served) == first_pem(&issued_pem),
+        "the endpoint does not serve the renewed certificate"
+    );
+    // The caches made before are there, and the operators keep syncing both ways.
+    let caches = cache_names(&rest).await?;
+    ensure!(
+        caches.iter().any(|c| c == "before-renewal")
+            && caches.iter().any(|c| c == "from-rest-before"),
+        "caches after the roll: {caches:?}"
+    );
+    sync_both_ways(&client, &ns.name, &rest, "after-renewal", "from-rest-after").await?;
+
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}
+
+/// The names of the caches the server defines.
+async fn cache_names(rest: &infinispan_rest::Client) -> anyhow::Result<Vec<String>> {
+    Ok(rest
+        .container_info()
+        .await?
+        .defined_caches
+        .into_iter()
+        .map(|c| c.name)
+        .collect())
+}
