@@ -189,17 +189,24 @@ kubectl get pods -n "$NS" -o wide
 note "what the cluster operator created for it:"
 kubectl get -n "$NS" statefulsets,services,secrets,deployments,persistentvolumeclaims -l "app.kubernetes.io/instance=$CLUSTER"
 
-say "REST through the cluster's Service, as the application user of Secret $CLUSTER-generated-identities"
+say "REST over TLS through the cluster's Service, as the application user of Secret $CLUSTER-generated-identities"
+# TLS by default: the operator issued the server's certificate from the cluster's own CA, which
+# it publishes in the ConfigMap <cluster>-ca.crt; the certificate names the Service.
 SERVICE_IP=$(kubectl get -n "$NS" service "$CLUSTER" -o jsonpath='{.spec.clusterIP}')
-SERVER_URL=http://$SERVICE_IP:11222
+SERVICE_HOST=$CLUSTER.$NS.svc.cluster.local
+kubectl get -n "$NS" configmap "$CLUSTER-ca.crt" -o jsonpath='{.data.ca\.crt}' >"$DEMO_DIR/ca.crt"
+[[ -s $DEMO_DIR/ca.crt ]] || fail "the ConfigMap $CLUSTER-ca.crt holds no CA"
+note "the cluster's CA, from ConfigMap $NS/$CLUSTER-ca.crt: $(openssl x509 -in "$DEMO_DIR/ca.crt" -noout -subject)"
+SERVER_URL=https://$SERVICE_HOST:11222
 secret_key() { kubectl get -n "$NS" secret "$1" -o json | jq -r --arg k "$2" '.data[$k] | @base64d'; }
 IDENTITIES=$(secret_key "$CLUSTER-generated-identities" identities.yaml)
 # The generated file's format: "credentials:\n- username: developer\n  password: <alphanumeric>\n...".
 DEV_USER=$(sed -n 's/^- username: *//p' <<<"$IDENTITIES" | head -1)
 DEV_PASSWORD=$(sed -n 's/^  password: *//p' <<<"$IDENTITIES" | head -1)
 [[ -n $DEV_USER && -n $DEV_PASSWORD ]] || fail "Secret $CLUSTER-generated-identities holds no user"
-# Without TLS the server offers DIGEST only (BASIC never crosses the network in clear).
-printf 'user = "%s:%s"\ndigest\n' "$DEV_USER" "$DEV_PASSWORD" >"$DEMO_DIR/curl-credentials"
+# Over TLS the server offers BASIC; the host name resolves to the Service's IP from here.
+printf 'user = "%s:%s"\ncacert = "%s"\nresolve = "%s:11222:%s"\n' "$DEV_USER" "$DEV_PASSWORD" \
+  "$DEMO_DIR/ca.crt" "$SERVICE_HOST" "$SERVICE_IP" >"$DEMO_DIR/curl-credentials"
 chmod 600 "$DEMO_DIR/curl-credentials"
 ispn() { curl -s -K "$DEMO_DIR/curl-credentials" "$@"; }
 wait_for "the server accepts '$DEV_USER' at $SERVER_URL (Service $NS/$CLUSTER)" 60 \

@@ -14,7 +14,7 @@ use std::process::Stdio;
 use anyhow::{Context, bail, ensure};
 use common_crds::Infinispan;
 use infinispan_rest::{ClientConfig, Credentials};
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Pod, Secret, Service};
 use kube::api::{Api, LogParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -533,8 +533,70 @@ pub async fn rest_client(
     rest_client_at(client, namespace, cr, &ip).await
 }
 
-/// The REST client of one address of the cluster (a Service's or a pod's), as the operator's user.
+/// The REST client of one address of the cluster (a Service's or a pod's), as the operator's
+/// user, as a user would set it up: over TLS when the cluster's `status.security` says its
+/// endpoint uses TLS, trusting only the CA the operator publishes (`Generated`: the ConfigMap
+/// `status.security.caConfigMap`; `Secret`: the certificate Secret's `ca.crt`), the certificate
+/// checked against the client Service's name.
 pub async fn rest_client_at(
+    client: &Client,
+    namespace: &str,
+    cr: &Infinispan,
+    ip: &str,
+) -> anyhow::Result<infinispan_rest::Client> {
+    use common_crds::infinispan::EncryptionType;
+    let credentials = operator_credentials(client, namespace, cr).await?;
+    let security = cr.status.as_ref().and_then(|s| s.security.clone());
+    let ca = match security.as_ref().map(|s| s.endpoint_encryption) {
+        None | Some(EncryptionType::None) => None,
+        Some(EncryptionType::Generated) => {
+            let config_map = security
+                .and_then(|s| s.ca_config_map)
+                .context("status.security names no CA ConfigMap")?;
+            Some(
+                Api::<ConfigMap>::namespaced(client.clone(), namespace)
+                    .get(&config_map)
+                    .await?
+                    .data
+                    .and_then(|d| d.get("ca.crt").cloned())
+                    .with_context(|| format!("the ConfigMap {config_map} has no ca.crt"))?,
+            )
+        }
+        Some(EncryptionType::Secret) => {
+            let secret = cr
+                .spec
+                .security
+                .endpoint_encryption
+                .cert_secret_name
+                .clone()
+                .context("no certSecretName")?;
+            let found: Secret = Api::namespaced(client.clone(), namespace)
+                .get(&secret)
+                .await?;
+            Some(
+                found
+                    .data
+                    .and_then(|d| {
+                        d.get("ca.crt")
+                            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+                    })
+                    .with_context(|| format!("the Secret {secret} has no ca.crt"))?,
+            )
+        }
+    };
+    let config = match ca {
+        None => ClientConfig::new(format!("http://{ip}:11222")),
+        Some(ca) => ClientConfig::new(format!("https://{ip}:11222"))
+            .with_ca_bundle_pem(ca.into_bytes())
+            .with_tls_server_name(format!("{}.{namespace}.svc.cluster.local", cr.name_any())),
+    };
+    Ok(infinispan_rest::Client::new(
+        config.with_credentials(credentials),
+    )?)
+}
+
+/// A plain-HTTP REST client of `ip` as the operator's user (to check that TLS refuses it).
+pub async fn plain_rest_client_at(
     client: &Client,
     namespace: &str,
     cr: &Infinispan,

@@ -300,7 +300,9 @@ YAML
 kube_proxy_up() {
   local k8s
   k8s=$(k8s_bin_dir)
-  cat >"$NODE_DIR/kube-proxy.yaml" <<YAML
+  # Written only when it changes: kube-proxy watches its configuration file and exits when it
+  # is written, even with the same content (a second `make testbed-up` stopped it).
+  cat >"$NODE_DIR/kube-proxy.yaml.new" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: nftables
@@ -315,6 +317,11 @@ nodePortAddresses: ["$NODE_IP/32"]
 conntrack: {maxPerCore: 0}
 oomScoreAdj: 0
 YAML
+  if cmp -s "$NODE_DIR/kube-proxy.yaml.new" "$NODE_DIR/kube-proxy.yaml"; then
+    rm -f "$NODE_DIR/kube-proxy.yaml.new"
+  else
+    mv "$NODE_DIR/kube-proxy.yaml.new" "$NODE_DIR/kube-proxy.yaml"
+  fi
   if pid_alive "$RUN_DIR/pids/kube-proxy.pid"; then
     log "kube-proxy already running"
   else

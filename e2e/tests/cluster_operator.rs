@@ -47,6 +47,11 @@ async fn objects_of(
         };
     }
     look!(ConfigMap, format!("{name}-server-config"));
+    // TLS by default: the cluster's CA, its published certificate, the issued certificates.
+    look!(ConfigMap, format!("{name}-ca.crt"));
+    look!(Secret, format!("{name}-ca"));
+    look!(Secret, format!("{name}-endpoint-tls"));
+    look!(Secret, format!("{name}-transport-tls"));
     look!(Secret, format!("{name}-operator-credentials"));
     look!(Secret, format!("{name}-generated-identities"));
     look!(Secret, format!("{name}-server-identities"));
@@ -63,8 +68,12 @@ async fn objects_of(
     Ok(found)
 }
 
-const ALL_OBJECTS: [&str; 14] = [
+const ALL_OBJECTS: [&str; 18] = [
     "ConfigMap/{}-server-config",
+    "ConfigMap/{}-ca.crt",
+    "Secret/{}-ca",
+    "Secret/{}-endpoint-tls",
+    "Secret/{}-transport-tls",
     "Secret/{}-operator-credentials",
     "Secret/{}-generated-identities",
     "Secret/{}-server-identities",
@@ -117,16 +126,22 @@ async fn wait_pods_stuck_and_reported(
             .iter()
             .flatten()
             .any(|c| c.type_ == "PodScheduled" && c.reason.as_deref() == Some("Unschedulable"));
-        let pulling = status
-            .container_statuses
-            .iter()
-            .flatten()
-            .filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.as_deref())
-            .filter(|r| ["ErrImagePull", "ImagePullBackOff"].contains(r))
-            .count();
+        let pulling = |statuses: Option<&Vec<k8s_openapi::api::core::v1::ContainerStatus>>| {
+            statuses
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.as_deref())
+                .filter(|r| ["ErrImagePull", "ImagePullBackOff"].contains(r))
+                .count()
+        };
+        let main = pulling(status.container_statuses.as_ref());
+        // With TLS (the default) the server pods start with an init container: stuck on its
+        // pull, the main container waits for good.
+        let init = pulling(status.init_container_statuses.as_ref());
         pod.metadata.deletion_timestamp.is_none()
             && (unschedulable
-                || (pulling > 0 && pulling == status.container_statuses.iter().flatten().count()))
+                || init > 0
+                || (main > 0 && main == status.container_statuses.iter().flatten().count()))
     };
     for type_ in types {
         env.wait_status(
@@ -317,7 +332,9 @@ async fn a_cluster_gets_every_object_owned_and_its_pods_admitted() -> anyhow::Re
         .and_then(|p| p.containers.into_iter().next())
         .and_then(|c| c.args)
         .unwrap_or_default();
-    let url = format!("--infinispan-url=http://demo-operator.{ns}.svc.cluster.local:11222");
+    // TLS by default: the certificate the operator issued, checked against the client
+    // Service's name with the cluster's CA.
+    let url = format!("--infinispan-url=https://demo-operator.{ns}.svc.cluster.local:11222");
     ensure!(args.contains(&url), "{args:?}");
 
     // The controllers' pods are admitted under the restricted profile.

@@ -41,7 +41,7 @@ use e2e::pods::{
     rest_client_at, wait_ready,
 };
 use e2e::{TestNamespace, Testbed, eventually, repo_root};
-use infinispan_rest::{ClientConfig, CounterConfig, CounterStorage, Credentials};
+use infinispan_rest::{ClientConfig, CounterConfig, CounterStorage};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -532,7 +532,7 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
         .spec
         .and_then(|s| s.cluster_ip)
         .context("no cluster IP")?;
-    let plain = rest_client_at(&client, &ns.name, &cr, &ip).await?;
+    let plain = e2e::pods::plain_rest_client_at(&client, &ns.name, &cr, &ip).await?;
     ensure!(
         plain.container_info().await.is_err(),
         "the server answered plain HTTP with TLS on"
@@ -712,47 +712,6 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
     uninstall(&testbed, ns).await
 }
 
-/// `curl --digest` against a cluster address as the operators' user (the credentials go to curl
-/// on its standard input, never on its command line): the status code and the body.
-async fn curl_digest(
-    credentials: &Credentials,
-    method: &str,
-    url: &str,
-    body: Option<&str>,
-) -> anyhow::Result<(u16, String)> {
-    let mut command = tokio::process::Command::new("curl");
-    command
-        .args([
-            "-sS",
-            "--digest",
-            "-K",
-            "-",
-            "-X",
-            method,
-            "-w",
-            "\n%{http_code}",
-        ])
-        .arg(url)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    if let Some(body) = body {
-        command.args(["-H", "Content-Type: text/plain", "--data-binary", body]);
-    }
-    let mut child = command.spawn().context("running curl")?;
-    let config = format!(
-        "user = \"{}:{}\"\n",
-        credentials.username, credentials.password
-    );
-    let mut stdin = child.stdin.take().context("curl's stdin")?;
-    tokio::io::AsyncWriteExt::write_all(&mut stdin, config.as_bytes()).await?;
-    drop(stdin);
-    let output = child.wait_with_output().await?;
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').context("curl printed no status")?;
-    Ok((code.trim().parse()?, body.to_string()))
-}
-
 /// The phase of the Backup or Restore `name` once it is `Succeeded` (fails at once on `Failed`,
 /// with the conditions).
 async fn wait_succeeded<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
@@ -796,8 +755,6 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
 
     // What the backup holds: a distributed cache with an entry, a counter at 7.
     let rest = rest_client(&client, &ns.name, &source).await?;
-    let credentials = operator_credentials(&client, &ns.name, &source).await?;
-    let source_url = rest.config().base_url.clone();
     // Ready=True comes from the pods' readiness; the Service's endpoints follow it a moment
     // later (the EndpointSlice controller, then kube-proxy): until then the cluster IP refuses.
     eventually("the source answers through its Service with two members", WAIT, || {
@@ -807,9 +764,11 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     .await?;
     rest.create_cache_from_template("people", "org.infinispan.DIST_SYNC", Default::default())
         .await?;
-    let entry = format!("{source_url}/rest/v2/caches/people/alice");
-    let (code, body) = curl_digest(&credentials, "PUT", &entry, Some("engineer")).await?;
-    ensure!(code == 204 || code == 200, "PUT entry: {code} {body}");
+    ensure!(
+        rest.create_cache_entry("people", "alice", "engineer")
+            .await?,
+        "the entry alice existed before the test wrote it"
+    );
     rest.create_counter(
         "visits",
         &CounterConfig::Strong {
@@ -856,17 +815,10 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     // The target has the cache with its entry and the counter with its value, and its
     // resources operator mirrors the restored cache as a Cache CR of `restored`.
     let target_rest = rest_client(&client, &ns.name, &target).await?;
-    let target_url = target_rest.config().base_url.clone();
-    let (code, body) = curl_digest(
-        &operator_credentials(&client, &ns.name, &target).await?,
-        "GET",
-        &format!("{target_url}/rest/v2/caches/people/alice"),
-        None,
-    )
-    .await?;
+    let restored = target_rest.cache_entry("people", "alice").await?;
     ensure!(
-        code == 200 && body == "engineer",
-        "the restored entry: {code} {body}"
+        restored.as_deref() == Some("engineer"),
+        "the restored entry: {restored:?}"
     );
     ensure!(
         target_rest.counter_value("visits").await? == 7,
@@ -1100,7 +1052,7 @@ async fn generated_tls_encrypts_the_endpoint_with_the_published_ca_and_lets_only
             .with_tls_server_name(format!("demo.{}.svc.cluster.local", ns.name))
             .with_credentials(credentials.clone()),
     )?;
-    let plain = rest_client_at(&client, &ns.name, &cr, &ip).await?;
+    let plain = e2e::pods::plain_rest_client_at(&client, &ns.name, &cr, &ip).await?;
     ensure!(
         plain.container_info().await.is_err(),
         "the server answered plain HTTP"

@@ -24,11 +24,12 @@ pub struct Types {
     pub transport: TransportEncryptionType,
 }
 
-/// What a cluster created by this operator version gets when its CR names no type. Still
-/// plain text: `Generated` becomes the default once every suite runs with it (issue #23); the
-/// record of what each cluster was created with is in place, so that switch leaves running
-/// clusters as they are.
-pub const NEW_CLUSTER_DEFAULTS: Types = BEFORE_TLS_BY_DEFAULT;
+/// What a cluster created by this operator version gets when its CR names no type: TLS on the
+/// endpoint and on the transport, from the cluster's own CA.
+pub const NEW_CLUSTER_DEFAULTS: Types = Types {
+    endpoint: EncryptionType::Generated,
+    transport: TransportEncryptionType::Generated,
+};
 
 /// What clusters created before TLS by default run with.
 pub const BEFORE_TLS_BY_DEFAULT: Types = Types {

@@ -38,13 +38,9 @@ pub struct Generated {
 
 /// The DNS names of the endpoint certificate: the client Service (first: what the operators
 /// check), the operators' Service and every pod (`*.<cluster>-ping`), each short and
-/// qualified, and `spec.expose.host`.
-pub fn endpoint_names(
-    name: &str,
-    namespace: &str,
-    cluster_domain: &str,
-    expose_host: Option<&str>,
-) -> Vec<String> {
+/// qualified. Not `spec.expose.host`: a change of the exposure would roll the servers; clients
+/// from outside that check the name use a certificate of their own (`Secret`).
+pub fn endpoint_names(name: &str, namespace: &str, cluster_domain: &str) -> Vec<String> {
     let domain = cluster_domain.trim_end_matches('.');
     let mut names = Vec::new();
     for service in [client_service_name(name), operator_service_name(name)] {
@@ -60,9 +56,6 @@ pub fn endpoint_names(
         names.push(service);
     }
     names.push(format!("*.{}.{namespace}.svc", ping_service_name(name)));
-    if let Some(host) = expose_host.map(str::trim).filter(|h| !h.is_empty()) {
-        names.push(host.to_string());
-    }
     names
 }
 
@@ -131,12 +124,7 @@ pub async fn ensure(
     };
     let mut endpoint_secret = None;
     if endpoint {
-        let names = endpoint_names(
-            &name,
-            &namespace,
-            cluster_domain,
-            cluster.spec.expose.as_ref().and_then(|e| e.host.as_deref()),
-        );
+        let names = endpoint_names(&name, &namespace, cluster_domain);
         let digest = names_digest(&names);
         let current = found_endpoint
             .as_ref()
@@ -340,12 +328,7 @@ mod tests {
 
     #[test]
     fn the_endpoint_certificate_names_the_services_and_the_pods() {
-        let names = endpoint_names(
-            "demo",
-            "team-a",
-            "cluster.local.",
-            Some("cache.example.com"),
-        );
+        let names = endpoint_names("demo", "team-a", "cluster.local.");
         assert_eq!(names[0], "demo.team-a.svc.cluster.local");
         for expected in [
             "demo-operator.team-a.svc.cluster.local",
@@ -353,7 +336,6 @@ mod tests {
             "demo.team-a.svc",
             "demo",
             "*.demo-ping.team-a.svc",
-            "cache.example.com",
         ] {
             assert!(
                 names.iter().any(|n| n == expected),
