@@ -288,7 +288,9 @@ async fn a_server_image_that_exists_nowhere_is_an_image_pull_failure_until_fixed
     f.record("image-unknown-tag").await?;
     ensure!(ready.status == "False", "{ready:?}");
     for needle in [
-        "0 of 1 server pods ready: pod demo-0: container infinispan (image",
+        // TLS by default: the init container that writes the keystore runs the same image, and
+        // is the first to fail its pull.
+        "0 of 1 server pods ready: pod demo-0: init container server-pem (image",
         "the image cannot be pulled:",
         "not found",
         "check spec.image",
