@@ -7,9 +7,12 @@
 //! 1. puts the cluster operator's finalizer ([`CLUSTER_FINALIZER`]) on the CR (its own write);
 //! 2. checks the CR against the operator's policy ([`crate::cr_policy`], [`desired::refusal`]):
 //!    a CR asking for more than it may gets `Degraded=True, reason=PolicyRefused` and nothing
-//!    applied, not even its credentials; then reads what the CR references ([`referenced`];
-//!    generates the operators' credentials and, unless the user names one, the application
-//!    identities Secret);
+//!    applied, not even its credentials; then decides the TLS in effect
+//!    ([`crate::build::security`]: the CR's types, else what the cluster was created with; a
+//!    transport change while pods run is refused, `TransportEncryptionChange`), reads what the
+//!    CR references ([`referenced`]; generates the operators' credentials and, unless the user
+//!    names one, the application identities Secret) and keeps the cluster's CA and the
+//!    certificates issued from it ([`certificates`]);
 //! 3. validates and builds, without a call to the API server ([`desired`]): the server objects
 //!    ([`crate::build::server`]) and the resources operator's ServiceAccount, Role, RoleBinding
 //!    and Deployment ([`crate::build::resources_operator`]);
@@ -23,7 +26,7 @@
 //!    the resources operator is not ready, from what their pods say ([`pods::problem`]: an image
 //!    that cannot be pulled, a container that keeps ending...), and writes it only when it
 //!    changed; a new problem gets a Warning Event on the CR ([`report`]);
-//! 6. says when to look again ([`retry`]).
+//! 6. says when to look again ([`retry`]; never later than the next certificate renewal).
 //!
 //! Triggers: the CR, the StatefulSets and Deployments it owns, and the pods of its clusters
 //! (label `app.kubernetes.io/managed-by`, mapped to their CR by `infinispan.org/cluster`): a
@@ -32,7 +35,7 @@
 //!
 //! A problem with the CR or what it references (a missing Secret, an unknown version, an object
 //! the API server refuses; a
-//! [`ProblemReason`](common_crds::conditions::ProblemReason)) stops the apply where it is: what was applied
+//! [`ProblemReason`]) stops the apply where it is: what was applied
 //! before keeps running, the status says `Degraded=True` with the reason, and a Warning Event
 //! is published once per new problem. The CR is looked at again on its next change, or, when
 //! the problem may clear without one (a referenced Secret or ConfigMap, an admission policy),
