@@ -41,6 +41,7 @@ use super::epoch::ServerEpoch;
 use super::kind::{KindAdapter, KindError};
 use super::loop_guard::LoopGuard;
 use super::order::BulkOrder;
+use super::server_writes::ServerWrites;
 use super::refusals::Refusals;
 use super::requests::RequestQueue;
 use super::snapshot::Snapshot;
@@ -113,6 +114,8 @@ pub struct Engine<A: KindAdapter> {
     pub catalog: ServerCatalog,
     /// Bulk creation in order (shared by every kind's engine).
     pub order: BulkOrder,
+    /// The window of server writes in flight (shared by every kind's engine).
+    pub writes: ServerWrites,
     pub metrics: Metrics,
     pub readiness: Readiness,
     recorder: Recorder,
