@@ -495,7 +495,11 @@ mod tests {
         assert_eq!(proxy.responses().get("200"), Some(&2));
         // Both requests were sent before the first answer came.
         assert_eq!(proxy.take_peak_in_flight(), 2);
-        assert_eq!(proxy.take_peak_in_flight(), 0, "all answered: the next count starts at 0");
+        assert_eq!(
+            proxy.take_peak_in_flight(),
+            0,
+            "all answered: the next count starts at 0"
+        );
         assert_eq!(counts.get("GET /rest/v2/caches/{}?action=config"), Some(&1));
         assert_eq!(counts.get("DELETE /rest/v2/caches/{}"), Some(&1));
         let before = RequestCounts::from([("DELETE /rest/v2/caches/{}".to_string(), 1)]);

@@ -271,7 +271,11 @@ mod tests {
         let e = from_response("create cache 'c'", StatusCode::INTERNAL_SERVER_ERROR, lock);
         assert!(matches!(e, Error::Server { status: 500, .. }), "{e:?}");
         assert!(e.is_retryable());
-        let e = from_response("create cache 'c'", StatusCode::TOO_MANY_REQUESTS, "slow down");
+        let e = from_response(
+            "create cache 'c'",
+            StatusCode::TOO_MANY_REQUESTS,
+            "slow down",
+        );
         assert!(matches!(e, Error::Server { status: 429, .. }), "{e:?}");
         assert!(e.is_retryable());
         // A 500 with another code is the server refusing this request: not retried.

@@ -183,7 +183,11 @@ impl Metrics {
                     "server_write_window",
                     "Writes to the server allowed in flight at once now (--server-write-concurrency at most; fewer while the server is slow)",
                 )?,
-                in_flight: int_gauge(r, "server_writes_in_flight", "Writes to the server in flight now")?,
+                in_flight: int_gauge(
+                    r,
+                    "server_writes_in_flight",
+                    "Writes to the server in flight now",
+                )?,
                 overloads: counter(
                     r,
                     "server_write_overloads_total",
