@@ -92,7 +92,10 @@ async fn a_busy_server_gets_fewer_writes_and_every_cr_syncs_once_it_recovers() -
         proxy.busy(None);
         for name in &names {
             f.wait_ready(name, "Synced").await?;
-            ensure!(f.rest.cache_exists(name).await?, "{name} is not on the server");
+            ensure!(
+                f.rest.cache_exists(name).await?,
+                "{name} is not on the server"
+            );
         }
         eventually("the window back to its bound", SLOW, || async move {
             Ok((metric(f, "server_write_window").await? == BOUND).then_some(()))
