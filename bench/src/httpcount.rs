@@ -229,11 +229,18 @@ impl ResponseScanner {
     }
 }
 
-/// What the proxy counted: requests by method and path kind, responses by status.
+/// What the proxy counted: requests by method and path kind, responses by status, and how
+/// many requests were waiting for their response at once.
 #[derive(Debug, Default)]
 struct Counted {
     requests: RequestCounts,
     responses: RequestCounts,
+    /// Requests sent and not answered yet (their final response head not seen), over every
+    /// connection: the concurrency the server sees. A long-lived stream counts until its
+    /// response head arrives, not while its events flow.
+    in_flight: u64,
+    /// The most `in_flight` since the last [`CountingProxy::take_peak_in_flight`].
+    peak_in_flight: u64,
 }
 
 type Shared = Arc<Mutex<Counted>>;
@@ -298,6 +305,15 @@ impl CountingProxy {
     pub fn responses(&self) -> RequestCounts {
         lock(&self.counted).responses.clone()
     }
+
+    /// The most requests waiting for their response at once, over all connections, since the
+    /// last call (which starts the next count from the requests in flight now).
+    pub fn take_peak_in_flight(&self) -> u64 {
+        let mut counted = lock(&self.counted);
+        let peak = counted.peak_in_flight;
+        counted.peak_in_flight = counted.in_flight;
+        peak
+    }
 }
 
 /// `after - before`, per key.
@@ -342,6 +358,8 @@ async fn forward(client: TcpStream, target: SocketAddr, counted: Shared) {
                         .requests
                         .entry(format!("{method} {}", path_kind(&target)))
                         .or_default() += 1;
+                    counted.in_flight += 1;
+                    counted.peak_in_flight = counted.peak_in_flight.max(counted.in_flight);
                     methods.push_back(method);
                 }
             }
@@ -361,6 +379,9 @@ async fn forward(client: TcpStream, target: SocketAddr, counted: Shared) {
                 let mut counted = lock(&counted);
                 for status in statuses {
                     *counted.responses.entry(status.to_string()).or_default() += 1;
+                    if status >= 200 {
+                        counted.in_flight = counted.in_flight.saturating_sub(1);
+                    }
                 }
             }
             client_write.write_all(&buffer[..read]).await?;
@@ -472,6 +493,13 @@ mod tests {
         socket.read_exact(&mut answer).await?;
         let counts = proxy.counts();
         assert_eq!(proxy.responses().get("200"), Some(&2));
+        // Both requests were sent before the first answer came.
+        assert_eq!(proxy.take_peak_in_flight(), 2);
+        assert_eq!(
+            proxy.take_peak_in_flight(),
+            0,
+            "all answered: the next count starts at 0"
+        );
         assert_eq!(counts.get("GET /rest/v2/caches/{}?action=config"), Some(&1));
         assert_eq!(counts.get("DELETE /rest/v2/caches/{}"), Some(&1));
         let before = RequestCounts::from([("DELETE /rest/v2/caches/{}".to_string(), 1)]);

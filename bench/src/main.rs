@@ -45,6 +45,15 @@ struct Cli {
     /// (default: 5 up to N = 100, 3 up to 1,000, once above).
     #[arg(long)]
     repeats: Option<usize>,
+    /// The port offset of the bench's own Infinispan node (REST port 11222 + offset, JGroups
+    /// port 19000 + offset - 2000), in the range kept for dedicated nodes: another offset than
+    /// a bench or suite running beside this one on the same machine (a second testbed).
+    #[arg(long, default_value_t = run::setup::NODE_OFFSET,
+          value_parser = clap::value_parser!(u16).range(2001..=2099))]
+    node_offset: u16,
+    /// Concurrent clients of the second CR-to-server floor (the N creates shared among them).
+    #[arg(long, default_value_t = bench::figures::FLOOR_CLIENTS)]
+    floor_clients: usize,
     /// The release binary of the operator (default: <target dir>/release/resources-operator).
     #[arg(long)]
     operator_binary: Option<PathBuf>,
@@ -123,6 +132,8 @@ async fn main() -> anyhow::Result<()> {
             .unwrap_or_else(|| run::operator::default_binary(&repo)),
         apply_concurrency: cli.apply_concurrency,
         repeats: cli.repeats,
+        node_offset: cli.node_offset,
+        floor_clients: cli.floor_clients,
     };
     let results = run::measure(&options).await?;
     let checks = checks(&results, large);

@@ -71,6 +71,19 @@ pub fn figures_table(sizes: &[SizeResult]) -> String {
             timed(r.cr_to_server.floor_s, &r.cr_to_server.floor_runs_s),
             r.cr_to_server.ratio()
         );
+        if r.floor_clients > 0 {
+            let _ = writeln!(
+                t,
+                "| {n} | CR to server, beside {} concurrent clients | the same | {} (N REST creates shared by {} clients, same proxy) | {:.2} |",
+                r.floor_clients,
+                timed(
+                    r.cr_to_server_concurrent.floor_s,
+                    &r.cr_to_server_concurrent.floor_runs_s
+                ),
+                r.floor_clients,
+                r.cr_to_server_concurrent.ratio()
+            );
+        }
         if let Some(st) = &r.steady {
             let _ = writeln!(
                 t,

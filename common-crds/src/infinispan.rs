@@ -482,6 +482,15 @@ pub struct ResourcesOperatorSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("pattern" = "^([0-9]+(ms|s|m|h))+$"))]
     pub drift_check_interval: Option<String>,
+
+    /// Writes to the server (creates, updates, deletes of caches, templates, schemas, counters,
+    /// tasks) the resources operator sends at once, at most: objects that do not depend on each
+    /// other are pushed concurrently, in the bulk order of kinds and after their dependencies.
+    /// Default 4; fewer are sent while the server answers with timeouts, 5xx or 429. `1` sends
+    /// one at a time (the lightest load on the server, the slowest bulk creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub server_write_concurrency: Option<u16>,
 }
 
 impl Default for ResourcesOperatorSpec {
@@ -494,6 +503,7 @@ impl Default for ResourcesOperatorSpec {
             log_level: LogLevel::default(),
             image: None,
             drift_check_interval: None,
+            server_write_concurrency: None,
         }
     }
 }

@@ -21,6 +21,12 @@
 //!   whose text contains a pattern is not forwarded; its answer is an endless JSON body
 //!   (chunked, up to 1 GiB, until the client hangs up). [`FaultProxy::floods`] counts them.
 //!
+//! - [`FaultProxy::busy`]: an overloaded server. While set (on every connection, open or new),
+//!   a request whose first bytes contain a pattern is not forwarded; it is answered `500` with
+//!   the server's lock-timeout message (`ISPN000299`) and the connection is closed, as a server
+//!   whose writes queue for its configuration lock answers. [`FaultProxy::busy_answers`] counts
+//!   them.
+//!
 //! Only loopback: the proxy listens on `127.0.0.1:0` and forwards only to a loopback address.
 //! Dropping the proxy resets every connection and stops listening.
 
@@ -66,7 +72,19 @@ struct Shared {
     flood: Mutex<Option<Vec<u8>>>,
     /// Requests answered by a flood.
     floods: AtomicU64,
+    /// The busy fault, read by every connection at each request.
+    busy: Arc<Busy>,
 }
+
+/// The busy fault (see [`FaultProxy::busy`]).
+#[derive(Debug, Default)]
+struct Busy {
+    pattern: Mutex<Option<Vec<u8>>>,
+    answered: AtomicU64,
+}
+
+/// What a busy server answers: its lock timeout.
+const BUSY_ANSWER: &str = "org.infinispan.util.concurrent.TimeoutException: ISPN000299: Unable to acquire lock after 10 seconds for key k and requestor GlobalTx:e2e:1. Lock is held by GlobalTx:e2e:2";
 
 /// One proxied connection.
 #[derive(Debug, Default)]
@@ -78,8 +96,12 @@ struct Link {
     flood: Option<Vec<u8>>,
     /// A request matched `flood`: the server's side is cut off and the flood answers.
     flooding: AtomicBool,
-    /// Wakes the response pump when `flooding` is set.
+    /// Wakes the response pump when `flooding` or `busy_answer` is set.
     wake: tokio::sync::Notify,
+    /// The busy fault of the proxy.
+    busy: Arc<Busy>,
+    /// A request matched the busy pattern: the response side answers it and closes.
+    busy_answer: AtomicBool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -120,6 +142,7 @@ impl FaultProxy {
             cuts,
             flood: Mutex::new(None),
             floods: AtomicU64::new(0),
+            busy: Arc::default(),
         });
         let accept = tokio::spawn(accept_loop(listener, target, Arc::clone(&shared)));
         Ok(Self {
@@ -195,6 +218,17 @@ impl FaultProxy {
     /// endless body instead of the server's answer (see the module documentation).
     pub fn flood(&self, pattern: &str) {
         *lock(&self.shared.flood) = Some(pattern.as_bytes().to_vec());
+    }
+
+    /// While `pattern` is `Some`, a request containing it is answered as an overloaded server
+    /// answers (see the module documentation); `None` lets every request through again.
+    pub fn busy(&self, pattern: Option<&str>) {
+        *lock(&self.shared.busy.pattern) = pattern.map(|p| p.as_bytes().to_vec());
+    }
+
+    /// Requests answered as busy so far.
+    pub fn busy_answers(&self) -> u64 {
+        self.shared.busy.answered.load(Ordering::SeqCst)
     }
 
     /// Requests answered by a flood so far.
@@ -287,6 +321,8 @@ async fn accept_loop(listener: TcpListener, target: SocketAddr, shared: Arc<Shar
             flood: lock(&shared.flood).clone(),
             flooding: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
+            busy: Arc::clone(&shared.busy),
+            busy_answer: AtomicBool::new(false),
         });
         // Registered and subscribed before the task runs, so that a `stall` or `cut` right
         // after the accept reaches this connection.
@@ -379,6 +415,15 @@ async fn pump(
             if contains(chunk, LISTEN) {
                 link.listens.store(true, Ordering::SeqCst);
             }
+            let busy = lock(&link.busy.pattern)
+                .as_deref()
+                .is_some_and(|p| contains(chunk, p));
+            if busy {
+                // Not forwarded: answered as busy, and the connection ends.
+                link.busy_answer.store(true, Ordering::SeqCst);
+                link.wake.notify_one();
+                return std::future::pending().await;
+            }
             if link.flooding.load(Ordering::SeqCst)
                 || link.flood.as_deref().is_some_and(|p| contains(chunk, p))
             {
@@ -413,12 +458,25 @@ async fn respond(
             tokio::select! {
                 done = &mut forwarding => return done,
                 () = link.wake.notified() => {
-                    if link.flooding.load(Ordering::SeqCst) {
+                    if link.busy_answer.load(Ordering::SeqCst)
+                        || link.flooding.load(Ordering::SeqCst)
+                    {
                         break;
                     }
                 }
             }
         }
+    }
+    if link.busy_answer.load(Ordering::SeqCst) {
+        link.busy.answered.fetch_add(1, Ordering::SeqCst);
+        let answer = format!(
+            "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{BUSY_ANSWER}",
+            BUSY_ANSWER.len()
+        );
+        to.write_all(answer.as_bytes()).await?;
+        to.shutdown().await?;
+        // The request side never ends by itself: the connection ends here.
+        return Err(std::io::Error::other("answered as busy"));
     }
     floods.fetch_add(1, Ordering::SeqCst);
     to.write_all(

@@ -203,6 +203,12 @@ pub fn message_lines(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Codes of failures that say the server is busy, not that the request was wrong: sent again
+/// later, the same request may succeed. `ISPN000299`: a lock not acquired within the lock
+/// timeout (10 s by default; a backlog of cache creations or configuration changes ends in it,
+/// see docs/benchmark.md); `ISPN000476`: a cluster call that timed out waiting for responses.
+const BUSY_CODES: &[&str] = &["ISPN000299", "ISPN000476"];
+
 /// Maps an unsuccessful response to an [`Error`]. `what` names the operation and object for
 /// messages ("create cache 'a'").
 pub fn from_response(what: &str, status: StatusCode, body: &str) -> Error {
@@ -225,6 +231,17 @@ pub fn from_response(what: &str, status: StatusCode, body: &str) -> Error {
         403 => Error::Forbidden { what },
         404 => Error::NotFound { what },
         409 => Error::AlreadyExists { what },
+        // Too many requests, or a 5xx that says the server is busy: retry later.
+        429 => Error::Server {
+            what,
+            status: status.as_u16(),
+            message: body.trim().to_owned(),
+        },
+        500..=599 if code.as_deref().is_some_and(|c| BUSY_CODES.contains(&c)) => Error::Server {
+            what,
+            status: status.as_u16(),
+            message: body.trim().to_owned(),
+        },
         502..=504 => Error::Server {
             what,
             status: status.as_u16(),
@@ -247,6 +264,28 @@ pub fn from_response(what: &str, status: StatusCode, body: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_server_is_retried_later() {
+        let lock = "org.infinispan.util.concurrent.TimeoutException: ISPN000299: Unable to acquire lock after 10 seconds for key c and requestor GlobalTx:n:1. Lock is held by GlobalTx:n:2";
+        let e = from_response("create cache 'c'", StatusCode::INTERNAL_SERVER_ERROR, lock);
+        assert!(matches!(e, Error::Server { status: 500, .. }), "{e:?}");
+        assert!(e.is_retryable());
+        let e = from_response(
+            "create cache 'c'",
+            StatusCode::TOO_MANY_REQUESTS,
+            "slow down",
+        );
+        assert!(matches!(e, Error::Server { status: 429, .. }), "{e:?}");
+        assert!(e.is_retryable());
+        // A 500 with another code is the server refusing this request: not retried.
+        let e = from_response(
+            "create cache 'c'",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "ISPN000963: Invalid configuration",
+        );
+        assert!(!e.is_retryable(), "{e:?}");
+    }
 
     #[test]
     fn incompatible_attribute_keeps_every_line() {

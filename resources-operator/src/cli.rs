@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use common_crds::infinispan::{ConflictWinner, SyncMode};
 
@@ -122,6 +123,20 @@ pub struct RunArgs {
         default_value = "60s"
     )]
     pub drift_check_interval: Duration,
+
+    /// Writes to the server (creates, updates, deletes, of every kind) in flight at once, at
+    /// most: objects that do not depend on each other are pushed concurrently (bulk order and
+    /// dependencies kept). Fewer while the server answers with timeouts, 5xx or 429 (the window
+    /// halves, then grows back); `1` writes one object at a time. 1 to 64.
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_SERVER_WRITE_CONCURRENCY",
+        default_value_t = crate::engine::server_writes::DEFAULT_CONCURRENCY,
+        value_parser = clap::value_parser!(u16)
+            .range(1..=crate::engine::server_writes::MAX_CONCURRENCY as i64)
+            .map(usize::from)
+    )]
+    pub server_write_concurrency: usize,
 
     #[command(flatten)]
     pub election: ElectionArgs,
@@ -245,6 +260,18 @@ mod tests {
         let cli = Cli::try_parse_from(REQUIRED.iter().chain(extra))?;
         let Command::Run(args) = cli.command;
         Ok(args)
+    }
+
+    #[test]
+    fn server_writes_are_bounded() -> Result<(), anyhow::Error> {
+        assert_eq!(run_args(&[])?.server_write_concurrency, 4);
+        assert_eq!(
+            run_args(&["--server-write-concurrency=1"])?.server_write_concurrency,
+            1
+        );
+        assert!(run_args(&["--server-write-concurrency=0"]).is_err());
+        assert!(run_args(&["--server-write-concurrency=65"]).is_err());
+        Ok(())
     }
 
     #[test]

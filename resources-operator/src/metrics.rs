@@ -3,7 +3,11 @@
 //! (`leader`, `lease_writes_total`) are registered in it too.
 
 use operator_runtime::leadership::ElectionMetrics;
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+
+use crate::engine::server_writes::WriteMetrics;
 
 /// Prefix of every metric name.
 pub const PREFIX: &str = "infinispan_resources_operator";
@@ -54,6 +58,10 @@ pub struct Metrics {
     pub drift_checks: IntCounterVec,
     /// Server objects found changed without an event (drift), by kind.
     pub drift_detected: IntCounterVec,
+    /// The window of server writes: its places now (`server_write_window`), the writes in
+    /// flight (`server_writes_in_flight`), and the overload signals that shrank or paused it
+    /// (`server_write_overloads_total`, by reason).
+    pub server_writes: WriteMetrics,
 }
 
 impl Metrics {
@@ -169,6 +177,24 @@ impl Metrics {
                 "Server objects found changed without an event (drift)",
                 kind,
             )?,
+            server_writes: WriteMetrics {
+                window: int_gauge(
+                    r,
+                    "server_write_window",
+                    "Writes to the server allowed in flight at once now (--server-write-concurrency at most; fewer while the server is slow)",
+                )?,
+                in_flight: int_gauge(
+                    r,
+                    "server_writes_in_flight",
+                    "Writes to the server in flight now",
+                )?,
+                overloads: counter(
+                    r,
+                    "server_write_overloads_total",
+                    "Server writes answered with a sign of overload (timeout, 5xx, 429), which shrink the window and pause writes, by reason",
+                    &["reason"],
+                )?,
+            },
             registry,
         })
     }
@@ -184,6 +210,13 @@ fn counter(
     let counter = IntCounterVec::new(Opts::new(name, help), labels)?;
     registry.register(Box::new(counter.clone()))?;
     Ok(counter)
+}
+
+/// A gauge `name` registered in `registry`.
+fn int_gauge(registry: &Registry, name: &str, help: &str) -> Result<IntGauge, prometheus::Error> {
+    let gauge = IntGauge::new(name, help)?;
+    registry.register(Box::new(gauge.clone()))?;
+    Ok(gauge)
 }
 
 /// A gauge vector `name` registered in `registry`.

@@ -31,6 +31,7 @@ use crate::cluster;
 use crate::engine::ServerState;
 use crate::engine::controller::{Settings, Wiring};
 use crate::engine::drift::{self, DocumentSource};
+use crate::engine::server_writes::ServerWrites;
 use crate::engine::stream;
 use crate::kinds::cache::CacheAdapter;
 use crate::kinds::counter::CounterAdapter;
@@ -264,7 +265,17 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
         "starting the sync"
     );
 
-    let server = ServerState::default();
+    let server = ServerState {
+        writes: ServerWrites::new(
+            args.server_write_concurrency,
+            Some(metrics.server_writes.clone()),
+        ),
+        ..ServerState::default()
+    };
+    tracing::info!(
+        max = server.writes.max(),
+        "server writes in flight at once (--server-write-concurrency)"
+    );
     // One engine per kind, each wired to its CR watch.
     let parts = Parts {
         client,

@@ -63,6 +63,10 @@ pub struct Options {
     pub apply_concurrency: usize,
     /// Times each timed phase (and its floor) is measured; `None`: by N (see `Sizes::repeats`).
     pub repeats: Option<usize>,
+    /// The port offset of the bench's node (`setup::NODE_OFFSET` by default).
+    pub node_offset: u16,
+    /// Concurrent clients of the second CR-to-server floor.
+    pub floor_clients: usize,
 }
 
 /// Measures every size in turn.
@@ -105,6 +109,7 @@ struct Counting<'a> {
 
 impl Counting<'_> {
     async fn mark(&self, operator: Option<&OperatorProcess>) -> anyhow::Result<Marks> {
+        self.proxy.take_peak_in_flight();
         Ok(Marks {
             apf: self.schemas.counts(self.admin).await?,
             audit: audit::mark(&self.audit_log)?,
@@ -132,6 +137,7 @@ impl Counting<'_> {
             api_writes: audit::count_writes(&text, &self.user),
             server_requests: httpcount::delta(&marks.proxy, &self.proxy.counts()),
             server_responses: httpcount::delta(&marks.responses, &self.proxy.responses()),
+            server_peak_in_flight: self.proxy.take_peak_in_flight(),
             cpu_s: operator.sample()?.cpu_s - marks.cpu_s,
             wall_s: marks.at.elapsed().as_secs_f64(),
         })
@@ -159,7 +165,7 @@ async fn measure_size(
     options: &Options,
     n: usize,
 ) -> anyhow::Result<SizeResult> {
-    let node = setup::start_node(setup::heap_for(n))?;
+    let node = setup::start_node(options.node_offset, setup::heap_for(n))?;
     let _node_guard = e2e::node::NodeGuard(node.clone());
     let proxy = CountingProxy::start(e2e::proxy::loopback_address_of(&node.url())?).await?;
     let credentials = Credentials::new(
@@ -333,7 +339,8 @@ impl Sizes<'_> {
         if let Some(op) = op.take() {
             op.stop().await?;
         }
-        let mut floor_runs = Vec::new();
+        let clients = self.options.floor_clients;
+        let (mut floor_runs, mut concurrent_runs) = (Vec::new(), Vec::new());
         for run in 1..=repeats {
             let floor_names = server_names(&format!("floor{run}"), n);
             let started = Instant::now();
@@ -342,8 +349,19 @@ impl Sizes<'_> {
             for name in &floor_names {
                 self.rest.delete_cache(name).await?;
             }
+            // The same creates shared by `clients` clients of their own (connections and
+            // DIGEST nonces), each creating its share one after the other.
+            let floor_names = server_names(&format!("cfloor{run}"), n);
+            let started = Instant::now();
+            create_by_clients(self.rest_via_proxy, &floor_names, clients).await?;
+            concurrent_runs.push(started.elapsed().as_secs_f64());
+            for name in &floor_names {
+                self.rest.delete_cache(name).await?;
+            }
         }
-        eprintln!("bench: N={n} CR-to-server floor runs {floor_runs:.2?} s");
+        eprintln!(
+            "bench: N={n} CR-to-server floor runs {floor_runs:.2?} s, {clients} clients {concurrent_runs:.2?} s"
+        );
 
         // 5. Restart with N in sync.
         let marks = self.counting.mark(None).await?;
@@ -383,6 +401,10 @@ impl Sizes<'_> {
             apply_runs.push(apply_s);
             if last {
                 result.cr_to_server_cost = self.counting.cost(&marks, n as u64, &op).await?;
+                eprintln!(
+                    "bench: N={n} CR to server: at most {} server requests in flight at once",
+                    result.cr_to_server_cost.server_peak_in_flight
+                );
                 tokio::time::sleep(MEMORY_QUIET).await;
                 memory.at_2n_kib = op.sample()?.rss_kib;
             } else {
@@ -401,11 +423,15 @@ impl Sizes<'_> {
                 op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
             }
         }
+        result.cr_to_server_concurrent = Timed::of(operator_runs.clone(), concurrent_runs);
+        result.floor_clients = clients;
         result.cr_to_server = Timed::of(operator_runs, floor_runs);
         result.cr_apply_s = crate::stats::median(&apply_runs);
         eprintln!(
-            "bench: N={n} CR to server median {:.2} s, floor {:.2} s",
-            result.cr_to_server.operator_s, result.cr_to_server.floor_s
+            "bench: N={n} CR to server median {:.2} s, floor {:.2} s, {clients}-client floor {:.2} s",
+            result.cr_to_server.operator_s,
+            result.cr_to_server.floor_s,
+            result.cr_to_server_concurrent.floor_s
         );
 
         // The drift check's list at 2N (its cost per interval).
@@ -574,6 +600,32 @@ async fn create_on_server(rest: &infinispan_rest::Client, names: &[String]) -> a
             .await
             .with_context(|| format!("creating cache {name} on the server"))?;
     }
+    Ok(())
+}
+
+/// Creates `names` on the server by `clients` clients at once, each a client of its own (its
+/// own connections and DIGEST nonces, as separate processes would have) to the same URL as
+/// `rest`, creating every `clients`-th name one after the other.
+async fn create_by_clients(
+    rest: &infinispan_rest::Client,
+    names: &[String],
+    clients: usize,
+) -> anyhow::Result<()> {
+    let clients = clients.max(1);
+    let base_url = rest.config().base_url.clone();
+    let shares = (0..clients)
+        .map(|i| {
+            let client = rest.for_node(base_url.clone())?;
+            let share: Vec<String> = names.iter().skip(i).step_by(clients).cloned().collect();
+            Ok((client, share))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    futures::future::try_join_all(
+        shares
+            .iter()
+            .map(|(client, share)| create_on_server(client, share)),
+    )
+    .await?;
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use crate::apf;
 
 pub const CLUSTER: &str = "demo";
 pub const SECRET: &str = "demo-operator-credentials";
-/// The bench's node: REST port 11222 + 2080.
+/// The bench's node by default: REST port 11222 + 2080 (`bench --node-offset`).
 pub const NODE_OFFSET: u16 = 2080;
 
 /// The server heap for N caches (the CR-to-server phase holds 2N). Measured on 16.0.7: 2,000
@@ -36,9 +36,9 @@ pub fn heap_for(n: usize) -> &'static str {
     }
 }
 
-/// Starts the bench's node afresh (state wiped) with `heap`.
-pub fn start_node(heap: &str) -> anyhow::Result<Node> {
-    let node = Node::new("bench", NODE_OFFSET);
+/// Starts the bench's node afresh (state wiped) at port `offset` with `heap`.
+pub fn start_node(offset: u16, heap: &str) -> anyhow::Result<Node> {
+    let node = Node::new("bench", offset);
     node.stop_and_wipe()?;
     let (offset, jgroups) = (node.offset.to_string(), node.jgroups_port.to_string());
     let peers = format!("127.0.0.1[{jgroups}]");

@@ -43,6 +43,7 @@ use super::loop_guard::LoopGuard;
 use super::order::BulkOrder;
 use super::refusals::Refusals;
 use super::requests::RequestQueue;
+use super::server_writes::ServerWrites;
 use super::snapshot::Snapshot;
 use super::waits::DependencyWaits;
 use super::writes::{PendingEvents, ReplacedVersions};
@@ -113,6 +114,8 @@ pub struct Engine<A: KindAdapter> {
     pub catalog: ServerCatalog,
     /// Bulk creation in order (shared by every kind's engine).
     pub order: BulkOrder,
+    /// The window of server writes in flight (shared by every kind's engine).
+    pub writes: ServerWrites,
     pub metrics: Metrics,
     pub readiness: Readiness,
     recorder: Recorder,

@@ -22,6 +22,8 @@
 //!   object another writer keeps fighting over: no endless loop); all behind [`locked`].
 //! - [`order`]: bulk creation in design D1's order (`ResourceKind::ALL`: Schema, Template,
 //!   Counter, Cache, Task).
+//! - [`server_writes`]: how many writes go to the server at once (bounded, fewer while the
+//!   server is slow).
 //! - [`proto`]: the message types a schema declares (what indexed caches need, D1).
 //! - [`comparing`]: how much of the server's comparison a decision needs.
 //! - [`snapshot`]: what is known of the server's objects; [`claims`]: who stands for a server
@@ -45,6 +47,7 @@ pub mod proto;
 pub mod refusals;
 pub mod requests;
 pub mod server_kind;
+pub mod server_writes;
 pub mod snapshot;
 pub mod status;
 pub mod stream;
@@ -52,11 +55,12 @@ pub mod unmirrorable;
 pub mod waits;
 pub mod writes;
 
-/// What the engines of every kind share about the server: its epoch, the names it has, and
-/// the order of bulk creation.
+/// What the engines of every kind share about the server: its epoch, the names it has, the
+/// order of bulk creation, and the window of writes in flight.
 #[derive(Debug, Clone, Default)]
 pub struct ServerState {
     pub epoch: epoch::ServerEpoch,
     pub catalog: catalog::ServerCatalog,
     pub order: order::BulkOrder,
+    pub writes: server_writes::ServerWrites,
 }

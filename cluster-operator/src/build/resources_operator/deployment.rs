@@ -103,6 +103,9 @@ fn args(
     if let Some(interval) = &cluster.spec.resources_operator.drift_check_interval {
         args.push(format!("--drift-check-interval={interval}"));
     }
+    if let Some(writes) = cluster.spec.resources_operator.server_write_concurrency {
+        args.push(format!("--server-write-concurrency={writes}"));
+    }
     if url.starts_with("https://") {
         args.push(format!(
             "--tls-server-name={}",
@@ -303,6 +306,20 @@ mod tests {
             assert_eq!(get.path.as_deref(), Some(path));
             assert_eq!(get.port, IntOrString::String("metrics".to_string()));
         }
+    }
+
+    #[test]
+    fn the_server_write_concurrency_is_passed_on_when_set() {
+        let mut cr = cluster("demo", "team-a");
+        let unset = built(&cr, &settings()).deployment;
+        assert!(
+            !args(&unset)
+                .iter()
+                .any(|a| a.starts_with("--server-write-concurrency"))
+        );
+        cr.spec.resources_operator.server_write_concurrency = Some(1);
+        let deployment = built(&cr, &settings()).deployment;
+        assert!(args(&deployment).contains(&"--server-write-concurrency=1".to_string()));
     }
 
     #[test]

@@ -161,13 +161,16 @@ impl<A: KindAdapter> Engine<A> {
                 "created without waiting longer for the kinds before it (bulk order)"
             );
         }
+        // Each write takes a place in the window of server writes (after its turn in the bulk
+        // order: a place is never held waiting for another kind).
+        let writes = &self.writes;
         match action {
-            Action::CreateOnServer => self.adapter.create(server_name, cr).await?,
-            Action::UpdateServer => self.adapter.update(server_name, cr).await?,
+            Action::CreateOnServer => writes.write(self.adapter.create(server_name, cr)).await?,
+            Action::UpdateServer => writes.write(self.adapter.update(server_name, cr)).await?,
             _ => {
-                self.adapter.delete(server_name).await?;
+                writes.write(self.adapter.delete(server_name)).await?;
                 self.count_write("server", "delete");
-                self.adapter.create(server_name, cr).await?;
+                writes.write(self.adapter.create(server_name, cr)).await?;
             }
         }
         self.count_write("server", action_label(action));
@@ -177,7 +180,7 @@ impl<A: KindAdapter> Engine<A> {
 
     /// Deletes the server object, then releases the CR's finalizer.
     async fn delete_on_server(&self, cr: &A::Cr, server_name: &str) -> Result<(), EngineError> {
-        self.adapter.delete(server_name).await?;
+        self.writes.write(self.adapter.delete(server_name)).await?;
         self.count_write("server", "delete");
         self.snapshot.removed(server_name);
         tracing::info!(

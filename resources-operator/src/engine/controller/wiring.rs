@@ -70,6 +70,7 @@ impl<A: KindAdapter> Wiring<A> {
             epoch: server.epoch,
             catalog: server.catalog,
             order: server.order,
+            writes: server.writes,
             metrics,
             readiness,
             recorder,
