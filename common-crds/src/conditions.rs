@@ -220,11 +220,14 @@ pub enum ProblemReason {
     /// `spec.security.transportEncryption` changed while pods run: pods with and without
     /// transport TLS cannot form one cluster, so it waits for the cluster to be scaled to 0.
     TransportEncryptionChange,
+    /// An object of a name the cluster's objects take exists and is not the cluster's: it is
+    /// not taken over.
+    ObjectNotOwned,
 }
 
 impl ProblemReason {
     /// Every reason.
-    pub const ALL: [ProblemReason; 20] = [
+    pub const ALL: [ProblemReason; 21] = [
         Self::MissingSecret,
         Self::MissingConfigMap,
         Self::InvalidCluster,
@@ -245,6 +248,7 @@ impl ProblemReason {
         Self::Unschedulable,
         Self::CertificateAuthorityMissing,
         Self::TransportEncryptionChange,
+        Self::ObjectNotOwned,
     ];
 
     /// The `reason` of the condition (and of the Warning Event).
@@ -270,6 +274,7 @@ impl ProblemReason {
             Self::Unschedulable => "Unschedulable",
             Self::CertificateAuthorityMissing => "CertificateAuthorityMissing",
             Self::TransportEncryptionChange => "TransportEncryptionChange",
+            Self::ObjectNotOwned => "ObjectNotOwned",
         }
     }
 
@@ -306,6 +311,7 @@ impl ProblemReason {
                 | Self::InvalidTlsSecret
                 | Self::Refused
                 | Self::CertificateAuthorityMissing
+                | Self::ObjectNotOwned
         ) || self.is_pod_problem()
     }
 }

@@ -991,6 +991,58 @@ async fn bad_input_is_refused_or_explained_without_a_hot_loop() -> anyhow::Resul
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_object_of_a_clusters_name_it_does_not_control_is_never_taken_over() -> anyhow::Result<()>
+{
+    let env = Env::start("co-takeover", 1, &[]).await?;
+    let ns = env.ns().to_string();
+    let client = &env.client;
+    // Someone's ConfigMap with the name the cluster's server configuration would take.
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let theirs: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "taken-server-config" },
+        "data": { "mine": "yes" },
+    }))?;
+    let theirs = config_maps.create(&PostParams::default(), &theirs).await?;
+    env.apply_cluster(&ns, "taken", json!({ "replicas": 1 }))
+        .await?;
+    let cr = env
+        .wait_status(&ns, "taken", "Degraded with ObjectNotOwned", |cr| {
+            condition(cr, "Degraded").map(|c| (c.0, c.1)) == Some(("True", "ObjectNotOwned"))
+        })
+        .await?;
+    let message = condition(&cr, "Degraded")
+        .map(|c| c.2.to_string())
+        .unwrap_or_default();
+    ensure!(message.contains("taken-server-config"), "{message}");
+    // Not a field of it rewritten, no owner reference added, nothing after it applied.
+    let after = config_maps.get("taken-server-config").await?;
+    ensure!(
+        after.resource_version() == theirs.resource_version()
+            && after.metadata.owner_references.is_none(),
+        "the ConfigMap was taken over: {after:?}"
+    );
+    ensure!(
+        get::<StatefulSet>(client, &ns, "taken").await?.is_none(),
+        "a StatefulSet was created"
+    );
+    // Its owner removes it: the cluster is applied (the problem is looked at again by itself).
+    config_maps
+        .delete("taken-server-config", &DeleteParams::default())
+        .await?;
+    env.wait_status(&ns, "taken", "applied once the name is free", |cr| {
+        condition(cr, "Degraded").map(|c| c.0) == Some("False")
+    })
+    .await?;
+    ensure!(
+        get::<StatefulSet>(client, &ns, "taken").await?.is_some(),
+        "no StatefulSet once the name was free"
+    );
+    ensure!(env.operator.running().await?, "the operator exited");
+    env.finish().await
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn with_the_permission_the_operator_applies_the_label_policy() -> anyhow::Result<()> {
     use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};

@@ -373,6 +373,7 @@ fn access_waiting(context: &str, error: &ServerAccessError) -> Observation {
     let why = match error {
         ServerAccessError::CredentialsNotReady { .. } => Waiting::CredentialsNotReady,
         ServerAccessError::CredentialsSecretNotFound { .. }
+        | ServerAccessError::CredentialsSecretNotTheOperators { .. }
         | ServerAccessError::CredentialsKeyMissing { .. }
         | ServerAccessError::CredentialsNotUtf8 { .. }
         | ServerAccessError::Kube { .. } => Waiting::CredentialsInvalid,

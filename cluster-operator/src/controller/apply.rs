@@ -33,6 +33,10 @@ pub enum ApplyError {
     /// the CR.
     #[error(transparent)]
     Refused(#[from] Refused),
+    #[error(
+        "the {kind} {name} exists and is not this cluster's (no controller reference to its Infinispan CR): the operator does not take over an object it did not create; delete or rename it, or rename the cluster"
+    )]
+    NotOwned { kind: String, name: String },
     /// The API server failed or could not be reached: retried.
     #[error("applying the {kind} {name} failed: {source}")]
     Api {
@@ -48,6 +52,9 @@ impl ApplyError {
     pub fn into_problem(self) -> Result<Problem, Self> {
         match self {
             Self::Refused(refused) => Ok(Problem::new(ProblemReason::Refused, refused)),
+            not_owned @ Self::NotOwned { .. } => {
+                Ok(Problem::new(ProblemReason::ObjectNotOwned, not_owned))
+            }
             error => Err(error),
         }
     }
@@ -157,6 +164,22 @@ where
     let name = object.name_any();
     let namespace = object.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(client.clone(), &namespace);
+    // The forced apply would take over any object of that name (its fields rewritten, the CR's
+    // owner reference added): only objects the CR already controls are applied over.
+    if let Some(owner) = controller_uid(object.meta()) {
+        let found = api
+            .get_opt(&name)
+            .await
+            .map_err(|source| classify(K::kind(&()).into_owned(), name.clone(), source))?;
+        if let Some(found) = found
+            && controller_uid(found.meta()) != Some(owner)
+        {
+            return Err(ApplyError::NotOwned {
+                kind: K::kind(&()).into_owned(),
+                name,
+            });
+        }
+    }
     let params = PatchParams::apply(CLUSTER_OPERATOR_FIELD_MANAGER).force();
     api.patch(&name, &params, &Patch::Apply(object))
         .await
@@ -221,6 +244,17 @@ where
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
         Err(source) => Err(classify(kind(), name.to_string(), source)),
     }
+}
+
+/// The uid of the controller owner reference of an object's metadata.
+fn controller_uid(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&str> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|owner| owner.controller == Some(true))
+        .map(|owner| owner.uid.as_str())
 }
 
 fn classify(kind: String, name: String, source: kube::Error) -> ApplyError {

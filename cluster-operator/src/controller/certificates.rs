@@ -98,8 +98,8 @@ pub async fn ensure(
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let endpoint_name = objects::endpoint_secret_name(&name);
     let transport_name = objects::transport_secret_name(&name);
-    let found_endpoint = secrets.get_opt(&endpoint_name).await?;
-    let found_transport = secrets.get_opt(&transport_name).await?;
+    let found_endpoint = ours(secrets.get_opt(&endpoint_name).await?, "Secret", owner)?;
+    let found_transport = ours(secrets.get_opt(&transport_name).await?, "Secret", owner)?;
 
     let ca = ca(
         &secrets,
@@ -199,6 +199,31 @@ pub async fn ensure(
     Ok(generated)
 }
 
+/// `found` when the cluster controls it (or nothing was found); an object of that name the
+/// cluster does not control is never taken over ([`ReferenceError::NotOwned`]).
+fn ours<K: kube::Resource>(
+    found: Option<K>,
+    kind: &'static str,
+    owner: &OwnerReference,
+) -> Result<Option<K>, ReferenceError> {
+    match found {
+        Some(found)
+            if !found
+                .meta()
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.uid == owner.uid) =>
+        {
+            Err(ReferenceError::NotOwned {
+                kind,
+                name: found.meta().name.clone().unwrap_or_default(),
+            })
+        }
+        found => Ok(found),
+    }
+}
+
 fn recorded(issued: &issue::Issued, names: String, issuer: String) -> Recorded {
     Recorded {
         not_before: issued.not_before,
@@ -228,7 +253,7 @@ async fn ca(
 ) -> Result<Ca, ReferenceError> {
     let secret_name = objects::ca_secret_name(name);
     let subject = objects::ca_subject(namespace, name);
-    if let Some(found) = secrets.get_opt(&secret_name).await? {
+    if let Some(found) = ours(secrets.get_opt(&secret_name).await?, "Secret", owner)? {
         return objects::ca_from_secret(&found, &subject).ok_or_else(|| {
             ReferenceError::CaUnreadable {
                 namespace: namespace.to_string(),
@@ -302,8 +327,11 @@ async fn publish_ca(
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let config_map_name = objects::ca_config_map_name(name);
     let wanted = objects::ca_config_map(meta(config_map_name.clone(), namespace, name, owner), ca);
-    if let Some(found) = config_maps.get_opt(&config_map_name).await?
-        && found.data == wanted.data
+    if let Some(found) = ours(
+        config_maps.get_opt(&config_map_name).await?,
+        "ConfigMap",
+        owner,
+    )? && found.data == wanted.data
     {
         return Ok(());
     }

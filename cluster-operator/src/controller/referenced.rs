@@ -41,6 +41,10 @@ pub enum ReferenceError {
         "the Secret {namespace}/{secret} does not hold the cluster's CA (keys ca.crt and ca.key)"
     )]
     CaUnreadable { namespace: String, secret: String },
+    #[error(
+        "the {kind} {name} exists and is not this cluster's (no controller reference to its Infinispan CR): the operator does not take over an object it did not create; delete or rename it, or rename the cluster"
+    )]
+    NotOwned { kind: &'static str, name: String },
     #[error(transparent)]
     Certificate(#[from] crate::certificates::CertificateError),
     #[error(transparent)]
@@ -60,6 +64,7 @@ impl ReferenceError {
             Self::CaMissing { .. } | Self::CaUnreadable { .. } => {
                 ProblemReason::CertificateAuthorityMissing
             }
+            Self::NotOwned { .. } => ProblemReason::ObjectNotOwned,
             Self::Certificate(_) | Self::Random(_) | Self::Api(_) => return Err(self),
         };
         Ok(Problem::new(reason, self))

@@ -13,8 +13,14 @@ use crate::build::server::{PASSWORD_KEY, USERNAME_KEY};
 pub const CA_KEY: &str = "ca.crt";
 
 /// The name of the Secret with the operators' credentials of `cluster`: the one its status
-/// names. `None` when the cluster needs none (authentication off and none named);
-/// [`ServerAccessError::CredentialsNotReady`] when it needs one the status does not name yet.
+/// names, once the cluster operator wrote it there. `None` when the cluster needs none
+/// (authentication off and none named); [`ServerAccessError::CredentialsNotReady`] when it
+/// needs one the status does not name yet.
+///
+/// The status is a readiness signal only, never trusted for the name: whoever may write
+/// `infinispans/status` could otherwise point Backups and Restores at another Secret of the
+/// namespace. The only name accepted is the one the cluster operator gives,
+/// `<cluster>-operator-credentials` ([`ServerAccessError::CredentialsSecretNotTheOperators`]).
 pub fn credentials_secret_name(cluster: &Infinispan) -> Result<Option<&str>, ServerAccessError> {
     let named = cluster
         .status
@@ -22,7 +28,20 @@ pub fn credentials_secret_name(cluster: &Infinispan) -> Result<Option<&str>, Ser
         .and_then(|s| s.operator_credentials_secret.as_deref())
         .filter(|s| !s.is_empty());
     match named {
-        Some(secret) => Ok(Some(secret)),
+        Some(secret) => {
+            let (name, namespace) = name_and_namespace(cluster)?;
+            let expected = crate::controller::credentials::operator_credentials_name(name);
+            if secret == expected {
+                Ok(Some(secret))
+            } else {
+                Err(ServerAccessError::CredentialsSecretNotTheOperators {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    named: secret.to_string(),
+                    expected,
+                })
+            }
+        }
         None if !cluster.spec.security.endpoint_authentication => Ok(None),
         None => {
             let (name, namespace) = name_and_namespace(cluster)?;
@@ -136,6 +155,12 @@ mod tests {
             credentials_secret_name(&cr).expect("named"),
             Some("demo-operator-credentials")
         );
+        // A status pointing elsewhere (written by whoever may write infinispans/status) is
+        // refused, not followed.
+        let redirected = with_credentials(cluster("team-a", "demo"), "someone-elses-secret");
+        let e = credentials_secret_name(&redirected).expect_err("not the operator's Secret");
+        assert_eq!(e.reason(), "CredentialsInvalid");
+        assert!(e.to_string().contains("demo-operator-credentials"), "{e}");
         let mut open = cluster("team-a", "open");
         open.spec.security.endpoint_authentication = false;
         assert_eq!(credentials_secret_name(&open).expect("none needed"), None);

@@ -91,6 +91,15 @@ pub enum ServerAccessError {
     CredentialsNotReady { namespace: String, name: String },
     #[error("the operator credentials Secret {namespace}/{secret} does not exist")]
     CredentialsSecretNotFound { namespace: String, secret: String },
+    #[error(
+        "the status of the Infinispan cluster {namespace}/{name} names the Secret {named:?} as the operators' credentials, but the cluster operator keeps them in {expected:?}: the status is not followed (it is rewritten on the cluster's next reconcile)"
+    )]
+    CredentialsSecretNotTheOperators {
+        namespace: String,
+        name: String,
+        named: String,
+        expected: String,
+    },
     #[error("the operator credentials Secret {namespace}/{secret} has no {key:?} key")]
     CredentialsKeyMissing {
         namespace: String,
@@ -129,6 +138,7 @@ impl ServerAccessError {
             Self::MissingMetadata | Self::Url(_) | Self::Client { .. } => "InvalidConfiguration",
             Self::CredentialsNotReady { .. } => "CredentialsNotReady",
             Self::CredentialsSecretNotFound { .. }
+            | Self::CredentialsSecretNotTheOperators { .. }
             | Self::CredentialsKeyMissing { .. }
             | Self::CredentialsNotUtf8 { .. } => "CredentialsInvalid",
             Self::CertificateSecretNotFound { .. } => "CertificateNotFound",
