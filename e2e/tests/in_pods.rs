@@ -1045,13 +1045,8 @@ async fn generated_tls_encrypts_the_endpoint_with_the_published_ca_and_lets_only
         .spec
         .and_then(|s| s.cluster_ip)
         .context("no cluster IP")?;
-    let credentials = operator_credentials(&client, &ns.name, &cr).await?;
-    let rest = infinispan_rest::Client::new(
-        ClientConfig::new(format!("https://{ip}:11222"))
-            .with_ca_bundle_pem(ca.as_bytes().to_vec())
-            .with_tls_server_name(format!("demo.{}.svc.cluster.local", ns.name))
-            .with_credentials(credentials.clone()),
-    )?;
+    // (`rest_client_at`: https, the CA of `status.security.caConfigMap`, the Service's name.)
+    let rest = rest_client_at(&client, &ns.name, &cr, &ip).await?;
     let plain = e2e::pods::plain_rest_client_at(&client, &ns.name, &cr, &ip).await?;
     ensure!(
         plain.container_info().await.is_err(),
@@ -1219,24 +1214,14 @@ async fn generated_certificates_are_renewed_and_the_pods_roll_onto_them_keeping_
     };
     let endpoint_before = not_after(secrets.get("demo-endpoint-tls").await?);
     let transport_before = not_after(secrets.get("demo-transport-tls").await?);
-    let ca = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name)
-        .get("demo-ca.crt")
-        .await?
-        .data
-        .and_then(|d| d.get("ca.crt").cloned())
-        .context("no ca.crt")?;
     let ip = Api::<Service>::namespaced(client.clone(), &ns.name)
         .get("demo")
         .await?
         .spec
         .and_then(|s| s.cluster_ip)
         .context("no cluster IP")?;
-    let rest = infinispan_rest::Client::new(
-        ClientConfig::new(format!("https://{ip}:11222"))
-            .with_ca_bundle_pem(ca.as_bytes().to_vec())
-            .with_tls_server_name(format!("demo.{}.svc.cluster.local", ns.name))
-            .with_credentials(operator_credentials(&client, &ns.name, &cr).await?),
-    )?;
+    // Over TLS, trusting the published CA (`rest_client_at`).
+    let rest = rest_client_at(&client, &ns.name, &cr, &ip).await?;
     wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
     sync_both_ways(
         &client,

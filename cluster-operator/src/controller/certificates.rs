@@ -126,15 +126,14 @@ pub async fn ensure(
     if endpoint {
         let names = endpoint_names(&name, &namespace, cluster_domain);
         let digest = names_digest(&names);
-        let current = found_endpoint
-            .as_ref()
-            .map(|s| objects::recorded(s).filter(|_| objects::endpoint_secret_complete(s)));
-        let secret = match renewal::verdict(
-            current.as_ref().map(Option::as_ref),
+        let verdict = verdict_on(
+            found_endpoint.as_ref(),
+            objects::endpoint_secret_complete,
             &digest,
             &issuer,
             now,
-        ) {
+        );
+        let secret = match verdict {
             Verdict::Keep { renew_at } => {
                 due(renew_at);
                 found_endpoint.clone()
@@ -160,15 +159,14 @@ pub async fn ensure(
     if transport {
         let names = transport_names(&name, &namespace, cluster_domain);
         let digest = names_digest(&names);
-        let current = found_transport
-            .as_ref()
-            .map(|s| objects::recorded(s).filter(|_| objects::transport_secret_complete(s)));
-        let secret = match renewal::verdict(
-            current.as_ref().map(Option::as_ref),
+        let verdict = verdict_on(
+            found_transport.as_ref(),
+            objects::transport_secret_complete,
             &digest,
             &issuer,
             now,
-        ) {
+        );
+        let secret = match verdict {
             Verdict::Keep { renew_at } => {
                 due(renew_at);
                 found_transport.clone().unwrap_or_default()
@@ -197,6 +195,18 @@ pub async fn ensure(
         });
     }
     Ok(generated)
+}
+
+/// [`renewal::verdict`] on the Secret `found` (its record, when `complete` says its data is).
+fn verdict_on(
+    found: Option<&Secret>,
+    complete: fn(&Secret) -> bool,
+    names: &str,
+    issuer: &str,
+    now: Timestamp,
+) -> Verdict {
+    let current = found.map(|s| objects::recorded(s).filter(|_| complete(s)));
+    renewal::verdict(current.as_ref().map(Option::as_ref), names, issuer, now)
 }
 
 /// `found` when the cluster controls it (or nothing was found); an object of that name the
