@@ -102,6 +102,21 @@ pub struct RunArgs {
     )]
     pub allow_jvm_agents: bool,
 
+    /// Let CRs use any Secret or ConfigMap of their namespace they name (endpointSecretName,
+    /// endpointEncryption.certSecretName, configMapName), not only those whose annotation
+    /// infinispan.org/allow-clusters lists the cluster.
+    #[arg(
+        long,
+        env = "CLUSTER_OPERATOR_ALLOW_UNMARKED_REFERENCES",
+        value_name = "BOOL",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "false",
+        default_missing_value = "true"
+    )]
+    pub allow_unmarked_references: bool,
+
     /// An annotation of spec.expose must start with one of these prefixes; repeatable (env:
     /// comma-separated). Replaces the default list: the cloud load-balancer, MetalLB,
     /// external-dns and cert-manager prefixes (never ingress-controller snippets).
@@ -337,6 +352,7 @@ mod tests {
         assert_eq!(run.server_fs_group, FsGroup(Some(65532)));
         assert_eq!(run.label_policy, LabelPolicy::Operator);
         assert!(!run.allow_env_value_from && !run.allow_jvm_agents);
+        assert!(!run.allow_unmarked_references);
         assert!(run.allowed_image_prefixes.is_empty());
         assert_eq!(run.allowed_expose_annotation_prefixes, None);
         let Ok(Command::Run(policy)) = parse(&[
@@ -345,12 +361,14 @@ mod tests {
             "--allowed-image-prefix=a/,b/",
             "--allow-env-value-from",
             "--allow-jvm-agents=false",
+            "--allow-unmarked-references",
             "--allowed-expose-annotation-prefix=x/",
         ]) else {
             panic!("run parses");
         };
         assert_eq!(policy.allowed_image_prefixes, ["a/", "b/"]);
         assert!(policy.allow_env_value_from && !policy.allow_jvm_agents);
+        assert!(policy.allow_unmarked_references);
         assert_eq!(
             policy.allowed_expose_annotation_prefixes,
             Some(vec!["x/".to_string()])

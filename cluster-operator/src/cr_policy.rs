@@ -11,7 +11,14 @@
 //!   `-agentlib`, `-agentpath`, `-Xbootclasspath`; `--allow-jvm-agents`);
 //! - set annotations of the exposing Service or Ingress outside the allowed prefixes
 //!   (`spec.expose.annotations`; `--allowed-expose-annotation-prefix`, default: the usual
-//!   load-balancer, DNS and certificate annotations, never ingress-controller snippets).
+//!   load-balancer, DNS and certificate annotations, never ingress-controller snippets);
+//! - use a Secret or ConfigMap it names (`spec.security.endpointSecretName`,
+//!   `spec.security.endpointEncryption.certSecretName`, `spec.configMapName`) that does not
+//!   allow the cluster through the annotation `infinispan.org/allow-clusters`
+//!   ([`reference_allowed`]; `--allow-unmarked-references`): otherwise naming a TLS key or
+//!   another cluster's identities would put them into pods and a realm the CR's author
+//!   controls. Checked when the object is read, so a refusal there is
+//!   `Degraded=True, reason=ReferenceNotAllowed`, which clears once the object is annotated.
 //!
 //! [`check`] is pure: the CR and the policy in, every violation out (all at once, so a user
 //! fixes them in one go). A refused CR gets `Degraded=True, reason=PolicyRefused` and nothing
@@ -20,6 +27,7 @@
 use std::fmt;
 
 use common_crds::Infinispan;
+use common_crds::labels::{ALLOW_CLUSTERS_ALL, ALLOW_CLUSTERS_ANNOTATION};
 
 /// Annotation prefixes a CR may set on the exposing Service or Ingress by default: cloud
 /// load balancers, MetalLB, external-dns and cert-manager. Ingress-controller annotations
@@ -35,8 +43,19 @@ pub const DEFAULT_EXPOSE_ANNOTATION_PREFIXES: &[&str] = &[
     "cert-manager.io/",
 ];
 
-/// JVM options that load code into the server's JVM.
-const JVM_CODE_OPTIONS: &[&str] = &["-javaagent", "-agentlib", "-agentpath", "-Xbootclasspath"];
+/// JVM options that load code into the server's JVM, or run a command from it.
+const JVM_CODE_OPTIONS: &[&str] = &[
+    "-javaagent",
+    "-agentlib",
+    "-agentpath",
+    "-Xbootclasspath",
+    "-XX:OnError",
+    "-XX:OnOutOfMemoryError",
+];
+
+/// Environment variables that make the dynamic linker load a library into every process of the
+/// container.
+const NATIVE_CODE_VARIABLES: &[&str] = &["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"];
 
 /// The operator-wide policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +69,8 @@ pub struct CrPolicy {
     pub allow_jvm_agents: bool,
     /// Annotations of `spec.expose` must start with one of these.
     pub allowed_expose_annotation_prefixes: Vec<String>,
+    /// A CR may use any Secret or ConfigMap of its namespace it names, annotated or not.
+    pub allow_unmarked_references: bool,
 }
 
 impl Default for CrPolicy {
@@ -62,6 +83,7 @@ impl Default for CrPolicy {
                 .iter()
                 .map(|p| p.to_string())
                 .collect(),
+            allow_unmarked_references: false,
         }
     }
 }
@@ -75,6 +97,10 @@ pub enum Violation {
     EnvValueFrom { name: String },
     /// A code-loading JVM option in `spec.container.extraJvmOpts`.
     JvmAgent { option: String },
+    /// A code-loading JVM option in the value of `spec.container.env[name]` (the JVM reads
+    /// `JAVA_TOOL_OPTIONS` and `JDK_JAVA_OPTIONS`, the server `JAVA_OPTIONS`), or a variable
+    /// of the dynamic linker that loads a library (`LD_PRELOAD` and the like).
+    EnvCode { name: String, option: String },
     /// An annotation of `spec.expose` outside the allowed prefixes.
     ExposeAnnotation { key: String },
 }
@@ -94,8 +120,14 @@ impl fmt::Display for Violation {
             ),
             Violation::JvmAgent { option } => write!(
                 f,
-                "spec.container.extraJvmOpts '{option}' loads code into the server's JVM, \
-                 which the operator does not allow (flag --allow-jvm-agents)"
+                "spec.container.extraJvmOpts '{option}' loads code into the server's JVM or \
+                 runs a command from it, which the operator does not allow (flag \
+                 --allow-jvm-agents)"
+            ),
+            Violation::EnvCode { name, option } => write!(
+                f,
+                "spec.container.env '{name}' ('{option}') loads code into the server's \
+                 container, which the operator does not allow (flag --allow-jvm-agents)"
             ),
             Violation::ExposeAnnotation { key } => write!(
                 f,
@@ -148,17 +180,28 @@ pub fn check(cluster: &Infinispan, policy: &CrPolicy, own_images: &[&str]) -> Ve
                     }),
             );
         }
-        if !policy.allow_jvm_agents
-            && let Some(options) = &container.extra_jvm_opts
-        {
-            violations.extend(
-                options
-                    .split_whitespace()
-                    .filter(|option| JVM_CODE_OPTIONS.iter().any(|code| option.starts_with(code)))
-                    .map(|option| Violation::JvmAgent {
+        if !policy.allow_jvm_agents {
+            if let Some(options) = &container.extra_jvm_opts {
+                violations.extend(code_options(options).map(|option| Violation::JvmAgent {
+                    option: option.to_string(),
+                }));
+            }
+            // Any variable: the JVM and the server read options from several of them, and a
+            // variable of the operator's name replaces it.
+            for var in &container.env {
+                if NATIVE_CODE_VARIABLES.contains(&var.name.as_str()) {
+                    violations.push(Violation::EnvCode {
+                        name: var.name.clone(),
+                        option: var.value.clone().unwrap_or_default(),
+                    });
+                }
+                if let Some(value) = &var.value {
+                    violations.extend(code_options(value).map(|option| Violation::EnvCode {
+                        name: var.name.clone(),
                         option: option.to_string(),
-                    }),
-            );
+                    }));
+                }
+            }
         }
     }
     if let Some(expose) = &spec.expose {
@@ -176,6 +219,34 @@ pub fn check(cluster: &Infinispan, policy: &CrPolicy, own_images: &[&str]) -> Ve
         );
     }
     violations
+}
+
+/// The options of `options` (whitespace-separated, as the JVM reads them) that load code into
+/// the JVM or run a command from it.
+fn code_options(options: &str) -> impl Iterator<Item = &str> {
+    options
+        .split_whitespace()
+        .map(|option| option.trim_matches(|c| c == '"' || c == '\''))
+        .filter(|option| JVM_CODE_OPTIONS.iter().any(|code| option.starts_with(code)))
+}
+
+/// Whether the cluster `cluster` may use a Secret or ConfigMap of its namespace with these
+/// `annotations` (pure): the policy allows every object, or the object's
+/// [`ALLOW_CLUSTERS_ANNOTATION`] lists the cluster (or is `*`).
+pub fn reference_allowed(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+    cluster: &str,
+    policy: &CrPolicy,
+) -> bool {
+    policy.allow_unmarked_references
+        || annotations
+            .and_then(|a| a.get(ALLOW_CLUSTERS_ANNOTATION))
+            .is_some_and(|allowed| {
+                allowed
+                    .split(',')
+                    .map(str::trim)
+                    .any(|name| name == ALLOW_CLUSTERS_ALL || name == cluster)
+            })
 }
 
 /// The message of a refusal: every violation, one sentence each.
@@ -272,6 +343,41 @@ mod tests {
     }
 
     #[test]
+    fn code_is_refused_in_every_variable_too_unless_allowed() {
+        let cr = cluster(json!({"container": {
+            "env": [
+                {"name": "JAVA_TOOL_OPTIONS", "value": "-Xss1m \"-javaagent:/tmp/a.jar\""},
+                {"name": "JAVA_OPTIONS", "value": "-XX:OnOutOfMemoryError=curl evil"},
+                {"name": "LD_PRELOAD", "value": "/tmp/x.so"},
+                {"name": "GREETING", "value": "hello -Xmx1g"},
+            ],
+            "extraJvmOpts": "-XX:OnError=sh",
+        }}));
+        let refused = check(&cr, &CrPolicy::default(), OWN);
+        let env_code = |name: &str, option: &str| Violation::EnvCode {
+            name: name.to_string(),
+            option: option.to_string(),
+        };
+        assert_eq!(
+            refused,
+            vec![
+                Violation::JvmAgent {
+                    option: "-XX:OnError=sh".to_string()
+                },
+                env_code("JAVA_TOOL_OPTIONS", "-javaagent:/tmp/a.jar"),
+                env_code("JAVA_OPTIONS", "-XX:OnOutOfMemoryError=curl"),
+                env_code("LD_PRELOAD", "/tmp/x.so"),
+            ]
+        );
+        assert!(message(&refused).contains("--allow-jvm-agents"));
+        let open = CrPolicy {
+            allow_jvm_agents: true,
+            ..CrPolicy::default()
+        };
+        assert!(check(&cr, &open, OWN).is_empty());
+    }
+
+    #[test]
     fn expose_annotations_must_be_under_an_allowed_prefix() {
         let cr = cluster(json!({"expose": {"type": "Ingress", "annotations": {
             "cert-manager.io/cluster-issuer": "letsencrypt",
@@ -283,5 +389,45 @@ mod tests {
                 key: "nginx.ingress.kubernetes.io/configuration-snippet".to_string()
             }]
         );
+    }
+
+    #[test]
+    fn a_referenced_object_is_used_only_when_it_allows_the_cluster() {
+        let annotated = |value: &str| {
+            std::collections::BTreeMap::from([(
+                ALLOW_CLUSTERS_ANNOTATION.to_string(),
+                value.to_string(),
+            )])
+        };
+        let policy = CrPolicy::default();
+        // Not annotated, annotated for others, a prefix of the name: refused.
+        assert!(!reference_allowed(None, "demo", &policy));
+        let other = std::collections::BTreeMap::from([("a".to_string(), "demo".to_string())]);
+        assert!(!reference_allowed(Some(&other), "demo", &policy));
+        assert!(!reference_allowed(
+            Some(&annotated("other")),
+            "demo",
+            &policy
+        ));
+        assert!(!reference_allowed(
+            Some(&annotated("dem,demo2")),
+            "demo",
+            &policy
+        ));
+        assert!(!reference_allowed(Some(&annotated("")), "demo", &policy));
+        // Listed (spaces around the commas allowed), or every cluster.
+        assert!(reference_allowed(Some(&annotated("demo")), "demo", &policy));
+        assert!(reference_allowed(
+            Some(&annotated("a, demo ,b")),
+            "demo",
+            &policy
+        ));
+        assert!(reference_allowed(Some(&annotated("*")), "demo", &policy));
+        // The installer may turn the check off.
+        let open = CrPolicy {
+            allow_unmarked_references: true,
+            ..CrPolicy::default()
+        };
+        assert!(reference_allowed(None, "demo", &open));
     }
 }

@@ -117,6 +117,7 @@ pub fn settings(args: &RunArgs, own_namespace: Option<&str>) -> Result<Settings,
         allowed_image_prefixes: args.allowed_image_prefixes.clone(),
         allow_env_value_from: args.allow_env_value_from,
         allow_jvm_agents: args.allow_jvm_agents,
+        allow_unmarked_references: args.allow_unmarked_references,
         ..crate::cr_policy::CrPolicy::default()
     };
     if let Some(prefixes) = &args.allowed_expose_annotation_prefixes {

@@ -223,11 +223,14 @@ pub enum ProblemReason {
     /// An object of a name the cluster's objects take exists and is not the cluster's: it is
     /// not taken over.
     ObjectNotOwned,
+    /// A Secret or ConfigMap the CR names does not allow the cluster to use it (annotation
+    /// `infinispan.org/allow-clusters`): nothing is applied until it does.
+    ReferenceNotAllowed,
 }
 
 impl ProblemReason {
     /// Every reason.
-    pub const ALL: [ProblemReason; 21] = [
+    pub const ALL: [ProblemReason; 22] = [
         Self::MissingSecret,
         Self::MissingConfigMap,
         Self::InvalidCluster,
@@ -249,6 +252,7 @@ impl ProblemReason {
         Self::CertificateAuthorityMissing,
         Self::TransportEncryptionChange,
         Self::ObjectNotOwned,
+        Self::ReferenceNotAllowed,
     ];
 
     /// The `reason` of the condition (and of the Warning Event).
@@ -275,6 +279,7 @@ impl ProblemReason {
             Self::CertificateAuthorityMissing => "CertificateAuthorityMissing",
             Self::TransportEncryptionChange => "TransportEncryptionChange",
             Self::ObjectNotOwned => "ObjectNotOwned",
+            Self::ReferenceNotAllowed => "ReferenceNotAllowed",
         }
     }
 
@@ -312,6 +317,7 @@ impl ProblemReason {
                 | Self::Refused
                 | Self::CertificateAuthorityMissing
                 | Self::ObjectNotOwned
+                | Self::ReferenceNotAllowed
         ) || self.is_pod_problem()
     }
 }

@@ -87,12 +87,24 @@ pub fn crds_yaml() -> Result<String, GenerateError> {
 /// validation rules cannot read labels, hence a policy. Only the main resources are matched
 /// (status writes and finalizer removal of objects created before the policy stay free), and
 /// an object that has no label yet may still get one.
+///
+/// It also confines each cluster's resources operator to its own cluster's CRs, which its Role
+/// cannot (RBAC does not select by label): a request from the ServiceAccount
+/// `resources-operator-<c>` of the object's namespace may create, update and delete only CRs
+/// labelled `<c>`.
 pub fn label_policy() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding) {
     let label = CLUSTER_LABEL;
     // CEL: whether `object` has the label, and its value.
+    // (`object` is null on DELETE, `oldObject` on CREATE: CEL's `&&` is false there.)
     let has_label = |object: &str| {
-        format!("has({object}.metadata.labels) && '{label}' in {object}.metadata.labels")
+        format!(
+            "{object} != null && has({object}.metadata.labels) && '{label}' in {object}.metadata.labels"
+        )
     };
+    let operator_prefix = format!(
+        "'system:serviceaccount:' + request.namespace + ':{}'",
+        crate::rbac::IDENTITY_PREFIX
+    );
     let label_of = |object: &str| format!("{object}.metadata.labels['{label}']");
     let policy = ValidatingAdmissionPolicy {
         metadata: ObjectMeta {
@@ -105,7 +117,11 @@ pub fn label_policy() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBi
                 resource_rules: Some(vec![NamedRuleWithOperations {
                     api_groups: Some(vec![API_GROUP.to_string()]),
                     api_versions: Some(vec!["*".to_string()]),
-                    operations: Some(vec!["CREATE".to_string(), "UPDATE".to_string()]),
+                    operations: Some(vec![
+                        "CREATE".to_string(),
+                        "UPDATE".to_string(),
+                        "DELETE".to_string(),
+                    ]),
                     resources: Some(
                         ResourceKind::ALL
                             .iter()
@@ -131,6 +147,22 @@ pub fn label_policy() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBi
                         label_of("oldObject")
                     ),
                 },
+                Variable {
+                    name: "resourcesOperatorOf".to_string(),
+                    // The cluster whose resources operator sends the request, '' for anyone else.
+                    expression: format!(
+                        "request.userInfo.username.startsWith({operator_prefix}) ? request.userInfo.username.substring(size({operator_prefix})) : ''"
+                    ),
+                },
+                Variable {
+                    name: "target".to_string(),
+                    // The cluster of the object written: the old object's on DELETE.
+                    expression: format!(
+                        "request.operation == 'DELETE' ? ({} ? {} : '') : variables.cluster",
+                        has_label("oldObject"),
+                        label_of("oldObject")
+                    ),
+                },
             ]),
             validations: Some(vec![
                 Validation {
@@ -152,6 +184,15 @@ pub fn label_policy() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBi
                          '\"): to move the resource to another cluster, delete it and create it again'"
                     )),
                     reason: Some("Invalid".to_string()),
+                    ..Validation::default()
+                },
+                Validation {
+                    expression: "variables.resourcesOperatorOf == '' || variables.target == variables.resourcesOperatorOf"
+                        .to_string(),
+                    message_expression: Some(format!(
+                        "'the resources operator of cluster \"' + variables.resourcesOperatorOf + '\" may write only resources labelled {label}=' + variables.resourcesOperatorOf + ', not \"' + variables.target + '\"'"
+                    )),
+                    reason: Some("Forbidden".to_string()),
                     ..Validation::default()
                 },
             ]),
@@ -618,10 +659,14 @@ mod tests {
         assert_eq!(rules[0].api_groups, Some(vec![API_GROUP.to_string()]));
         assert_eq!(
             rules[0].operations,
-            Some(vec!["CREATE".to_string(), "UPDATE".to_string()])
+            Some(vec![
+                "CREATE".to_string(),
+                "UPDATE".to_string(),
+                "DELETE".to_string()
+            ])
         );
         let validations = spec.validations.unwrap_or_default();
-        assert_eq!(validations.len(), 2);
+        assert_eq!(validations.len(), 3);
         assert!(
             validations[0]
                 .message

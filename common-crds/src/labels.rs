@@ -39,6 +39,15 @@ pub const PAUSE_RECONCILIATION_ANNOTATION: &str = "infinispan.org/pause-reconcil
 /// [`PAUSE_RECONCILIATION_ANNOTATION`] value that pauses.
 pub const PAUSE_RECONCILIATION_TRUE: &str = "true";
 
+/// Annotation on a Secret or ConfigMap that an `Infinispan` CR names (`endpointSecretName`,
+/// `endpointEncryption.certSecretName`, `configMapName`): the clusters allowed to use it, a
+/// comma-separated list of `Infinispan` names of its namespace, or `*` for all of them. Naming
+/// an object in a CR is not enough: whoever may write the object says which clusters may read
+/// it (issue 23, no privilege widening through a CR).
+pub const ALLOW_CLUSTERS_ANNOTATION: &str = "infinispan.org/allow-clusters";
+/// [`ALLOW_CLUSTERS_ANNOTATION`] value that allows every cluster of the namespace.
+pub const ALLOW_CLUSTERS_ALL: &str = "*";
+
 /// Finalizer the resources operator puts on Cache, Template, Counter, Schema and Task CRs, so
 /// that deleting a CR deletes the server object first (design K3).
 pub const RESOURCES_FINALIZER: &str = "resources.infinispan.org/finalizer";

@@ -61,7 +61,7 @@ pub const LEASE_VERBS: [&str; 2] = ["get", "update"];
 /// Suffix of [`leader_lease_name`].
 const LEASE_SUFFIX: &str = "-resources-operator";
 /// Prefix of [`resources_operator_name`].
-const IDENTITY_PREFIX: &str = "resources-operator-";
+pub const IDENTITY_PREFIX: &str = "resources-operator-";
 
 /// Name of the Lease the resources operators of cluster `cluster` elect their leader with
 /// (design E7): `<cluster>-resources-operator`, in the cluster's namespace.

@@ -814,7 +814,10 @@ async fn a_cr_asking_for_more_than_the_policy_allows_gets_nothing() -> anyhow::R
     let greedy = json!({
         "image": "evil.example.com/miner:1",
         "container": {
-            "env": [{"name": "STOLEN", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}],
+            "env": [
+                {"name": "STOLEN", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
+                {"name": "JAVA_TOOL_OPTIONS", "value": "-javaagent:/tmp/other.jar"},
+            ],
             "extraJvmOpts": "-Xmx512m -javaagent:/tmp/agent.jar",
         },
         "expose": {"type": "LoadBalancer", "annotations": {
@@ -835,6 +838,7 @@ async fn a_cr_asking_for_more_than_the_policy_allows_gets_nothing() -> anyhow::R
         "evil.example.com/miner:1",
         "STOLEN",
         "-javaagent:/tmp/agent.jar",
+        "JAVA_TOOL_OPTIONS",
         "nginx.ingress.kubernetes.io/configuration-snippet",
         "--allowed-image-prefix",
     ] {
@@ -927,7 +931,8 @@ async fn bad_input_is_refused_or_explained_without_a_hot_loop() -> anyhow::Resul
     .await?;
     let tls: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-        "metadata": { "name": "bad-tls", "namespace": ns },
+        "metadata": { "name": "bad-tls", "namespace": ns,
+                      "annotations": { "infinispan.org/allow-clusters": "badtls" } },
         "data": { "tls.crt": "bm90IGEgY2VydA==", "tls.key": "bm90IGEga2V5" },
     }))?;
     Api::<Secret>::namespaced(client.clone(), &ns)
@@ -986,6 +991,108 @@ async fn bad_input_is_refused_or_explained_without_a_hot_loop() -> anyhow::Resul
             .sum();
         ensure!(count == 1, "{count} {reason} Events");
     }
+    ensure!(env.operator.running().await?, "the operator exited");
+    env.finish().await
+}
+
+/// Naming a Secret or ConfigMap in a CR is not enough to have it used (docs/security.md): an
+/// identities Secret annotated for another cluster and an unannotated overlay ConfigMap leave
+/// the CR `Degraded=True, ReferenceNotAllowed` with the `kubectl annotate` to run, and nothing
+/// at all created for it (not even the Secrets the operator generates). Once whoever may write
+/// them allows the cluster, it is applied without a change of the CR.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_or_config_map_that_does_not_allow_the_cluster_is_not_used() -> anyhow::Result<()>
+{
+    let env = Env::start("co-consent", 1, &[]).await?;
+    let ns = env.ns().to_string();
+    let client = &env.client;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    // Another team's identities, allowed to their cluster only; an overlay nobody allowed.
+    let identities: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": { "name": "team-identities",
+                      "annotations": { "infinispan.org/allow-clusters": "theirs" } },
+        "stringData": { "identities.yaml":
+            "credentials:\n- username: app\n  password: Str0ngEnoughPassw0rd\n  roles: [admin]\n" },
+    }))?;
+    secrets.create(&PostParams::default(), &identities).await?;
+    let overlay: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "team-overlay" },
+        "data": { "infinispan-config.yaml": "infinispan:\n  cacheContainer:\n    statistics: true\n" },
+    }))?;
+    config_maps.create(&PostParams::default(), &overlay).await?;
+    env.apply_cluster(
+        &ns,
+        "borrower",
+        json!({ "replicas": 1, "configMapName": "team-overlay",
+                "security": { "endpointSecretName": "team-identities" } }),
+    )
+    .await?;
+    let refused = env
+        .wait_status(&ns, "borrower", "Degraded with ReferenceNotAllowed", |cr| {
+            condition(cr, "Degraded").map(|c| (c.0, c.1)) == Some(("True", "ReferenceNotAllowed"))
+        })
+        .await?;
+    let message = condition(&refused, "Degraded")
+        .map(|c| c.2.to_string())
+        .unwrap_or_default();
+    for needle in [
+        "team-identities",
+        "spec.security.endpointSecretName",
+        "kubectl annotate secret team-identities infinispan.org/allow-clusters=borrower",
+    ] {
+        ensure!(message.contains(needle), "{needle:?} not in {message}");
+    }
+    let objects = objects_of(client, &ns, "borrower", &refused).await?;
+    ensure!(objects.is_empty(), "created for a refused CR: {objects:?}");
+
+    // The Secret's owner allows the cluster: the ConfigMap is next.
+    let allow = |clusters: &str| {
+        kube::api::Patch::Merge(json!({
+            "metadata": { "annotations": { "infinispan.org/allow-clusters": clusters } }
+        }))
+    };
+    secrets
+        .patch(
+            "team-identities",
+            &Default::default(),
+            &allow("theirs, borrower"),
+        )
+        .await?;
+    let next = env
+        .wait_status(&ns, "borrower", "the ConfigMap refused next", |cr| {
+            condition(cr, "Degraded").is_some_and(|c| {
+                c.0 == "True" && c.1 == "ReferenceNotAllowed" && c.2.contains("team-overlay")
+            })
+        })
+        .await?;
+    let message = condition(&next, "Degraded")
+        .map(|c| c.2.to_string())
+        .unwrap_or_default();
+    ensure!(
+        message.contains("kubectl annotate configmap team-overlay"),
+        "{message}"
+    );
+    let objects = objects_of(client, &ns, "borrower", &next).await?;
+    ensure!(objects.is_empty(), "created for a refused CR: {objects:?}");
+
+    // Every cluster of the namespace may use the overlay: applied, the CR unchanged.
+    let generation = next.metadata.generation;
+    config_maps
+        .patch("team-overlay", &Default::default(), &allow("*"))
+        .await?;
+    let applied = env
+        .wait_status(&ns, "borrower", "applied once both allow it", |cr| {
+            condition(cr, "Degraded").map(|c| c.0) == Some("False")
+        })
+        .await?;
+    ensure!(applied.metadata.generation == generation, "the CR changed");
+    ensure!(
+        get::<StatefulSet>(client, &ns, "borrower").await?.is_some(),
+        "no StatefulSet once both objects allow the cluster"
+    );
     ensure!(env.operator.running().await?, "the operator exited");
     env.finish().await
 }

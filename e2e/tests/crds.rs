@@ -578,6 +578,105 @@ async fn cluster_label_cannot_be_changed_or_removed() -> anyhow::Result<()> {
     ns.delete().await
 }
 
+/// The label policy confines a resources operator to its own cluster's CRs, which its Role
+/// cannot (RBAC does not select by label): with its real ServiceAccount, Role and token, the
+/// resources operator of `alpha` creates, changes and deletes CRs labelled `alpha`, and is
+/// refused with a message naming both clusters for a CR of `beta`; the admin is not limited.
+#[tokio::test]
+async fn a_resources_operator_writes_only_its_own_clusters_resources() -> anyhow::Result<()> {
+    let (testbed, admin, ns) = setup("crd-confined").await?;
+    install_label_policy(&admin, &ns.name).await?;
+    let identity = e2e::identity::OperatorIdentity::create(
+        &admin,
+        &testbed,
+        common_crds::rbac::OperatorScope {
+            cluster: "alpha",
+            namespace: &ns.name,
+            credentials_secret: "alpha-operator-credentials",
+        },
+    )
+    .await?;
+    let operator = identity.client().await?;
+    let spec = json!({"templateName": "t"});
+    let as_operator = api(&operator, &ns.name, "Cache");
+    let as_admin = api(&admin, &ns.name, "Cache");
+    let pp = PatchParams::default();
+    let change = Patch::Merge(json!({"spec": {"templateName": "u"}}));
+
+    // Its own cluster's: created, changed, deleted.
+    as_operator
+        .create(
+            &PostParams::default(),
+            &object("Cache", "own", cluster_label("alpha"), spec.clone())?,
+        )
+        .await?;
+    as_operator.patch("own", &pp, &change).await?;
+    as_operator.delete("own", &Default::default()).await?;
+
+    // Another cluster's: refused whatever the verb (once the API server has compiled this
+    // version of the policy, which may have been applied just now).
+    let theirs_new = object("Cache", "theirs-new", cluster_label("beta"), spec.clone())?;
+    let message = eventually(
+        "the policy refuses alpha's operator a CR of beta",
+        Duration::from_secs(60),
+        || {
+            let (as_operator, as_admin) = (as_operator.clone(), as_admin.clone());
+            let theirs_new = theirs_new.clone();
+            async move {
+                match as_operator
+                    .create(&PostParams::default(), &theirs_new)
+                    .await
+                {
+                    Ok(_) => {
+                        // Not enforced yet: undo, try again.
+                        as_admin.delete("theirs-new", &Default::default()).await?;
+                        Ok(None)
+                    }
+                    Err(kube::Error::Api(status)) => Ok(Some(status.message)),
+                    Err(other) => Err(other.into()),
+                }
+            }
+        },
+    )
+    .await?;
+    let names_both = |message: &str| {
+        message.contains("resources operator of cluster \"alpha\"")
+            && message.contains("not \"beta\"")
+    };
+    anyhow::ensure!(names_both(&message), "create: {message}");
+    as_admin
+        .create(
+            &PostParams::default(),
+            &object("Cache", "theirs", cluster_label("beta"), spec)?,
+        )
+        .await?;
+    for (verb, result) in [
+        (
+            "update",
+            as_operator.patch("theirs", &pp, &change).await.err(),
+        ),
+        (
+            "delete",
+            as_operator
+                .delete("theirs", &Default::default())
+                .await
+                .err(),
+        ),
+    ] {
+        match result {
+            Some(kube::Error::Api(status)) => {
+                anyhow::ensure!(names_both(&status.message), "{verb}: {}", status.message)
+            }
+            Some(other) => return Err(other.into()),
+            None => bail!("the resources operator of alpha could {verb} a CR of beta"),
+        }
+    }
+    // Anyone else (here the admin) is not confined.
+    as_admin.patch("theirs", &pp, &change).await?;
+    as_admin.delete("theirs", &Default::default()).await?;
+    ns.delete().await
+}
+
 fn kubectl_stdout(testbed: &Testbed, args: &[&str]) -> anyhow::Result<String> {
     let output = testbed.kubectl().args(args).output()?;
     if !output.status.success() {

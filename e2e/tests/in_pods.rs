@@ -495,7 +495,7 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
     let (ca, certificate, key) = server_certificate(&ns.name)?;
     let secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "demo-tls"},
+        "metadata": {"name": "demo-tls", "annotations": {"infinispan.org/allow-clusters": "demo"}},
         "type": "kubernetes.io/tls",
         "stringData": {"tls.crt": certificate, "tls.key": key, "ca.crt": ca},
     }))?;

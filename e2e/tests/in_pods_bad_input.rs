@@ -143,7 +143,7 @@ impl Fixture {
     async fn overlay(&self, name: &str, xml: &str) -> anyhow::Result<()> {
         let config_map: ConfigMap = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "annotations": {"infinispan.org/allow-clusters": "demo"}},
             "data": {"infinispan-config.xml": xml},
         }))?;
         Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns.name)

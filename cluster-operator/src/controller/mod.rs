@@ -330,7 +330,15 @@ async fn apply_cluster(
         Some(refused) => Err(refused),
         // 4. What the CR references and what the operator issues (a missing or unusable object
         // is a problem), then validate and build.
-        None => match referenced::read(client, &resolved, &tls, &settings.certificates).await {
+        None => match referenced::read(
+            client,
+            &resolved,
+            &tls,
+            &settings.certificates,
+            &settings.policy,
+        )
+        .await
+        {
             Ok(read) => {
                 renew_at = read.renew_at;
                 Ok(desired::build(

@@ -14,6 +14,7 @@ use kube::api::PostParams;
 use super::credentials;
 use super::status::Problem;
 use crate::build::server::{BuildError, ConfigOverlay, Identities, Referenced, TlsCertificate};
+use crate::cr_policy::{self, CrPolicy};
 
 /// A referenced object is missing or cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +46,18 @@ pub enum ReferenceError {
         "the {kind} {name} exists and is not this cluster's (no controller reference to its Infinispan CR): the operator does not take over an object it did not create; delete or rename it, or rename the cluster"
     )]
     NotOwned { kind: &'static str, name: String },
+    #[error(
+        "the {kind} {namespace}/{name} named by {field} does not allow this cluster: the operator uses a Secret or ConfigMap a CR names only when the object's annotation {annotation} lists the cluster ({cluster}, or * for every cluster of the namespace), so that naming an object gives no one what they may not read. Whoever may update it allows it: kubectl annotate {resource} {name} {annotation}={cluster}",
+        annotation = common_crds::labels::ALLOW_CLUSTERS_ANNOTATION,
+        resource = kind.to_lowercase()
+    )]
+    NotAllowed {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        field: &'static str,
+        cluster: String,
+    },
     #[error(transparent)]
     Certificate(#[from] crate::certificates::CertificateError),
     #[error(transparent)]
@@ -65,6 +78,7 @@ impl ReferenceError {
                 ProblemReason::CertificateAuthorityMissing
             }
             Self::NotOwned { .. } => ProblemReason::ObjectNotOwned,
+            Self::NotAllowed { .. } => ProblemReason::ReferenceNotAllowed,
             Self::Certificate(_) | Self::Random(_) | Self::Api(_) => return Err(self),
         };
         Ok(Problem::new(reason, self))
@@ -95,18 +109,77 @@ pub struct CertificateSettings {
 }
 
 /// Reads (and creates what the operator generates) everything `cluster` (resolved: its TLS
-/// types, `tls_in_effect`, written in) references.
+/// types, `tls_in_effect`, written in) references. A Secret or ConfigMap the CR names is used
+/// only when `policy` allows it ([`cr_policy::reference_allowed`]).
 pub async fn read(
     client: &kube::Client,
     cluster: &Infinispan,
     tls_in_effect: &SecurityStatus,
     certificates: &CertificateSettings,
+    policy: &CrPolicy,
 ) -> Result<Read, ReferenceError> {
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let name = cluster.metadata.name.clone().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let owner = super::apply::owner_reference(cluster);
+    let security = &cluster.spec.security;
+    let encryption = &security.endpoint_encryption;
 
+    // First what the CR names, so that a missing or unallowed object leaves nothing generated.
+    let user_identities = match &security.endpoint_secret_name {
+        Some(secret) if security.endpoint_authentication => Some(
+            named_secret(
+                &secrets,
+                &namespace,
+                secret,
+                "spec.security.endpointSecretName",
+                &name,
+                policy,
+            )
+            .await?,
+        ),
+        _ => None,
+    };
+    let overlay = match &cluster.spec.config_map_name {
+        Some(config_map) => {
+            let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+            let found = config_maps.get_opt(config_map).await?.ok_or_else(|| {
+                ReferenceError::MissingConfigMap {
+                    namespace: namespace.clone(),
+                    name: config_map.clone(),
+                }
+            })?;
+            allowed(
+                &found.metadata,
+                "ConfigMap",
+                "spec.configMapName",
+                &name,
+                policy,
+            )?;
+            Some(ConfigOverlay::from_config_map(&found)?)
+        }
+        None => None,
+    };
+    let user_tls = match (
+        encryption.type_.unwrap_or_default(),
+        &encryption.cert_secret_name,
+    ) {
+        (EncryptionType::Secret, Some(tls_secret)) => Some(
+            named_secret(
+                &secrets,
+                &namespace,
+                tls_secret,
+                "spec.security.endpointEncryption.certSecretName",
+                &name,
+                policy,
+            )
+            .await?,
+        ),
+        (EncryptionType::Secret, None) => return Err(BuildError::MissingTlsSecretName.into()),
+        _ => None,
+    };
+
+    // Then what the operator generates.
     let operator_credentials = get_or_create(
         &secrets,
         &credentials::operator_credentials_name(&name),
@@ -119,17 +192,9 @@ pub async fn read(
         },
     )
     .await?;
-
-    let security = &cluster.spec.security;
     let identities = if security.endpoint_authentication {
-        let application = match &security.endpoint_secret_name {
-            Some(user_secret) => secrets.get_opt(user_secret).await?.ok_or_else(|| {
-                ReferenceError::MissingSecret {
-                    namespace: namespace.clone(),
-                    name: user_secret.clone(),
-                    field: "spec.security.endpointSecretName",
-                }
-            })?,
+        let application = match user_identities {
+            Some(found) => found,
             None => {
                 get_or_create(
                     &secrets,
@@ -152,21 +217,6 @@ pub async fn read(
     } else {
         None
     };
-
-    let overlay = match &cluster.spec.config_map_name {
-        Some(config_map) => {
-            let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-            let found = config_maps.get_opt(config_map).await?.ok_or_else(|| {
-                ReferenceError::MissingConfigMap {
-                    namespace: namespace.clone(),
-                    name: config_map.clone(),
-                }
-            })?;
-            Some(ConfigOverlay::from_config_map(&found)?)
-        }
-        None => None,
-    };
-
     // What the operator issues (the CR is resolved: its TLS types are written in).
     let generated = super::certificates::ensure(
         client,
@@ -177,27 +227,15 @@ pub async fn read(
         &owner,
     )
     .await?;
-    let encryption = &security.endpoint_encryption;
     let mut server_ca = false;
-    let tls = match (
-        encryption.type_.unwrap_or_default(),
-        &encryption.cert_secret_name,
-    ) {
-        (EncryptionType::Secret, Some(tls_secret)) => {
-            let found = secrets.get_opt(tls_secret).await?.ok_or_else(|| {
-                ReferenceError::MissingSecret {
-                    namespace: namespace.clone(),
-                    name: tls_secret.clone(),
-                    field: "spec.security.endpointEncryption.certSecretName",
-                }
-            })?;
+    let tls = match (encryption.type_.unwrap_or_default(), user_tls) {
+        (EncryptionType::Secret, Some(found)) => {
             server_ca = found
                 .data
                 .as_ref()
                 .is_some_and(|d| d.contains_key(crate::servers::CA_KEY));
             Some(TlsCertificate::from_secret(&found)?)
         }
-        (EncryptionType::Secret, None) => return Err(BuildError::MissingTlsSecretName.into()),
         (EncryptionType::Generated, _) => {
             server_ca = true;
             generated
@@ -206,7 +244,7 @@ pub async fn read(
                 .map(TlsCertificate::from_secret)
                 .transpose()?
         }
-        (EncryptionType::None, _) => None,
+        _ => None,
     };
 
     let credentials_revision = revision(&operator_credentials);
@@ -221,6 +259,47 @@ pub async fn read(
         credentials_revision,
         server_ca,
         renew_at: generated.renew_at,
+    })
+}
+
+/// The Secret `name` that the CR's `field` names, when it exists and allows `cluster`.
+async fn named_secret(
+    secrets: &Api<Secret>,
+    namespace: &str,
+    name: &str,
+    field: &'static str,
+    cluster: &str,
+    policy: &CrPolicy,
+) -> Result<Secret, ReferenceError> {
+    let found = secrets
+        .get_opt(name)
+        .await?
+        .ok_or_else(|| ReferenceError::MissingSecret {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            field,
+        })?;
+    allowed(&found.metadata, "Secret", field, cluster, policy)?;
+    Ok(found)
+}
+
+/// `Ok` when the object `meta` that the CR's `field` names allows `cluster` to use it.
+fn allowed(
+    meta: &kube::api::ObjectMeta,
+    kind: &'static str,
+    field: &'static str,
+    cluster: &str,
+    policy: &CrPolicy,
+) -> Result<(), ReferenceError> {
+    if cr_policy::reference_allowed(meta.annotations.as_ref(), cluster, policy) {
+        return Ok(());
+    }
+    Err(ReferenceError::NotAllowed {
+        kind,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        field,
+        cluster: cluster.to_string(),
     })
 }
 

@@ -154,7 +154,10 @@ fn convert_spec(
     if let Some(config_map) = log.take_text(fields, "configMapName")? {
         log.mapped(
             "spec.configMapName",
-            "exactly one key of infinispan-config.xml, .yaml, .yml or .json, layered over the operator's configuration",
+            &format!(
+                "exactly one key of infinispan-config.xml, .yaml, .yml or .json, layered over the operator's configuration; {}",
+                allow_note("configmap", &config_map, name)
+            ),
         );
         spec.config_map_name = Some(config_map);
     }
@@ -403,8 +406,10 @@ fn security_spec(
                 "{generated} is the Secret the other operator generated, owned by the old CR and deleted with it: copy it under a new name without ownerReferences and name that here, or remove the field to get a new generated Secret (docs/migration.md, \"Credentials\")"
             )
         } else {
-            "same identities.yaml format; the user name operator is taken by the operators"
-                .to_string()
+            format!(
+                "same identities.yaml format; the user name operator is taken by the operators; {}",
+                allow_note("secret", &secret, name)
+            )
         };
         log.mapped("spec.security.endpointSecretName", &note);
         security.endpoint_secret_name = Some(secret);
@@ -433,6 +438,15 @@ fn security_spec(
     }
     log.drop_field(fields, "credentialStoreSecretName", "not supported");
     Ok(security)
+}
+
+/// What the user does so that the cluster `cluster` may use the object a converted field names
+/// (the operator's CR policy, docs/security.md).
+fn allow_note(resource: &str, object: &str, cluster: &str) -> String {
+    format!(
+        "the cluster uses it only once it allows the cluster: kubectl annotate {resource} {object} {}={cluster}",
+        common_crds::labels::ALLOW_CLUSTERS_ANNOTATION
+    )
 }
 
 fn endpoint_encryption(
@@ -472,7 +486,8 @@ fn endpoint_encryption(
                 type_path,
                 type_path,
                 &format!(
-                    "{service} -> Secret: no platform-issued certificates here; issue a certificate for {name}.<namespace>.svc.<cluster domain> (e.g. with cert-manager) into the Secret {secret}"
+                    "{service} -> Secret: no platform-issued certificates here; issue a certificate for {name}.<namespace>.svc.<cluster domain> (e.g. with cert-manager) into the Secret {secret}; {}",
+                    allow_note("secret", &secret, name)
                 ),
             );
             encryption.type_ = Some(EncryptionType::Secret);
@@ -493,7 +508,10 @@ fn endpoint_encryption(
         }
     }
     if let Some(secret) = cert_secret {
-        log.mapped(secret_path, pem_note);
+        log.mapped(
+            secret_path,
+            &format!("{pem_note}; {}", allow_note("secret", &secret, name)),
+        );
         encryption.cert_secret_name = Some(secret);
     }
     log.drop_field(
