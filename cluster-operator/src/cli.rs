@@ -155,6 +155,12 @@ pub struct RunArgs {
     #[arg(long, env = "CLUSTER_OPERATOR_DRAIN_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
 
+    /// How long the operator asks a cluster scaled to 0 for the graceful shutdown of its cache
+    /// container (its caches' state persisted on the data volumes) before it stops the pods
+    /// without it (e.g. 120, 2m).
+    #[arg(long, env = "CLUSTER_OPERATOR_GRACEFUL_STOP_TIMEOUT", default_value = "2m", value_parser = parse_duration)]
+    pub graceful_stop_timeout: Duration,
+
     /// How long the certificates the operator issues (endpoint and transport TLS of type
     /// `Generated`) are valid (e.g. 8760h, at least 1m). Each is renewed after two thirds of
     /// it, which rolls the cluster's pods one at a time; the cluster's CA lasts 10 years.
@@ -349,6 +355,7 @@ mod tests {
         };
         assert_eq!(run.default_server_version, DEFAULT_SERVER_VERSION);
         assert_eq!(run.drain_timeout, Duration::from_secs(60));
+        assert_eq!(run.graceful_stop_timeout, Duration::from_secs(120));
         assert_eq!(run.server_fs_group, FsGroup(Some(65532)));
         assert_eq!(run.label_policy, LabelPolicy::Operator);
         assert!(!run.allow_env_value_from && !run.allow_jvm_agents);

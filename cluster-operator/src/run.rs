@@ -140,6 +140,7 @@ pub fn settings(args: &RunArgs, own_namespace: Option<&str>) -> Result<Settings,
         drain_timeout: args.drain_timeout,
         policy,
         certificates,
+        graceful_stop_timeout: args.graceful_stop_timeout,
     })
 }
 
@@ -190,7 +191,7 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
     let Ok(leadership) = election.await else {
         return Ok(()); // stopped as a standby
     };
-    let context = context(&client, settings);
+    let context = context(&client, settings, servers.clone());
     tracing::info!(?scope, "cluster operator starting");
     label_policy(&client, args.label_policy).await;
     let controllers = spawn_controllers(
@@ -369,12 +370,13 @@ async fn elect(
     }
 }
 
-/// What every `Infinispan` reconcile shares: the client, the settings, the Event recorder and
-/// the per-CR backoff.
-fn context(client: &kube::Client, settings: Settings) -> Arc<Context> {
+/// What every `Infinispan` reconcile shares: the client, the settings, the Event recorder,
+/// the per-CR backoff and the way to the servers.
+fn context(client: &kube::Client, settings: Settings, servers: Arc<Servers>) -> Arc<Context> {
     Arc::new(Context {
         client: client.clone(),
         settings,
+        servers,
         recorder: Recorder::new(
             client.clone(),
             Reporter {

@@ -1310,3 +1310,225 @@ async fn cache_names(rest: &infinispan_rest::Client) -> anyhow::Result<Vec<Strin
         .map(|c| c.name)
         .collect())
 }
+
+/// The cluster operator's Deployment (of the release) scaled to `replicas`; with 0, waits
+/// until its pod is gone.
+async fn scale_operator(client: &Client, namespace: &str, replicas: i32) -> anyhow::Result<()> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let list = deployments
+        .list(&ListParams::default().labels("app.kubernetes.io/component=cluster-operator"))
+        .await?;
+    let [deployment] = list.items.as_slice() else {
+        bail!("expected one cluster operator Deployment");
+    };
+    deployments
+        .patch(
+            &deployment.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await?;
+    if replicas == 0 {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        eventually("the cluster operator's pod gone", WAIT, || {
+            let pods = pods.clone();
+            async move {
+                let selector =
+                    ListParams::default().labels("app.kubernetes.io/component=cluster-operator");
+                Ok(pods.list(&selector).await?.items.is_empty().then_some(()))
+            }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Sets `spec.replicas` of the cluster `demo`.
+async fn scale_cluster(clusters: &Api<Infinispan>, replicas: i32) -> anyhow::Result<()> {
+    clusters
+        .patch(
+            "demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Waits until `demo` is stopped gracefully with `with` pods: no pod left, `Ready=False,
+/// Stopped` saying so, the StatefulSet's record of the count.
+async fn wait_stopped_gracefully(
+    client: &Client,
+    clusters: &Api<Infinispan>,
+    with: usize,
+) -> anyhow::Result<()> {
+    let namespace = clusters.namespace().context("namespaced")?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let expected = format!("stopped gracefully with {with} pods");
+    eventually(&format!("demo {expected}"), WAIT, || {
+        let (pods, clusters, expected) = (pods.clone(), clusters.clone(), expected.clone());
+        async move {
+            let cr = clusters.get("demo").await?;
+            let stopped = matches!(condition(&cr, "Ready"), Some(("False", "Stopped", m)) if m.contains(&expected));
+            let selector = ListParams::default().labels("app.kubernetes.io/instance=demo");
+            let gone = pods.list(&selector).await?.items.is_empty();
+            Ok((stopped && gone).then_some(()))
+        }
+    })
+    .await?;
+    let sts: k8s_openapi::api::apps::v1::StatefulSet = Api::namespaced(client.clone(), namespace)
+        .get("demo")
+        .await?;
+    let recorded = sts
+        .metadata
+        .annotations
+        .and_then(|a| a.get("infinispan.org/graceful-stop-replicas").cloned());
+    ensure!(
+        recorded.as_deref() == Some(with.to_string().as_str()),
+        "the StatefulSet records {recorded:?}"
+    );
+    Ok(())
+}
+
+/// Every one of `count` entries `k<i>` = `v<i>` of the cache `persistent`.
+async fn check_entries(rest: &infinispan_rest::Client, count: usize) -> anyhow::Result<()> {
+    let mut missing = Vec::new();
+    for i in 0..count {
+        let key = format!("k{i}");
+        if rest.cache_entry("persistent", &key).await? != Some(format!("v{i}")) {
+            missing.push(key);
+        }
+    }
+    ensure!(missing.is_empty(), "entries lost: {missing:?}");
+    Ok(())
+}
+
+/// Issue 24, graceful stop: a 3-pod cluster with a persistent cache scaled to 0 has the server
+/// shut its cache container down cluster-wide before the pods stop (Event `GracefulStop`,
+/// `Ready=False, Stopped` saying how many pods it was stopped with). Scaled back to 3, every
+/// entry is there and no pod's server transferred the cache's state at start: each recovered
+/// its persisted topology and data from its own volume, as after a clean shutdown (after an
+/// unclean one, the joiners' logs show `state-transfer-<cache>` tasks, checked on 16.0.7 on
+/// loopback servers). The cluster operator stopped after it began a stop (the StatefulSet
+/// annotated as its first step does) carries it on when it comes back. Scaled up to 2 from a
+/// stop with 3, the 3 pods come back first, then it scales to 2, nothing lost.
+#[tokio::test]
+async fn a_cluster_scaled_to_0_shuts_down_gracefully_and_comes_back_with_every_entry()
+-> anyhow::Result<()> {
+    let _only = CLUSTER.lock().await;
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = install("in-pods", "pods-stop").await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let stateful_sets: Api<k8s_openapi::api::apps::v1::StatefulSet> =
+        Api::namespaced(client.clone(), &ns.name);
+
+    apply_cluster(&clusters, "demo", json!({"replicas": 3})).await?;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 3).await?;
+    let rest = rest_client(&client, &ns.name, &cr).await?;
+    wait_members_and_ready(&rest, &clusters, 3).await?;
+    let config = infinispan_rest::ConfigDocument::json(
+        r#"{"distributed-cache":{"mode":"SYNC","owners":2,"encoding":{"media-type":"text/plain"},"persistence":{"file-store":{}}}}"#,
+    );
+    rest.create_cache("persistent", &config, Default::default())
+        .await?;
+    const ENTRIES: usize = 60;
+    for i in 0..ENTRIES {
+        rest.create_cache_entry("persistent", &format!("k{i}"), &format!("v{i}"))
+            .await?;
+    }
+
+    // Stopped: the server's container shut down first, then the pods.
+    scale_cluster(&clusters, 0).await?;
+    wait_stopped_gracefully(&client, &clusters, 3).await?;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), &ns.name);
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    ensure!(
+        reasons.iter().any(|r| r == "GracefulStop")
+            && !reasons.iter().any(|r| r == "GracefulStopFailed"),
+        "Events: {reasons:?}"
+    );
+
+    // Back with 3: every entry, and no state transfer of the cache at start.
+    scale_cluster(&clusters, 3).await?;
+    wait_cluster_ready(&client, &clusters, "demo", 3).await?;
+    wait_members_and_ready(&rest, &clusters, 3).await?;
+    check_entries(&rest, ENTRIES).await?;
+    for index in 0..3 {
+        let log = pods
+            .logs(&format!("demo-{index}"), &Default::default())
+            .await?;
+        ensure!(
+            log.contains("ISPN000389: Loaded global state"),
+            "demo-{index} did not load its global state"
+        );
+        ensure!(
+            !log.contains("state-transfer-persistent"),
+            "demo-{index} transferred the cache's state at start, as after an unclean stop"
+        );
+    }
+
+    // The cluster operator away right after it began a stop: it carries on when it is back.
+    scale_operator(&client, &ns.name, 0).await?;
+    scale_cluster(&clusters, 0).await?;
+    let begun = json!({"metadata": {"annotations": {
+        "infinispan.org/graceful-stop-replicas": "3",
+        "infinispan.org/graceful-stop-since": k8s_openapi::jiff::Timestamp::now().to_string(),
+    }}});
+    stateful_sets
+        .patch("demo", &PatchParams::default(), &Patch::Merge(&begun))
+        .await?;
+    ensure!(
+        pods.list(&ListParams::default().labels("app.kubernetes.io/instance=demo"))
+            .await?
+            .items
+            .len()
+            == 3,
+        "the pods stopped without the operator"
+    );
+    scale_operator(&client, &ns.name, 1).await?;
+    wait_stopped_gracefully(&client, &clusters, 3).await?;
+
+    // Asked for 2: the 3 pods it was stopped with come back first, then 2; nothing lost.
+    scale_cluster(&clusters, 2).await?;
+    eventually("the StatefulSet at 3 while the CR asks for 2", WAIT, || {
+        let stateful_sets = stateful_sets.clone();
+        async move {
+            let sts = stateful_sets.get("demo").await?;
+            Ok((sts.spec.replicas == Some(3)).then_some(()))
+        }
+    })
+    .await?;
+    let restarting = clusters.get("demo").await?;
+    ensure!(
+        matches!(
+            condition(&restarting, "Ready"),
+            Some(("False", "Restarting", _))
+        ),
+        "Ready while restarting: {:?}",
+        condition(&restarting, "Ready")
+    );
+    wait_members_and_ready(&rest, &clusters, 2).await?;
+    check_entries(&rest, ENTRIES).await?;
+    let sts = stateful_sets.get("demo").await?;
+    let annotations = sts.metadata.annotations.unwrap_or_default();
+    ensure!(
+        !annotations
+            .keys()
+            .any(|k| k.starts_with("infinispan.org/graceful-stop")),
+        "the stop record stayed: {annotations:?}"
+    );
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}

@@ -47,6 +47,8 @@ pub use events::stream::{Backoff, ConfigEventStream, StreamItem, StreamOptions};
 pub use events::{ConfigEvent, EventKind};
 pub use names::InternalObjects;
 pub use schemas::{SchemaError, SchemaStatus};
-pub use server::{Capabilities, CapabilityOverride, ConfigNames, HealthStatus, Version};
+pub use server::{
+    Capabilities, CapabilityOverride, ConfigNames, ContainerShutdown, HealthStatus, Version,
+};
 pub use tasks::TaskInfo;
 pub use templates::Template;

@@ -68,6 +68,18 @@ pub struct DefinedCache {
     pub started: bool,
 }
 
+/// The server's code for an invocation on a cache that was stopped (`TERMINATED`).
+const TERMINATED_CODE: &str = "ISPN000323";
+
+/// What [`Client::shutdown_container`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContainerShutdown {
+    /// This request shut the container down.
+    Done,
+    /// It was down already (an earlier request, from any node).
+    AlreadyDown,
+}
+
 impl Client {
     /// The server version from `GET /rest/v2/server`.
     pub async fn server_version(&self) -> Result<Version, Error> {
@@ -107,6 +119,32 @@ impl Client {
             "FAILED" => HealthStatus::Failed,
             o => HealthStatus::Other(o.to_owned()),
         })
+    }
+
+    /// `POST /rest/v2/container?action=shutdown`: the cluster-wide graceful shutdown of the
+    /// cache container. Every cache of every node stops, and each node persists its caches'
+    /// state and topology on its data volume, so that a restart with the same members brings
+    /// persistent caches back as they were. The server processes keep running (endpoints
+    /// answer, `/health/live` stays up); stopping them is the caller's next step. Asked again,
+    /// of any node, once the container is down, the server answers 500 with ISPN000323 (its
+    /// internal caches are `TERMINATED`): [`ContainerShutdown::AlreadyDown`] (checked on
+    /// 16.0.7).
+    pub async fn shutdown_container(&self) -> Result<ContainerShutdown, Error> {
+        let what = "shut down the cache container";
+        let request = Req::new(
+            http::Method::POST,
+            "/rest/v2/container?action=shutdown".to_string(),
+        );
+        let reply = self.call(request, what).await?;
+        let status = reply.status.as_u16();
+        if (200..300).contains(&status) {
+            return Ok(ContainerShutdown::Done);
+        }
+        let body = reply.text();
+        if status == 500 && body.contains(TERMINATED_CODE) {
+            return Ok(ContainerShutdown::AlreadyDown);
+        }
+        Err(crate::error::from_response(what, reply.status, &body))
     }
 
     /// `GET /rest/v2/container`: version, members, every configuration name.

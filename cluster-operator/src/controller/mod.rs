@@ -51,6 +51,7 @@ pub mod apply;
 pub mod certificates;
 pub mod credentials;
 pub mod desired;
+pub mod graceful_stop;
 pub mod pods;
 pub mod referenced;
 pub mod report;
@@ -100,6 +101,9 @@ pub struct Settings {
     pub policy: crate::cr_policy::CrPolicy,
     /// The lifetimes of what the operator issues, and the Services' domain.
     pub certificates: referenced::CertificateSettings,
+    /// How long the operator asks a stopping cluster's server to shut its container down
+    /// before it stops the pods without ([`graceful_stop`]).
+    pub graceful_stop_timeout: Duration,
 }
 
 /// What every reconcile shares.
@@ -111,6 +115,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// The failures in a row of each CR whose last reconcile failed.
     pub backoff: Arc<retry::Backoff<ObjectRef<Infinispan>>>,
+    /// How the operator reaches the clusters' servers (the graceful stop).
+    pub servers: Arc<crate::servers::Servers>,
 }
 
 impl std::fmt::Debug for Context {
@@ -302,13 +308,23 @@ async fn apply_cluster(
         &settings.policy,
     );
     // 3. The TLS in effect: the CR's, else what the cluster was created with
-    // (`build::security`); the builders get the CR with it written in.
+    // (`build::security`); the builders get the CR with it written in, and with the replicas
+    // a graceful stop or restart allows (`graceful_stop`).
     let existing =
         Api::<StatefulSet>::namespaced(client.clone(), &cluster.namespace().unwrap_or_default())
             .get_opt(&server::stateful_set_name(&cluster.name_any()))
             .await?;
     let tls = security::in_effect(cluster, security::created_with(existing.as_ref()));
-    let resolved = security::resolved(cluster, &tls);
+    let mut resolved = security::resolved(cluster, &tls);
+    let running = graceful_stop::Existing::of(existing.as_ref());
+    let mut stop = graceful_stop::plan(
+        cluster.spec.replicas,
+        running,
+        !cluster.spec.service.container.ephemeral_storage,
+        Timestamp::now(),
+        settings.graceful_stop_timeout,
+    );
+    resolved.spec.replicas = stop.replicas;
     let transport_change = security::transport_change_refused(
         existing.as_ref(),
         tls.transport_encryption,
@@ -326,7 +342,7 @@ async fn apply_cluster(
         )
     });
     let mut renew_at = None;
-    let desired = match refusal.or(transport_change) {
+    let read = match refusal.or(transport_change) {
         Some(refused) => Err(refused),
         // 4. What the CR references and what the operator issues (a missing or unusable object
         // is a problem), then validate and build.
@@ -341,22 +357,90 @@ async fn apply_cluster(
         {
             Ok(read) => {
                 renew_at = read.renew_at;
-                Ok(desired::build(
-                    &resolved,
-                    &settings.server,
-                    &settings.resources_operator,
-                    &read,
-                ))
+                Ok(read)
             }
             Err(error) => Err(error.into_problem()?),
         },
     };
+    let build = |resolved: &Infinispan, stop: &graceful_stop::Plan| {
+        read.as_ref().map_err(Clone::clone).map(|read| {
+            let mut desired = desired::build(
+                resolved,
+                &settings.server,
+                &settings.resources_operator,
+                read,
+            );
+            if let Ok(server) = &mut desired.server {
+                server
+                    .objects
+                    .stateful_set
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .extend(stop.annotations());
+            }
+            desired
+        })
+    };
     // 5. Apply.
-    let mut applied = apply_desired(context, &resolved, desired).await?;
+    let mut applied = apply_desired(context, &resolved, build(&resolved, &stop)).await?;
+    // 5b. Stopping: the server's container shut down cluster-wide, then the pods.
+    if stop.shutdown && applied.problem.is_none() {
+        let pods = running.map_or(0, |r| r.pods);
+        stop = match shut_down_container(context, cluster).await {
+            Ok(()) => {
+                let note = format!(
+                    "the server shut its cache container down cluster-wide, each pod persisting its caches' state: stopping the {} pods",
+                    stop.stopped_with.unwrap_or(pods)
+                );
+                let recorder = &context.recorder;
+                publish(recorder, cluster, EventType::Normal, "GracefulStop", note).await;
+                stop.shut_down(pods, true)
+            }
+            Err(error) if stop.gave_up(Timestamp::now()) => {
+                let note = format!(
+                    "the server's cache container could not be shut down gracefully within {:?} ({error}): its pods are stopped without it; persistent caches may recover from their stores only",
+                    settings.graceful_stop_timeout
+                );
+                publish(
+                    &context.recorder,
+                    cluster,
+                    EventType::Warning,
+                    "GracefulStopFailed",
+                    note,
+                )
+                .await;
+                stop.shut_down(pods, false)
+            }
+            Err(error) => stop.failed(error),
+        };
+        if stop.replicas == 0 {
+            resolved.spec.replicas = 0;
+            applied = apply_desired(context, &resolved, build(&resolved, &stop)).await?;
+        }
+    }
+    // A record the plan no longer has (the restart is done) goes, even if another field
+    // manager wrote it (server-side apply removes only what the operator applied).
+    let recorded = running.is_some_and(|r| r.stopped_with.is_some() || r.since.is_some());
+    if recorded && stop.stopped_with.is_none() && applied.problem.is_none() {
+        graceful_stop::forget(client, cluster).await?;
+    }
     applied.security = Some(tls);
+    applied.replicas = stop.replicas;
+    let shutdown_failing = matches!(
+        stop.phase,
+        graceful_stop::Phase::ShuttingDown {
+            failed: Some(_),
+            ..
+        }
+    );
+    applied.stop = Some(stop.phase);
     // 6. Report.
     report::report(api, client, &context.recorder, cluster, &applied).await?;
     // 7. When to look again.
+    if shutdown_failing {
+        return Ok(Action::requeue(graceful_stop::RETRY));
+    }
     let draining = applied.resources_operator == ResourcesOperator::Draining;
     let renew_in = renew_at.map(|at: Timestamp| {
         Duration::from_secs(
@@ -368,6 +452,29 @@ async fn apply_cluster(
         draining,
         renew_in,
     ))
+}
+
+/// Asks `cluster`'s server (pod 0, through the headless Service: it answers while unready)
+/// for the cluster-wide shutdown of its cache container; down already counts as done. The
+/// error, for the status, when the request fails.
+async fn shut_down_container(context: &Context, cluster: &Infinispan) -> Result<(), String> {
+    let server = context
+        .servers
+        .node_client_for(&context.client, cluster)
+        .await
+        .map_err(|error| error.to_string())?;
+    match server.shutdown_container().await {
+        Ok(outcome) => {
+            tracing::info!(
+                cluster = %cluster.name_any(),
+                namespace = %cluster.namespace().unwrap_or_default(),
+                ?outcome,
+                "the server's cache container is shut down; stopping the pods"
+            );
+            Ok(())
+        }
+        Err(error) => Err(error.to_string()),
+    }
 }
 
 /// Step 4: the server, then the resources operator; where nothing was applied, what runs.
@@ -412,6 +519,8 @@ async fn apply_desired(
         problem: problem.or(resources_operator_problem),
         operator_credentials_secret,
         security: None,
+        replicas: cluster.spec.replicas,
+        stop: None,
     })
 }
 

@@ -33,6 +33,11 @@ pub struct Applied {
     pub operator_credentials_secret: Option<String>,
     /// The TLS in effect (`status.security`).
     pub security: Option<common_crds::infinispan::SecurityStatus>,
+    /// The server pods the StatefulSet is asked for (the CR's, or what a graceful stop or
+    /// restart needs first).
+    pub replicas: i32,
+    /// Where a graceful stop or restart is.
+    pub stop: Option<super::graceful_stop::Phase>,
 }
 
 /// The conditions whose reason may say why pods cannot run.
@@ -50,7 +55,7 @@ pub async fn report(
 ) -> Result<(), kube::Error> {
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
-    let server_pods = Pods::of(applied.stateful_set.as_ref(), cluster.spec.replicas);
+    let server_pods = Pods::of(applied.stateful_set.as_ref(), applied.replicas);
     let (pods_problem, resources_operator_problem) = pod_problems(
         client,
         &namespace,
@@ -70,6 +75,7 @@ pub async fn report(
         selector: server::selector(&name),
         operator_credentials_secret: applied.operator_credentials_secret.clone(),
         security: applied.security.clone(),
+        stop: applied.stop.clone(),
     };
     let before = cluster.status.as_ref();
     let previous = degraded_of(before);

@@ -26,6 +26,8 @@ use common_crds::infinispan::InfinispanStatus;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+use super::graceful_stop::Phase;
+
 /// The reason of `ResourcesOperatorReady=False` while the resources operator drains.
 pub const DRAINING: &str = "Draining";
 
@@ -132,6 +134,8 @@ pub struct Observed {
     pub operator_credentials_secret: Option<String>,
     /// The TLS in effect, once decided.
     pub security: Option<common_crds::infinispan::SecurityStatus>,
+    /// Where a graceful stop or restart is ([`super::graceful_stop`]).
+    pub stop: Option<Phase>,
 }
 
 /// The status `current` must become; equal to `current` when nothing changed.
@@ -186,7 +190,14 @@ fn ready_condition(
     condition: impl Fn(ConditionType, ConditionStatus, &str, String) -> Condition,
 ) -> Condition {
     let pods = observed.pods;
-    if pods.desired == 0 {
+    if let Some((reason, message)) = observed.stop.as_ref().and_then(stop_condition) {
+        condition(
+            ConditionType::Ready,
+            ConditionStatus::False,
+            reason,
+            message,
+        )
+    } else if pods.desired == 0 {
         condition(
             ConditionType::Ready,
             ConditionStatus::False,
@@ -218,6 +229,45 @@ fn ready_condition(
             format!("{} of {} server pods ready", pods.ready, pods.desired),
         )
     }
+}
+
+/// `Ready=False`'s reason and message while a graceful stop or restart goes on (`None`:
+/// running, or stopped without one).
+fn stop_condition(phase: &Phase) -> Option<(&'static str, String)> {
+    Some(match phase {
+        Phase::Running | Phase::Stopped { with: None } => return None,
+        Phase::ShuttingDown {
+            with,
+            failed,
+            until,
+        } => (
+            "ShuttingDown",
+            match failed {
+                None => format!(
+                    "spec.replicas is 0: the server is shutting its caches down cluster-wide (each of the {with} pods persists their state), then the pods stop"
+                ),
+                Some(error) => format!(
+                    "spec.replicas is 0: asking the server to shut its caches down failed ({error}); retried until {until}, then the {with} pods are stopped without it"
+                ),
+            },
+        ),
+        Phase::Stopping { pods } => (
+            "Stopping",
+            format!("spec.replicas is 0: the caches are shut down; {pods} pods are stopping"),
+        ),
+        Phase::Stopped { with: Some(with) } => (
+            "Stopped",
+            format!(
+                "spec.replicas is 0: the cluster was stopped gracefully with {with} pods, its caches' state kept on their data volumes; scaling up starts those {with} pods first"
+            ),
+        ),
+        Phase::Restarting { with, ready, then } => (
+            "Restarting",
+            format!(
+                "{ready} of {with} server pods ready: the cluster was stopped gracefully with {with} pods and its persisted state comes back only when all of them are; then it scales to spec.replicas ({then})"
+            ),
+        ),
+    })
 }
 
 /// `Progressing`: whether the StatefulSet has caught up.
@@ -378,6 +428,7 @@ mod tests {
             selector: "app.kubernetes.io/instance=demo,app.kubernetes.io/name=infinispan".into(),
             operator_credentials_secret: Some("demo-operator-credentials".into()),
             security: None,
+            stop: None,
         }
     }
 
