@@ -10,8 +10,12 @@
 //! - load code into the server's JVM through `spec.container.extraJvmOpts` (`-javaagent`,
 //!   `-agentlib`, `-agentpath`, `-Xbootclasspath`; `--allow-jvm-agents`);
 //! - set annotations of the exposing Service or Ingress outside the allowed prefixes
-//!   (`spec.expose.annotations`; `--allowed-expose-annotation-prefix`, default: the usual
-//!   load-balancer, DNS and certificate annotations, never ingress-controller snippets).
+//!   (`spec.expose.annotations`, and the CR's own annotations that its
+//!   `infinispan.org/targetAnnotations` copies there; `--allowed-expose-annotation-prefix`,
+//!   default: the usual load-balancer, DNS and certificate annotations, never
+//!   ingress-controller snippets). The annotations of the cluster's other Services and pods
+//!   (`spec.service.*Annotations`) are not restricted: no controller acts on them the way an
+//!   ingress controller or a cloud load balancer acts on the exposing object's.
 //!
 //! [`check`] is pure: the CR and the policy in, every violation out (all at once, so a user
 //! fixes them in one go). A refused CR gets `Degraded=True, reason=PolicyRefused` and nothing
@@ -20,6 +24,9 @@
 use std::fmt;
 
 use common_crds::Infinispan;
+use common_crds::labels::TARGET_ANNOTATIONS_ANNOTATION;
+
+use crate::build::user_metadata;
 
 /// Annotation prefixes a CR may set on the exposing Service or Ingress by default: cloud
 /// load balancers, MetalLB, external-dns and cert-manager. Ingress-controller annotations
@@ -75,8 +82,10 @@ pub enum Violation {
     EnvValueFrom { name: String },
     /// A code-loading JVM option in `spec.container.extraJvmOpts`.
     JvmAgent { option: String },
-    /// An annotation of `spec.expose` outside the allowed prefixes.
-    ExposeAnnotation { key: String },
+    /// An annotation of the exposing object outside the allowed prefixes, from `field`
+    /// (`spec.expose.annotations`, or the CR's annotation that `infinispan.org/targetAnnotations`
+    /// names).
+    ExposeAnnotation { field: &'static str, key: String },
 }
 
 impl fmt::Display for Violation {
@@ -97,10 +106,10 @@ impl fmt::Display for Violation {
                 "spec.container.extraJvmOpts '{option}' loads code into the server's JVM, \
                  which the operator does not allow (flag --allow-jvm-agents)"
             ),
-            Violation::ExposeAnnotation { key } => write!(
+            Violation::ExposeAnnotation { field, key } => write!(
                 f,
-                "spec.expose.annotations '{key}' is outside the allowed prefixes (flag \
-                 --allowed-expose-annotation-prefix)"
+                "{field} '{key}' on the exposing Service or Ingress is outside the allowed \
+                 prefixes (flag --allowed-expose-annotation-prefix)"
             ),
         }
     }
@@ -162,21 +171,32 @@ pub fn check(cluster: &Infinispan, policy: &CrPolicy, own_images: &[&str]) -> Ve
         }
     }
     if let Some(expose) = &spec.expose {
+        let targeted = user_metadata::targeted(cluster, TARGET_ANNOTATIONS_ANNOTATION);
+        let exposing = expose
+            .annotations
+            .keys()
+            .map(|key| ("spec.expose.annotations", key))
+            .chain(targeted.keys().map(|key| (TARGETED_ANNOTATIONS, key)));
         violations.extend(
-            expose
-                .annotations
-                .keys()
-                .filter(|key| {
+            exposing
+                .filter(|(_, key)| {
                     !policy
                         .allowed_expose_annotation_prefixes
                         .iter()
                         .any(|prefix| !prefix.is_empty() && key.starts_with(prefix.as_str()))
                 })
-                .map(|key| Violation::ExposeAnnotation { key: key.clone() }),
+                .map(|(field, key)| Violation::ExposeAnnotation {
+                    field,
+                    key: key.clone(),
+                }),
         );
     }
     violations
 }
+
+/// How a violation names an annotation copied by `infinispan.org/targetAnnotations`.
+const TARGETED_ANNOTATIONS: &str =
+    "metadata.annotations (copied by infinispan.org/targetAnnotations)";
 
 /// The message of a refusal: every violation, one sentence each.
 pub fn message(violations: &[Violation]) -> String {
@@ -280,8 +300,44 @@ mod tests {
         assert_eq!(
             check(&cr, &CrPolicy::default(), OWN),
             vec![Violation::ExposeAnnotation {
+                field: "spec.expose.annotations",
                 key: "nginx.ingress.kubernetes.io/configuration-snippet".to_string()
             }]
         );
+    }
+
+    #[test]
+    fn annotations_copied_to_the_exposing_object_are_under_the_same_policy() {
+        let mut cr = cluster(json!({
+            "expose": {"type": "LoadBalancer"},
+            "service": {"serviceAnnotations": {"prometheus.io/scrape": "true"},
+                        "podAnnotations": {"sidecar.istio.io/inject": "false"}},
+        }));
+        // The cluster's own Services and pods take any annotation.
+        assert!(check(&cr, &CrPolicy::default(), OWN).is_empty());
+        cr.metadata.annotations = Some(
+            [
+                (
+                    TARGET_ANNOTATIONS_ANNOTATION,
+                    "metallb.io/address-pool, snippet",
+                ),
+                ("metallb.io/address-pool", "public"),
+                ("snippet", "x"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+        );
+        let refused = check(&cr, &CrPolicy::default(), OWN);
+        assert_eq!(
+            refused,
+            vec![Violation::ExposeAnnotation {
+                field: TARGETED_ANNOTATIONS,
+                key: "snippet".to_string()
+            }]
+        );
+        assert!(message(&refused).contains("infinispan.org/targetAnnotations"));
+        // Without spec.expose they only reach the cluster's own Services.
+        cr.spec.expose = None;
+        assert!(check(&cr, &CrPolicy::default(), OWN).is_empty());
     }
 }

@@ -550,6 +550,7 @@ fn expose_spec(fields: &mut Fields, log: &mut Log) -> Result<Option<ExposeSpec>,
         node_port: None,
         host: None,
         annotations: BTreeMap::new(),
+        labels: BTreeMap::new(),
     };
     if let Some(port) = fields.take_as::<i32>("nodePort")? {
         let path = "spec.expose.nodePort";

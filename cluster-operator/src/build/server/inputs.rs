@@ -17,6 +17,7 @@ use super::{
 };
 use crate::build::MissingMetadata;
 use crate::build::identity;
+use crate::build::user_metadata::{self, ReservedKey, UserMetadata};
 
 /// Server log categories set unless `spec.logging.categories` names them (the server's own
 /// defaults, minus its file appenders; audit events are logged at INFO, so off unless asked).
@@ -233,6 +234,8 @@ pub enum BuildError {
     InvalidTlsSecret { secret: String, problem: String },
     #[error("log category {category:?} is empty or has white space or a control character")]
     InvalidLogCategory { category: String },
+    #[error(transparent)]
+    ReservedKey(#[from] ReservedKey),
 }
 
 impl BuildError {
@@ -260,6 +263,7 @@ impl BuildError {
             | Self::MissingTransportCertificate
             | Self::InvalidTlsSecret { .. } => ProblemReason::InvalidTlsSecret,
             Self::InvalidLogCategory { .. } => ProblemReason::InvalidLogging,
+            Self::ReservedKey(_) => ProblemReason::InvalidMetadata,
         }
     }
 }
@@ -282,11 +286,14 @@ pub(super) struct Cx<'a> {
     pub(super) transport: Option<&'a TransportTls>,
     pub(super) log_categories: BTreeMap<String, &'static str>,
     pub(super) dns_query: String,
+    /// The labels and annotations the CR adds to the pods and the Services.
+    pub(super) user: UserMetadata,
 }
 
 impl<'a> Cx<'a> {
     /// Checks, in this order: the CR's name, namespace and uid, the cluster domain, the image,
-    /// the referenced content the spec asks for and the log categories.
+    /// the referenced content the spec asks for, the log categories and the labels and
+    /// annotations it adds.
     pub(super) fn of(
         cluster: &'a Infinispan,
         settings: &'a Settings,
@@ -322,6 +329,7 @@ impl<'a> Cx<'a> {
             transport: transport(cluster, referenced)?,
             log_categories: log_categories(cluster)?,
             dns_query,
+            user: user_metadata::of(cluster)?,
         })
     }
 
