@@ -424,10 +424,7 @@ async fn pod_and_service_metadata_and_tuning_are_validated() -> anyhow::Result<(
         .await?;
     // Stored as written; the API server adds defaults of other fields only (storage...).
     let stored = field(&created, &["spec"]).cloned().unwrap_or_default();
-    assert!(
-        holds(&stored, &valid),
-        "stored {stored}\nwritten {valid}"
-    );
+    assert!(holds(&stored, &valid), "stored {stored}\nwritten {valid}");
     assert_eq!(
         field(&created, &["spec", "resourcesOperator", "replicas"]),
         Some(&json!(2))
@@ -439,13 +436,24 @@ async fn pod_and_service_metadata_and_tuning_are_validated() -> anyhow::Result<(
             &object("Infinispan", "plain", json!({}), json!({}))?,
         )
         .await?;
-    let service = field(&plain, &["spec", "service"]).cloned().unwrap_or_default();
-    for absent in ["podLabels", "podAnnotations", "serviceLabels", "clientService"] {
+    let service = field(&plain, &["spec", "service"])
+        .cloned()
+        .unwrap_or_default();
+    for absent in [
+        "podLabels",
+        "podAnnotations",
+        "serviceLabels",
+        "clientService",
+    ] {
         assert_eq!(service.get(absent), None, "{absent} defaulted: {service}");
     }
     let container = service.get("container").cloned().unwrap_or_default();
     for absent in ["livenessProbe", "terminationGracePeriodSeconds"] {
-        assert_eq!(container.get(absent), None, "{absent} defaulted: {container}");
+        assert_eq!(
+            container.get(absent),
+            None,
+            "{absent} defaulted: {container}"
+        );
     }
 
     // The handler is the operator's: not a field, pruned.
@@ -467,9 +475,8 @@ async fn pod_and_service_metadata_and_tuning_are_validated() -> anyhow::Result<(
     );
 
     let operator_labels = "app.kubernetes.io/name, instance, component, part-of and managed-by";
-    let many: serde_json::Map<String, Value> = (0..65)
-        .map(|i| (format!("k{i}"), json!("v")))
-        .collect();
+    let many: serde_json::Map<String, Value> =
+        (0..65).map(|i| (format!("k{i}"), json!("v"))).collect();
     let cases: Vec<(Value, &str)> = vec![
         (
             json!({"service": {"podLabels": {"app.kubernetes.io/instance": "other"}}}),
