@@ -26,6 +26,10 @@
 //!   CoreDNS; the archive streamed from one cluster to the other): the entry and the counter
 //!   value arrive, the target's resources operator pod mirrors the restored cache as a CR, and
 //!   deleting the Backup removes its archive.
+//! - Pod and Service metadata and tuning: the CR's pod and Service labels and annotations (its
+//!   fields and infinispan-operator's target annotations), a grace period and a probe timing on
+//!   the pods, Services and StatefulSet, selectors unchanged, an edited label restored by the
+//!   next reconcile; `kubectl wait --for=condition=wellFormed` passes.
 //!
 //! The suites share the node: the cluster tests run one at a time (a mutex), their servers request
 //! 0.2 CPU and 1 GiB each (three at most).
