@@ -10,8 +10,12 @@
 //! - load code into the server's JVM through `spec.container.extraJvmOpts` (`-javaagent`,
 //!   `-agentlib`, `-agentpath`, `-Xbootclasspath`; `--allow-jvm-agents`);
 //! - set annotations of the exposing Service or Ingress outside the allowed prefixes
-//!   (`spec.expose.annotations`; `--allowed-expose-annotation-prefix`, default: the usual
-//!   load-balancer, DNS and certificate annotations, never ingress-controller snippets);
+//!   (`spec.expose.annotations`, and the CR's own annotations that its
+//!   `infinispan.org/targetAnnotations` copies there; `--allowed-expose-annotation-prefix`,
+//!   default: the usual load-balancer, DNS and certificate annotations, never
+//!   ingress-controller snippets). The annotations of the cluster's other Services and pods
+//!   (`spec.service.*Annotations`) are not restricted: no controller acts on them the way an
+//!   ingress controller or a cloud load balancer acts on the exposing object's;
 //! - use a Secret or ConfigMap it names (`spec.security.endpointSecretName`,
 //!   `spec.security.endpointEncryption.certSecretName`, `spec.configMapName`) that does not
 //!   allow the cluster through the annotation `infinispan.org/allow-clusters`
@@ -27,7 +31,11 @@
 use std::fmt;
 
 use common_crds::Infinispan;
-use common_crds::labels::{ALLOW_CLUSTERS_ALL, ALLOW_CLUSTERS_ANNOTATION};
+use common_crds::labels::{
+    ALLOW_CLUSTERS_ALL, ALLOW_CLUSTERS_ANNOTATION, TARGET_ANNOTATIONS_ANNOTATION,
+};
+
+use crate::build::user_metadata;
 
 /// Annotation prefixes a CR may set on the exposing Service or Ingress by default: cloud
 /// load balancers, MetalLB, external-dns and cert-manager. Ingress-controller annotations
@@ -101,8 +109,10 @@ pub enum Violation {
     /// `JAVA_TOOL_OPTIONS` and `JDK_JAVA_OPTIONS`, the server `JAVA_OPTIONS`), or a variable
     /// of the dynamic linker that loads a library (`LD_PRELOAD` and the like).
     EnvCode { name: String, option: String },
-    /// An annotation of `spec.expose` outside the allowed prefixes.
-    ExposeAnnotation { key: String },
+    /// An annotation of the exposing object outside the allowed prefixes, from `field`
+    /// (`spec.expose.annotations`, or the CR's annotation that `infinispan.org/targetAnnotations`
+    /// names).
+    ExposeAnnotation { field: &'static str, key: String },
 }
 
 impl fmt::Display for Violation {
@@ -129,10 +139,10 @@ impl fmt::Display for Violation {
                 "spec.container.env '{name}' ('{option}') loads code into the server's \
                  container, which the operator does not allow (flag --allow-jvm-agents)"
             ),
-            Violation::ExposeAnnotation { key } => write!(
+            Violation::ExposeAnnotation { field, key } => write!(
                 f,
-                "spec.expose.annotations '{key}' is outside the allowed prefixes (flag \
-                 --allowed-expose-annotation-prefix)"
+                "{field} '{key}' on the exposing Service or Ingress is outside the allowed \
+                 prefixes (flag --allowed-expose-annotation-prefix)"
             ),
         }
     }
@@ -205,17 +215,24 @@ pub fn check(cluster: &Infinispan, policy: &CrPolicy, own_images: &[&str]) -> Ve
         }
     }
     if let Some(expose) = &spec.expose {
+        let targeted = user_metadata::targeted(cluster, TARGET_ANNOTATIONS_ANNOTATION);
+        let exposing = expose
+            .annotations
+            .keys()
+            .map(|key| ("spec.expose.annotations", key))
+            .chain(targeted.keys().map(|key| (TARGETED_ANNOTATIONS, key)));
         violations.extend(
-            expose
-                .annotations
-                .keys()
-                .filter(|key| {
+            exposing
+                .filter(|(_, key)| {
                     !policy
                         .allowed_expose_annotation_prefixes
                         .iter()
                         .any(|prefix| !prefix.is_empty() && key.starts_with(prefix.as_str()))
                 })
-                .map(|key| Violation::ExposeAnnotation { key: key.clone() }),
+                .map(|(field, key)| Violation::ExposeAnnotation {
+                    field,
+                    key: key.clone(),
+                }),
         );
     }
     violations
@@ -248,6 +265,9 @@ pub fn reference_allowed(
                     .any(|name| name == ALLOW_CLUSTERS_ALL || name == cluster)
             })
 }
+/// How a violation names an annotation copied by `infinispan.org/targetAnnotations`.
+const TARGETED_ANNOTATIONS: &str =
+    "metadata.annotations (copied by infinispan.org/targetAnnotations)";
 
 /// The message of a refusal: every violation, one sentence each.
 pub fn message(violations: &[Violation]) -> String {
@@ -386,6 +406,7 @@ mod tests {
         assert_eq!(
             check(&cr, &CrPolicy::default(), OWN),
             vec![Violation::ExposeAnnotation {
+                field: "spec.expose.annotations",
                 key: "nginx.ingress.kubernetes.io/configuration-snippet".to_string()
             }]
         );
@@ -429,5 +450,40 @@ mod tests {
             ..CrPolicy::default()
         };
         assert!(reference_allowed(None, "demo", &open));
+    }
+
+    #[test]
+    fn annotations_copied_to_the_exposing_object_are_under_the_same_policy() {
+        let mut cr = cluster(json!({
+            "expose": {"type": "LoadBalancer"},
+            "service": {"serviceAnnotations": {"prometheus.io/scrape": "true"},
+                        "podAnnotations": {"sidecar.istio.io/inject": "false"}},
+        }));
+        // The cluster's own Services and pods take any annotation.
+        assert!(check(&cr, &CrPolicy::default(), OWN).is_empty());
+        cr.metadata.annotations = Some(
+            [
+                (
+                    TARGET_ANNOTATIONS_ANNOTATION,
+                    "metallb.io/address-pool, snippet",
+                ),
+                ("metallb.io/address-pool", "public"),
+                ("snippet", "x"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+        );
+        let refused = check(&cr, &CrPolicy::default(), OWN);
+        assert_eq!(
+            refused,
+            vec![Violation::ExposeAnnotation {
+                field: TARGETED_ANNOTATIONS,
+                key: "snippet".to_string()
+            }]
+        );
+        assert!(message(&refused).contains("infinispan.org/targetAnnotations"));
+        // Without spec.expose they only reach the cluster's own Services.
+        cr.spec.expose = None;
+        assert!(check(&cr, &CrPolicy::default(), OWN).is_empty());
     }
 }

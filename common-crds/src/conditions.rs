@@ -18,6 +18,10 @@ pub enum ConditionType {
     Degraded,
     /// Infinispan: the cluster's resources operator is deployed and ready.
     ResourcesOperatorReady,
+    /// Infinispan: a copy of `Ready` (status, reason, message, time) under the name
+    /// infinispan-operator gives it, so that scripts waiting with `kubectl wait
+    /// --for=condition=wellFormed` work unchanged.
+    WellFormed,
     /// Resource kinds: the `infinispan.org/pause-reconciliation` annotation is set (design E2).
     ReconciliationPaused,
     /// Backup and Restore: finished successfully.
@@ -28,11 +32,12 @@ pub enum ConditionType {
 
 impl ConditionType {
     /// Every condition type.
-    pub const ALL: [ConditionType; 7] = [
+    pub const ALL: [ConditionType; 8] = [
         Self::Ready,
         Self::Progressing,
         Self::Degraded,
         Self::ResourcesOperatorReady,
+        Self::WellFormed,
         Self::ReconciliationPaused,
         Self::Complete,
         Self::Failed,
@@ -45,6 +50,7 @@ impl ConditionType {
             Self::Progressing => "Progressing",
             Self::Degraded => "Degraded",
             Self::ResourcesOperatorReady => "ResourcesOperatorReady",
+            Self::WellFormed => "WellFormed",
             Self::ReconciliationPaused => "ReconciliationPaused",
             Self::Complete => "Complete",
             Self::Failed => "Failed",
@@ -195,6 +201,9 @@ pub enum ProblemReason {
     InvalidTlsSecret,
     /// A log category of `spec.logging` cannot be used.
     InvalidLogging,
+    /// A label or annotation the CR asks for on its objects (through infinispan-operator's
+    /// `infinispan.org/targetLabels`... annotations) is one of the operator's own keys.
+    InvalidMetadata,
     /// The CR or the settings cannot give the resources operator's objects.
     InvalidResourcesOperator,
     /// The API server refused an object (invalid, or its change forbidden).
@@ -230,7 +239,7 @@ pub enum ProblemReason {
 
 impl ProblemReason {
     /// Every reason.
-    pub const ALL: [ProblemReason; 22] = [
+    pub const ALL: [ProblemReason; 23] = [
         Self::MissingSecret,
         Self::MissingConfigMap,
         Self::InvalidCluster,
@@ -240,6 +249,7 @@ impl ProblemReason {
         Self::InvalidConfigOverlay,
         Self::InvalidTlsSecret,
         Self::InvalidLogging,
+        Self::InvalidMetadata,
         Self::InvalidResourcesOperator,
         Self::Refused,
         Self::PolicyRefused,
@@ -267,6 +277,7 @@ impl ProblemReason {
             Self::InvalidConfigOverlay => "InvalidConfigOverlay",
             Self::InvalidTlsSecret => "InvalidTlsSecret",
             Self::InvalidLogging => "InvalidLogging",
+            Self::InvalidMetadata => "InvalidMetadata",
             Self::InvalidResourcesOperator => "InvalidResourcesOperator",
             Self::Refused => "Refused",
             Self::PolicyRefused => "PolicyRefused",
@@ -543,6 +554,6 @@ mod tests {
             assert_eq!(Reason::parse(reason.as_str()), Some(reason));
         }
         assert_eq!(Reason::parse("Paused"), None);
-        assert_eq!(ConditionType::ALL.len(), 7);
+        assert_eq!(ConditionType::ALL.len(), 8);
     }
 }

@@ -265,10 +265,14 @@ mod tests {
 
     /// Properties whose schema is a Kubernetes type (inlined from k8s-openapi): their insides
     /// are upstream's, not ours.
-    const KUBERNETES_TYPED: [&str; 10] = [
+    const KUBERNETES_TYPED: [&str; 14] = [
         "spec.container.resources",
         "spec.container.env",
         "spec.resourcesOperator.resources",
+        "spec.resourcesOperator.imagePullSecrets",
+        "spec.resourcesOperator.scheduling.affinity",
+        "spec.resourcesOperator.scheduling.tolerations",
+        "spec.resourcesOperator.scheduling.topologySpreadConstraints",
         "spec.scheduling.affinity",
         "spec.scheduling.tolerations",
         "spec.scheduling.topologySpreadConstraints",

@@ -4,11 +4,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, EnvVar, ResourceRequirements, Toleration, TopologySpreadConstraint,
+    Affinity, EnvVar, LocalObjectReference, ResourceRequirements, Toleration,
+    TopologySpreadConstraint,
 };
 use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::core::Rule;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -95,7 +97,8 @@ pub struct InfinispanSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<ContainerSpec>,
 
-    /// The server's storage.
+    /// The server pods and Services: storage, probes, termination grace period, labels and
+    /// annotations.
     #[serde(default)]
     pub service: ServiceSpec,
 
@@ -200,18 +203,120 @@ pub struct ContainerSpec {
     pub env: Vec<EnvVar>,
 }
 
-/// The server's storage.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+/// The server pods and Services: storage, pod tuning, and the labels and annotations of the
+/// pods and of each Service. User labels never enter a selector, and the operator's own keys
+/// (`app.kubernetes.io/name`, `instance`, `component`, `part-of`, `managed-by`, anything in the
+/// `infinispan.org/` domain) are refused.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::common::unwrap_doc_lines)]
 pub struct ServiceSpec {
-    /// Storage of each server pod.
+    /// Storage, probes and termination grace period of each server pod.
     #[serde(default)]
     pub container: ServiceContainerSpec,
+
+    /// Labels of the server pods (their template: changing them rolls the pods, one at a time).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_USER_KEYS))]
+    #[x_kube(validation = user_labels_rule())]
+    pub pod_labels: BTreeMap<String, String>,
+
+    /// Annotations of the server pods (their template: changing them rolls the pods, one at a
+    /// time).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_USER_KEYS))]
+    #[x_kube(validation = user_annotations_rule())]
+    pub pod_annotations: BTreeMap<String, String>,
+
+    /// Labels of every Service of the cluster (`<name>`, `<name>-ping`, `<name>-operator`; the
+    /// exposing Service or Ingress takes spec.expose.labels).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_USER_KEYS))]
+    #[x_kube(validation = user_labels_rule())]
+    pub service_labels: BTreeMap<String, String>,
+
+    /// Annotations of every Service of the cluster (`<name>`, `<name>-ping`, `<name>-operator`;
+    /// the exposing Service or Ingress takes spec.expose.annotations).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_USER_KEYS))]
+    #[x_kube(validation = user_annotations_rule())]
+    pub service_annotations: BTreeMap<String, String>,
+
+    /// Labels and annotations of the client Service `<name>` only (port 11222, for
+    /// applications), over serviceLabels and serviceAnnotations: e.g. the label a
+    /// ServiceMonitor selects, so that each pod is scraped once.
+    #[serde(default, skip_serializing_if = "ObjectMetadataSpec::is_empty")]
+    pub client_service: ObjectMetadataSpec,
+
+    /// Labels and annotations of the headless Service `<name>-ping` only (JGroups discovery),
+    /// over serviceLabels and serviceAnnotations.
+    #[serde(default, skip_serializing_if = "ObjectMetadataSpec::is_empty")]
+    pub ping_service: ObjectMetadataSpec,
+
+    /// Labels and annotations of the operators' Service `<name>-operator` only, over
+    /// serviceLabels and serviceAnnotations.
+    #[serde(default, skip_serializing_if = "ObjectMetadataSpec::is_empty")]
+    pub operator_service: ObjectMetadataSpec,
 }
 
-/// Storage of each server pod.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
+/// Most labels (or annotations) one field may give: the CEL rules that refuse the operator's
+/// keys need a bound to be admitted by the API server.
+pub const MAX_USER_KEYS: u32 = 64;
+
+/// The CEL rule of a map of user labels: none of the operator's keys
+/// ([`crate::labels::is_reserved_label`]).
+fn user_labels_rule() -> Rule {
+    let operator_labels = crate::labels::OPERATOR_LABELS
+        .iter()
+        .map(|key| format!("'{key}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Rule::new(format!(
+        "self.all(k, !k.startsWith('{}') && !(k in [{operator_labels}]))",
+        crate::labels::OPERATOR_KEY_PREFIX
+    ))
+    .message(
+        "labels in the infinispan.org/ domain and app.kubernetes.io/name, instance, component, part-of and managed-by are the operator's: they select the cluster's pods or name its objects",
+    )
+}
+
+/// The CEL rule of a map of user annotations: none of the operator's keys
+/// ([`crate::labels::is_reserved_annotation`]).
+fn user_annotations_rule() -> Rule {
+    Rule::new(format!(
+        "self.all(k, !k.startsWith('{}'))",
+        crate::labels::OPERATOR_KEY_PREFIX
+    ))
+    .message("annotations in the infinispan.org/ domain are the operator's")
+}
+
+/// Labels and annotations the CR adds to one object.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct ObjectMetadataSpec {
+    /// Labels of the object (never of a selector).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_USER_KEYS))]
+    #[x_kube(validation = user_labels_rule())]
+    pub labels: BTreeMap<String, String>,
+
+    /// Annotations of the object.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_USER_KEYS))]
+    #[x_kube(validation = user_annotations_rule())]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl ObjectMetadataSpec {
+    /// Whether it adds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty()
+    }
+}
+
+/// Storage, probes and termination grace period of each server pod.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::common::unwrap_doc_lines)]
 pub struct ServiceContainerSpec {
@@ -229,6 +334,32 @@ pub struct ServiceContainerSpec {
     /// true: no persistent volume, data lives in an emptyDir and is lost when a pod goes.
     #[serde(default)]
     pub ephemeral_storage: bool,
+
+    /// Seconds a server pod has to stop (leave the cluster, flush its stores) after SIGTERM
+    /// before it is killed; absent: the Kubernetes default (30). Part of the pod template:
+    /// changing it rolls the pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub termination_grace_period_seconds: Option<i64>,
+
+    /// Timing of the liveness probe (GET /health/live); each field absent keeps the
+    /// operator's (period 10 s, timeout 5 s, 6 failures). successThreshold must be 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("!has(self.successThreshold) || self.successThreshold == 1")
+        .message("the liveness probe's successThreshold must be 1"))]
+    pub liveness_probe: Option<ProbeSpec>,
+
+    /// Timing of the readiness probe (GET /health/ready); each field absent keeps the
+    /// operator's (period 10 s, timeout 5 s, 3 failures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<ProbeSpec>,
+
+    /// Timing of the startup probe (GET /health/live); each field absent keeps the operator's
+    /// (period 5 s, timeout 5 s, 60 failures: 5 minutes to start). successThreshold must be 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("!has(self.successThreshold) || self.successThreshold == 1")
+        .message("the startup probe's successThreshold must be 1"))]
+    pub startup_probe: Option<ProbeSpec>,
 }
 
 impl Default for ServiceContainerSpec {
@@ -237,8 +368,46 @@ impl Default for ServiceContainerSpec {
             storage: default_storage(),
             storage_class_name: None,
             ephemeral_storage: false,
+            termination_grace_period_seconds: None,
+            liveness_probe: None,
+            readiness_probe: None,
+            startup_probe: None,
         }
     }
+}
+
+/// The timing of one probe of the server container (the handler, an anonymous GET of the
+/// server's `/health/*`, is the operator's). A field absent keeps the operator's value.
+/// Probe changes are part of the pod template: they roll the pods.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct ProbeSpec {
+    /// Consecutive failures after which the probe counts as failed (at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub failure_threshold: Option<i32>,
+
+    /// Seconds after the container starts before the first probe (at least 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub initial_delay_seconds: Option<i32>,
+
+    /// Seconds between two probes (at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub period_seconds: Option<i32>,
+
+    /// Consecutive successes after a failure for the probe to count as succeeded again (at
+    /// least 1; exactly 1 for the liveness and startup probes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub success_threshold: Option<i32>,
+
+    /// Seconds after which one probe times out (at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_seconds: Option<i32>,
 }
 
 fn default_storage() -> Quantity {
@@ -378,9 +547,16 @@ pub struct ExposeSpec {
     pub host: Option<String>,
 
     /// Annotations for the Service or Ingress that exposes the endpoint (load-balancer or
-    /// ingress-controller settings).
+    /// ingress-controller settings), under the prefixes the operator allows
+    /// (--allowed-expose-annotation-prefix).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+
+    /// Labels for the Service or Ingress that exposes the endpoint (never of its selector).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_USER_KEYS))]
+    #[x_kube(validation = user_labels_rule())]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Kind of object that exposes the endpoint.
@@ -491,6 +667,25 @@ pub struct ResourcesOperatorSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub server_write_concurrency: Option<u16>,
+
+    /// Pods of the resources operator (default 1). They elect a leader (the Lease
+    /// `<name>-resources-operator`); the others are Ready standbys that write nothing and take
+    /// over within seconds when the leader goes (2 rather than 1 shortens a sync pause on a
+    /// node failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub replicas: Option<i32>,
+
+    /// Where the resources operator's pods run. Absent: the node-level part of
+    /// spec.scheduling (node selector, tolerations, priority class, node affinity), as the
+    /// server pods; present: exactly this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<ResourcesOperatorScheduling>,
+
+    /// Pull Secrets (same namespace) of the resources operator's pods, after the operator's own
+    /// (--image-pull-secrets), e.g. for a spec.resourcesOperator.image in a private registry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
 }
 
 impl Default for ResourcesOperatorSpec {
@@ -504,8 +699,38 @@ impl Default for ResourcesOperatorSpec {
             image: None,
             drift_check_interval: None,
             server_write_concurrency: None,
+            replicas: None,
+            scheduling: None,
+            image_pull_secrets: Vec::new(),
         }
     }
+}
+
+/// Where the resources operator's pods run.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct ResourcesOperatorScheduling {
+    /// Affinity of the resources operator's pods (e.g. a pod anti-affinity spreading several
+    /// replicas over nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+
+    /// Tolerations of the resources operator's pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+
+    /// Node labels the resources operator's nodes must have.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+
+    /// PriorityClass of the resources operator's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+
+    /// Topology spread constraints of the resources operator's pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
 }
 
 /// Direction of sync between CRs and the server (design E3, sync mode).
@@ -535,7 +760,8 @@ pub enum ConflictWinner {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::common::unwrap_doc_lines)]
 pub struct InfinispanStatus {
-    /// Ready, Progressing, Degraded and ResourcesOperatorReady.
+    /// Ready, Progressing, Degraded, ResourcesOperatorReady, and WellFormed (a copy of Ready
+    /// under infinispan-operator's name, for scripts that wait for it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

@@ -59,6 +59,51 @@ pub const CLUSTER_FINALIZER: &str = "cluster.infinispan.org/finalizer";
 /// archive on the server first.
 pub const BACKUP_FINALIZER: &str = "backups.infinispan.org/archive";
 
+/// The domain of the project's own labels and annotations: a key in it (`infinispan.org/...`)
+/// is never one a user may put on the cluster's objects through the CR.
+pub const OPERATOR_KEY_PREFIX: &str = "infinispan.org/";
+
+/// Labels the cluster operator sets on every object of a cluster (the recommended
+/// `app.kubernetes.io/*` set; `name` and `instance` are the selectors), besides
+/// [`CLUSTER_LABEL`]: a user label may not take one of these keys.
+pub const OPERATOR_LABELS: [&str; 5] = [
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/part-of",
+    "app.kubernetes.io/managed-by",
+];
+
+/// Whether a user may not set the label `key` on a cluster's objects: a key of
+/// [`OPERATOR_LABELS`] or in the [`OPERATOR_KEY_PREFIX`] domain (the selectors and the
+/// operator's own labels; user labels never override them).
+pub fn is_reserved_label(key: &str) -> bool {
+    OPERATOR_LABELS.contains(&key) || is_reserved_annotation(key)
+}
+
+/// Whether a user may not set the annotation `key` on a cluster's objects: a key in the
+/// [`OPERATOR_KEY_PREFIX`] domain (the config hash, the security record...).
+pub fn is_reserved_annotation(key: &str) -> bool {
+    key.starts_with(OPERATOR_KEY_PREFIX)
+}
+
+/// Annotation of an `Infinispan` CR (infinispan-operator's, for drop-in manifests): a
+/// comma-separated list of keys of the CR's own labels, copied with their values to the
+/// cluster's Services and its exposing Service or Ingress.
+pub const TARGET_LABELS_ANNOTATION: &str = "infinispan.org/targetLabels";
+/// Like [`TARGET_LABELS_ANNOTATION`], to the server pods.
+pub const POD_TARGET_LABELS_ANNOTATION: &str = "infinispan.org/podTargetLabels";
+/// Like [`TARGET_LABELS_ANNOTATION`], keys of the CR's own annotations.
+pub const TARGET_ANNOTATIONS_ANNOTATION: &str = "infinispan.org/targetAnnotations";
+/// Like [`TARGET_ANNOTATIONS_ANNOTATION`], to the server pods.
+pub const POD_TARGET_ANNOTATIONS_ANNOTATION: &str = "infinispan.org/podTargetAnnotations";
+
+/// The keys a target annotation ([`TARGET_LABELS_ANNOTATION`]...) names, as infinispan-operator
+/// reads them: split on commas, each trimmed, empty ones skipped.
+pub fn target_keys(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|key| !key.is_empty())
+}
+
 /// Server-side apply field manager of the cluster operator.
 pub const CLUSTER_OPERATOR_FIELD_MANAGER: &str = "infinispan-cluster-operator";
 /// Server-side apply field manager of the resources operator.
@@ -67,6 +112,39 @@ pub const RESOURCES_OPERATOR_FIELD_MANAGER: &str = "infinispan-resources-operato
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_operators_keys_are_reserved_and_others_free() {
+        for key in [
+            CLUSTER_LABEL,
+            ORIGIN_LABEL,
+            "app.kubernetes.io/name",
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/component",
+            "app.kubernetes.io/part-of",
+            "app.kubernetes.io/managed-by",
+            "infinispan.org/config-hash",
+        ] {
+            assert!(is_reserved_label(key), "{key}");
+        }
+        for key in [
+            "app.kubernetes.io/version",
+            "team",
+            "example.com/infinispan.org",
+        ] {
+            assert!(!is_reserved_label(key), "{key}");
+        }
+        assert!(is_reserved_annotation("infinispan.org/config-hash"));
+        assert!(!is_reserved_annotation("app.kubernetes.io/name"));
+        assert!(!is_reserved_annotation("prometheus.io/scrape"));
+    }
+
+    #[test]
+    fn target_keys_are_split_on_commas_and_trimmed() {
+        let keys: Vec<&str> = target_keys(" svc-label1, svc-label2 ,,  ").collect();
+        assert_eq!(keys, ["svc-label1", "svc-label2"]);
+        assert_eq!(target_keys("").count(), 0);
+    }
 
     #[test]
     fn a_cr_without_the_origin_label_was_made_in_kubernetes() {

@@ -373,6 +373,195 @@ async fn schema_and_cel_rules_reject_invalid_crs() -> anyhow::Result<()> {
     ns.delete().await
 }
 
+/// Whether `stored` has everything of `written` (objects key by key, other values equal).
+fn holds(stored: &Value, written: &Value) -> bool {
+    match written.as_object() {
+        Some(fields) => fields
+            .iter()
+            .all(|(key, value)| stored.get(key).is_some_and(|s| holds(s, value))),
+        None => stored == written,
+    }
+}
+
+/// The pods' and Services' labels and annotations, probe timings, grace period and the
+/// resources operator's pods: everything valid is accepted as written (nothing defaulted into
+/// it); the operator's own label and annotation keys, a liveness or startup successThreshold
+/// other than 1 and values under their minimum are refused with a message that says why.
+#[tokio::test]
+async fn pod_and_service_metadata_and_tuning_are_validated() -> anyhow::Result<()> {
+    let (_testbed, client, ns) = setup("crd-podmeta").await?;
+    let infinispans = api(&client, &ns.name, "Infinispan");
+    let valid = json!({
+        "service": {
+            "container": {
+                "terminationGracePeriodSeconds": 0,
+                "livenessProbe": {"failureThreshold": 10, "successThreshold": 1},
+                "readinessProbe": {"successThreshold": 3, "initialDelaySeconds": 0,
+                                   "periodSeconds": 1, "timeoutSeconds": 1},
+                "startupProbe": {"failureThreshold": 1},
+            },
+            "podLabels": {"team": "shop", "app.kubernetes.io/version": "16.0.7"},
+            "podAnnotations": {"sidecar.istio.io/inject": "false"},
+            "serviceLabels": {"team": "shop"},
+            "serviceAnnotations": {"example.com/owner": "shop"},
+            "clientService": {"labels": {"monitoring": "scrape"}},
+            "pingService": {"annotations": {"example.com/owner": "jgroups"}},
+            "operatorService": {"labels": {"x": "y"}},
+        },
+        "expose": {"type": "LoadBalancer", "labels": {"public": "yes"}},
+        "resourcesOperator": {
+            "replicas": 2,
+            "scheduling": {"nodeSelector": {"kubernetes.io/os": "linux"},
+                           "tolerations": [{"key": "k", "operator": "Exists"}]},
+            "imagePullSecrets": [{"name": "team-registry"}],
+        },
+    });
+    let created = infinispans
+        .create(
+            &PostParams::default(),
+            &object("Infinispan", "tuned", json!({}), valid.clone())?,
+        )
+        .await?;
+    // Stored as written; the API server adds defaults of other fields only (storage...).
+    let stored = field(&created, &["spec"]).cloned().unwrap_or_default();
+    assert!(holds(&stored, &valid), "stored {stored}\nwritten {valid}");
+    assert_eq!(
+        field(&created, &["spec", "resourcesOperator", "replicas"]),
+        Some(&json!(2))
+    );
+    // A CR without them stores none of them.
+    let plain = infinispans
+        .create(
+            &PostParams::default(),
+            &object("Infinispan", "plain", json!({}), json!({}))?,
+        )
+        .await?;
+    let service = field(&plain, &["spec", "service"])
+        .cloned()
+        .unwrap_or_default();
+    for absent in [
+        "podLabels",
+        "podAnnotations",
+        "serviceLabels",
+        "clientService",
+    ] {
+        assert_eq!(service.get(absent), None, "{absent} defaulted: {service}");
+    }
+    let container = service.get("container").cloned().unwrap_or_default();
+    for absent in ["livenessProbe", "terminationGracePeriodSeconds"] {
+        assert_eq!(
+            container.get(absent),
+            None,
+            "{absent} defaulted: {container}"
+        );
+    }
+
+    // The handler is the operator's: not a field, pruned.
+    let handler = infinispans
+        .create(
+            &PostParams::default(),
+            &object(
+                "Infinispan",
+                "handler",
+                json!({}),
+                json!({"service": {"container": {"livenessProbe": {
+                    "exec": {"command": ["true"]}, "periodSeconds": 3}}}}),
+            )?,
+        )
+        .await?;
+    assert_eq!(
+        field(&handler, &["spec", "service", "container", "livenessProbe"]),
+        Some(&json!({"periodSeconds": 3}))
+    );
+
+    let operator_labels = "app.kubernetes.io/name, instance, component, part-of and managed-by";
+    let many: serde_json::Map<String, Value> =
+        (0..65).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"service": {"podLabels": {"app.kubernetes.io/instance": "other"}}}),
+            operator_labels,
+        ),
+        (
+            json!({"service": {"podLabels": {"infinispan.org/cluster": "other"}}}),
+            operator_labels,
+        ),
+        (
+            json!({"service": {"serviceLabels": {"app.kubernetes.io/managed-by": "me"}}}),
+            operator_labels,
+        ),
+        (
+            json!({"service": {"clientService": {"labels": {"app.kubernetes.io/name": "x"}}}}),
+            operator_labels,
+        ),
+        (
+            json!({"expose": {"type": "NodePort", "labels": {"app.kubernetes.io/part-of": "x"}}}),
+            operator_labels,
+        ),
+        (
+            json!({"service": {"podAnnotations": {"infinispan.org/config-hash": "x"}}}),
+            "annotations in the infinispan.org/ domain are the operator's",
+        ),
+        (
+            json!({"service": {"pingService": {"annotations": {"infinispan.org/x": "y"}}}}),
+            "annotations in the infinispan.org/ domain are the operator's",
+        ),
+        (
+            json!({"service": {"podLabels": Value::Object(many)}}),
+            "spec.service.podLabels: Too many",
+        ),
+        (
+            json!({"service": {"container": {"livenessProbe": {"successThreshold": 2}}}}),
+            "the liveness probe's successThreshold must be 1",
+        ),
+        (
+            json!({"service": {"container": {"startupProbe": {"successThreshold": 3}}}}),
+            "the startup probe's successThreshold must be 1",
+        ),
+        (
+            json!({"service": {"container": {"readinessProbe": {"periodSeconds": 0}}}}),
+            "spec.service.container.readinessProbe.periodSeconds",
+        ),
+        (
+            json!({"service": {"container": {"livenessProbe": {"failureThreshold": 0}}}}),
+            "spec.service.container.livenessProbe.failureThreshold",
+        ),
+        (
+            json!({"service": {"container": {"startupProbe": {"timeoutSeconds": 0}}}}),
+            "spec.service.container.startupProbe.timeoutSeconds",
+        ),
+        (
+            json!({"service": {"container": {"readinessProbe": {"initialDelaySeconds": -1}}}}),
+            "spec.service.container.readinessProbe.initialDelaySeconds",
+        ),
+        (
+            json!({"service": {"container": {"terminationGracePeriodSeconds": -1}}}),
+            "spec.service.container.terminationGracePeriodSeconds",
+        ),
+        (
+            json!({"resourcesOperator": {"replicas": 0}}),
+            "spec.resourcesOperator.replicas",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (i, (spec, expected)) in cases.into_iter().enumerate() {
+        let obj = object("Infinispan", &format!("bad-{i}"), json!({}), spec.clone())?;
+        match rejected(&infinispans, &obj).await {
+            Ok(message) if message.contains(expected) => {}
+            Ok(message) => failures.push(format!(
+                "{spec}: message {message:?} does not say {expected:?}"
+            )),
+            Err(error) => failures.push(format!("{spec}: {error:#}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "invalid CRs not rejected as they should be:\n{}",
+        failures.join("\n")
+    );
+    ns.delete().await
+}
+
 #[tokio::test]
 async fn spec_name_is_immutable_once_set() -> anyhow::Result<()> {
     let (_testbed, client, ns) = setup("crd-name").await?;

@@ -26,6 +26,10 @@
 //!   CoreDNS; the archive streamed from one cluster to the other): the entry and the counter
 //!   value arrive, the target's resources operator pod mirrors the restored cache as a CR, and
 //!   deleting the Backup removes its archive.
+//! - Pod and Service metadata and tuning: the CR's pod and Service labels and annotations (its
+//!   fields and infinispan-operator's target annotations), a grace period and a probe timing on
+//!   the pods, Services and StatefulSet, selectors unchanged, an edited label restored by the
+//!   next reconcile; `kubectl wait --for=condition=wellFormed` passes.
 //!
 //! The suites share the node: the cluster tests run one at a time (a mutex), their servers request
 //! 0.2 CPU and 1 GiB each (three at most).
@@ -708,6 +712,240 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
         "no pod was ever replaced (at least one must have been down)"
     );
     wait_members_and_ready(&rest, &clusters, 2).await?;
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}
+
+/// The labels of `meta`, or none.
+fn labels_of(meta: &kube::api::ObjectMeta) -> std::collections::BTreeMap<String, String> {
+    meta.labels.clone().unwrap_or_default()
+}
+
+/// Whether `map` has every pair of `pairs`.
+fn has_all(map: &std::collections::BTreeMap<String, String>, pairs: &[(&str, &str)]) -> bool {
+    pairs
+        .iter()
+        .all(|(key, value)| map.get(*key).map(String::as_str) == Some(*value))
+}
+
+/// Pod and Service metadata and tuning (issue 25), on real pods: the CR's pod labels and
+/// annotations (its fields and infinispan-operator's `podTargetLabels`), each Service's labels
+/// and annotations (`serviceLabels`, `clientService`, `targetLabels`), the exposing Service's,
+/// the grace period and a probe timing reach the pods, the Services and the StatefulSet, beside
+/// the operator's own labels; no selector changes; a label edited away from a Service comes
+/// back with the next reconcile, and a reconcile rolls nothing; `kubectl wait
+/// --for=condition=wellFormed` (infinispan-operator's condition, matched ignoring case) passes
+/// once the cluster is Ready, and `WellFormed` says what `Ready` says.
+#[tokio::test]
+async fn pod_and_service_metadata_and_tuning_reach_the_objects_and_survive_a_reconcile()
+-> anyhow::Result<()> {
+    let _only = CLUSTER.lock().await;
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = install("in-pods", "pods-meta").await?;
+    let cr: Infinispan = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
+        "metadata": {
+            "name": "demo",
+            "labels": {"cost-center": "cc-7", "not-copied": "x"},
+            "annotations": {
+                "infinispan.org/targetLabels": "cost-center",
+                "infinispan.org/podTargetLabels": "cost-center",
+            },
+        },
+        "spec": {
+            "version": SERVER_VERSION,
+            "replicas": 1,
+            "container": {"resources": {
+                "requests": {"cpu": "200m", "memory": "1Gi"},
+                "limits": {"memory": "1Gi"},
+            }},
+            "service": {
+                "container": {
+                    "terminationGracePeriodSeconds": 45,
+                    "readinessProbe": {"periodSeconds": 4, "failureThreshold": 5},
+                },
+                "podLabels": {"team": "shop"},
+                "podAnnotations": {"example.com/note": "pod"},
+                "serviceLabels": {"team": "shop"},
+                "serviceAnnotations": {"example.com/owner": "shop"},
+                "clientService": {"labels": {"monitoring": "scrape"}},
+            },
+            "expose": {"type": "NodePort", "labels": {"public": "yes"}},
+        },
+    }))?;
+    clusters
+        .patch(
+            "demo",
+            &PatchParams::apply("e2e-user").force(),
+            &Patch::Apply(&cr),
+        )
+        .await?;
+    let ready = wait_cluster_ready(&client, &clusters, "demo", 1).await?;
+
+    // WellFormed: what Ready says, and what `kubectl wait` written for infinispan-operator
+    // waits for.
+    let well_formed = condition(&ready, "WellFormed").context("no WellFormed condition")?;
+    ensure!(
+        Some(well_formed) == condition(&ready, "Ready"),
+        "WellFormed {well_formed:?} is not Ready {:?}",
+        condition(&ready, "Ready")
+    );
+    let waited = testbed
+        .kubectl()
+        .args([
+            "wait",
+            "--for=condition=wellFormed",
+            "infinispan/demo",
+            "-n",
+            &ns.name,
+            "--timeout=60s",
+        ])
+        .output()?;
+    ensure!(
+        waited.status.success(),
+        "kubectl wait --for=condition=wellFormed: {}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+
+    let operator_labels = [
+        ("app.kubernetes.io/name", "infinispan"),
+        ("app.kubernetes.io/instance", "demo"),
+        ("app.kubernetes.io/component", "server"),
+        (
+            "app.kubernetes.io/managed-by",
+            "infinispan-cluster-operator",
+        ),
+        ("infinispan.org/cluster", "demo"),
+    ];
+    let selector = [
+        ("app.kubernetes.io/instance".to_string(), "demo".to_string()),
+        (
+            "app.kubernetes.io/name".to_string(),
+            "infinispan".to_string(),
+        ),
+    ]
+    .into();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns.name);
+    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> =
+        Api::namespaced(client.clone(), &ns.name);
+    let check = || async {
+        let pod = pods.get("demo-0").await?;
+        let labels = labels_of(&pod.metadata);
+        ensure!(
+            has_all(&labels, &operator_labels)
+                && has_all(&labels, &[("team", "shop"), ("cost-center", "cc-7")])
+                && !labels.contains_key("not-copied"),
+            "pod labels {labels:?}"
+        );
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        ensure!(
+            has_all(&annotations, &[("example.com/note", "pod")])
+                && annotations.contains_key("infinispan.org/config-hash"),
+            "pod annotations {annotations:?}"
+        );
+        let spec = pod.spec.clone().context("no pod spec")?;
+        ensure!(
+            spec.termination_grace_period_seconds == Some(45),
+            "grace period {:?}",
+            spec.termination_grace_period_seconds
+        );
+        let server = spec
+            .containers
+            .iter()
+            .find(|c| c.name == "infinispan")
+            .context("no server container")?;
+        let readiness = server
+            .readiness_probe
+            .clone()
+            .context("no readiness probe")?;
+        ensure!(
+            (readiness.period_seconds, readiness.failure_threshold) == (Some(4), Some(5))
+                && readiness.http_get.and_then(|g| g.path).as_deref() == Some("/health/ready"),
+            "readiness probe {:?}",
+            server.readiness_probe
+        );
+
+        let set = sets.get("demo").await?;
+        ensure!(
+            set.spec.selector.match_labels.as_ref() == Some(&selector),
+            "StatefulSet selector {:?}",
+            set.spec.selector
+        );
+        for (name, own) in [
+            ("demo", &[("team", "shop"), ("monitoring", "scrape")][..]),
+            ("demo-ping", &[("team", "shop")][..]),
+            ("demo-operator", &[("team", "shop")][..]),
+            ("demo-external", &[("public", "yes")][..]),
+        ] {
+            let service = services.get(name).await?;
+            let labels = labels_of(&service.metadata);
+            ensure!(
+                has_all(&labels, &operator_labels[..4])
+                    && has_all(&labels, own)
+                    && has_all(&labels, &[("cost-center", "cc-7")]),
+                "Service {name} labels {labels:?}"
+            );
+            ensure!(
+                name != "demo-ping" || !labels.contains_key("monitoring"),
+                "the client Service's own label reached {name}"
+            );
+            let annotations = service.metadata.annotations.clone().unwrap_or_default();
+            let owner = annotations.get("example.com/owner").map(String::as_str);
+            ensure!(
+                owner == (name != "demo-external").then_some("shop"),
+                "Service {name} annotations {annotations:?}"
+            );
+            let service_selector = service.spec.and_then(|s| s.selector);
+            ensure!(
+                service_selector.as_ref() == Some(&selector),
+                "Service {name} selector {service_selector:?}"
+            );
+        }
+        Ok(pod.metadata.uid.clone())
+    };
+    let uid = check().await?;
+
+    // Someone edits the team label away from the client Service; the next reconcile (a touch
+    // of the CR) restores it, and rolls nothing.
+    services
+        .patch(
+            "demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": null}}})),
+        )
+        .await?;
+    clusters
+        .patch(
+            "demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"e2e.example.com/touch": "1"}}})),
+        )
+        .await?;
+    eventually("the client Service's team label restored", WAIT, || {
+        let services = services.clone();
+        async move {
+            let service = services.get("demo").await?;
+            Ok(has_all(&labels_of(&service.metadata), &[("team", "shop")]).then_some(()))
+        }
+    })
+    .await?;
+    ensure!(
+        check().await? == uid,
+        "a reconcile without a change of the pod template replaced the server pod"
+    );
+    let cr = clusters.get("demo").await?;
+    ensure!(
+        matches!(condition(&cr, "Degraded"), Some(("False", "AsExpected", _))),
+        "Degraded: {:?}",
+        condition(&cr, "Degraded")
+    );
+
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
 }

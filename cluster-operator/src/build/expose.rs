@@ -5,7 +5,8 @@
 //!   server pods, `spec.expose.nodePort` when given, `spec.expose.annotations` on the Service
 //!   (load-balancer settings live there).
 //! - `Ingress`: an Ingress `<cluster>` routing `/` of `spec.expose.host` (every host when
-//!   absent) to the client Service `<cluster>:11222`, `spec.expose.annotations` on it. An Ingress
+//!   absent) to the client Service `<cluster>:11222`, `spec.expose.annotations` and `labels` on
+//!   it. An Ingress
 //!   carries HTTP: REST works through it, Hot Rod does not (use NodePort or LoadBalancer for Hot
 //!   Rod clients). With endpoint TLS on, the ingress controller must talk HTTPS to the backend or
 //!   pass TLS through: that is controller-specific (for ingress-nginx,
@@ -25,6 +26,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use super::server::{SERVER_PORT, SERVER_PORT_NAME, client_service_name, labels, selector_labels};
+use super::user_metadata::Added;
 
 /// What exposes the endpoint.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -43,26 +45,26 @@ pub fn ingress_name(cluster: &str) -> String {
     cluster.to_string()
 }
 
-fn metadata(
-    cluster: &Infinispan,
-    name: String,
-    annotations: &std::collections::BTreeMap<String, String>,
-) -> ObjectMeta {
-    ObjectMeta {
+/// The metadata of the exposing object `name`: the server's labels, the CR's `added` labels
+/// and annotations (`spec.expose.labels`, `annotations`, the target annotations' keys).
+fn metadata(cluster: &Infinispan, name: String, added: &Added) -> ObjectMeta {
+    let mut metadata = ObjectMeta {
         name: Some(name),
         namespace: cluster.namespace(),
         labels: Some(labels(&cluster.name_any())),
-        annotations: (!annotations.is_empty()).then(|| annotations.clone()),
         owner_references: Some(vec![super::identity::controller_reference(
             &cluster.name_any(),
             cluster.uid().unwrap_or_default(),
         )]),
         ..ObjectMeta::default()
-    }
+    };
+    added.apply_to(&mut metadata);
+    metadata
 }
 
-/// The objects `spec.expose` asks for (none when it is absent).
-pub fn build(cluster: &Infinispan) -> Exposed {
+/// The objects `spec.expose` asks for (none when it is absent), with the labels and
+/// annotations `added` ([`super::user_metadata::UserMetadata::exposing`]).
+pub fn build(cluster: &Infinispan, added: &Added) -> Exposed {
     let Some(expose) = &cluster.spec.expose else {
         return Exposed::default();
     };
@@ -75,7 +77,7 @@ pub fn build(cluster: &Infinispan) -> Exposed {
             };
             Exposed {
                 service: Some(Service {
-                    metadata: metadata(cluster, external_service_name(&name), &expose.annotations),
+                    metadata: metadata(cluster, external_service_name(&name), added),
                     spec: Some(ServiceSpec {
                         type_: Some(type_.to_string()),
                         selector: Some(selector_labels(&name)),
@@ -97,7 +99,7 @@ pub fn build(cluster: &Infinispan) -> Exposed {
         ExposeType::Ingress => Exposed {
             service: None,
             ingress: Some(Ingress {
-                metadata: metadata(cluster, ingress_name(&name), &expose.annotations),
+                metadata: metadata(cluster, ingress_name(&name), added),
                 spec: Some(IngressSpec {
                     rules: Some(vec![IngressRule {
                         host: expose.host.clone(),
@@ -129,8 +131,14 @@ pub fn build(cluster: &Infinispan) -> Exposed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common_crds::infinispan::InfinispanSpec;
+    use common_crds::infinispan::{ExposeSpec, InfinispanSpec};
     use serde_json::json;
+
+    /// What `cr` asks for, exposed.
+    fn built(cr: &Infinispan) -> Exposed {
+        let added = crate::build::user_metadata::of(cr).expect("no reserved key");
+        build(cr, &added.exposing)
+    }
 
     fn cluster(expose: serde_json::Value) -> Infinispan {
         let spec: InfinispanSpec =
@@ -145,12 +153,12 @@ mod tests {
     fn nothing_without_expose() {
         let mut cr = cluster(json!(null));
         cr.spec.expose = None;
-        assert_eq!(build(&cr), Exposed::default());
+        assert_eq!(built(&cr), Exposed::default());
     }
 
     #[test]
     fn node_port_and_load_balancer_services() {
-        let exposed = build(&cluster(
+        let exposed = built(&cluster(
             json!({ "type": "NodePort", "nodePort": 30222, "annotations": { "a": "b" } }),
         ));
         let service = exposed.service.expect("service");
@@ -175,15 +183,44 @@ mod tests {
         let port = &spec.ports.expect("ports")[0];
         assert_eq!((port.port, port.node_port), (11222, Some(30222)));
 
-        let exposed = build(&cluster(json!({ "type": "LoadBalancer" })));
+        let exposed = built(&cluster(json!({ "type": "LoadBalancer" })));
         let spec = exposed.service.and_then(|s| s.spec).expect("spec");
         assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
         assert_eq!(spec.ports.expect("ports")[0].node_port, None);
     }
 
     #[test]
+    fn the_exposing_object_takes_its_labels_and_annotations_never_in_its_selector() {
+        let mut cr = cluster(json!({
+            "type": "LoadBalancer",
+            "labels": {"public": "yes"},
+            "annotations": {"metallb.io/address-pool": "public"},
+        }));
+        cr.spec.service.service_labels = [("team".to_string(), "shop".to_string())].into();
+        let service = built(&cr).service.expect("service");
+        let mut expected = labels("demo");
+        expected.insert("public".to_string(), "yes".to_string());
+        // serviceLabels are the cluster's own Services', not the exposing one's.
+        assert_eq!(service.metadata.labels, Some(expected.clone()));
+        assert_eq!(
+            service.metadata.annotations,
+            Some([("metallb.io/address-pool".to_string(), "public".to_string())].into())
+        );
+        assert_eq!(
+            service.spec.and_then(|s| s.selector),
+            Some(selector_labels("demo"))
+        );
+        cr.spec.expose = Some(ExposeSpec {
+            type_: ExposeType::Ingress,
+            ..cr.spec.expose.clone().expect("expose")
+        });
+        let ingress = built(&cr).ingress.expect("ingress");
+        assert_eq!(ingress.metadata.labels, Some(expected));
+    }
+
+    #[test]
     fn ingress_routes_to_the_client_service() {
-        let exposed = build(&cluster(
+        let exposed = built(&cluster(
             json!({ "type": "Ingress", "host": "ispn.example.com" }),
         ));
         assert!(exposed.service.is_none());

@@ -8,6 +8,8 @@
 //! - [`expose`]: `spec.expose`, a NodePort or LoadBalancer Service, or an Ingress.
 //! - [`resources_operator`]: the per-cluster resources operator: ServiceAccount, Role,
 //!   RoleBinding and Deployment.
+//! - [`user_metadata`]: the labels and annotations a CR adds to the server pods, the Services
+//!   and the exposing object (never to a selector).
 //! - `identity` and `pod`: what both builders share: the CR's checked name and namespace, owner
 //!   reference, labels and metadata; the restricted security contexts and other pod pieces.
 
@@ -21,6 +23,7 @@ pub mod server;
 pub(crate) mod snapshot;
 #[cfg(test)]
 mod test_support;
+pub mod user_metadata;
 
 pub use identity::{MissingMetadata, PART_OF};
 pub use pod::runtime_default;

@@ -1,7 +1,9 @@
 //! Pieces of the pod templates of the server's StatefulSet and the resources operator's
 //! Deployment: the security contexts of the restricted Pod Security profile, ports, probes,
-//! mounts, Secret volumes, downward-API variables and pull Secrets.
+//! mounts, Secret volumes, downward-API variables and pull Secrets; a probe's timing as a CR
+//! tunes it.
 
+use common_crds::infinispan::ProbeSpec;
 use k8s_openapi::api::core::v1::{
     Capabilities, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath,
     LocalObjectReference, ObjectFieldSelector, PodSecurityContext, Probe, SeccompProfile,
@@ -79,6 +81,28 @@ pub(super) fn http_probe(
         timeout_seconds: Some(timeout_seconds),
         failure_threshold: Some(failure_threshold),
         ..Probe::default()
+    }
+}
+
+/// `probe` with the timing fields `timing` sets (the handler stays).
+pub(super) fn tuned(probe: Probe, timing: Option<&ProbeSpec>) -> Probe {
+    let Some(&ProbeSpec {
+        failure_threshold,
+        initial_delay_seconds,
+        period_seconds,
+        success_threshold,
+        timeout_seconds,
+    }) = timing
+    else {
+        return probe;
+    };
+    Probe {
+        failure_threshold: failure_threshold.or(probe.failure_threshold),
+        initial_delay_seconds: initial_delay_seconds.or(probe.initial_delay_seconds),
+        period_seconds: period_seconds.or(probe.period_seconds),
+        success_threshold: success_threshold.or(probe.success_threshold),
+        timeout_seconds: timeout_seconds.or(probe.timeout_seconds),
+        ..probe
     }
 }
 

@@ -8,7 +8,7 @@ use kube::ResourceExt;
 
 use super::referenced::Read;
 use super::status::Problem;
-use crate::build::{expose, resources_operator, server};
+use crate::build::{expose, resources_operator, server, user_metadata};
 use crate::cr_policy::{self, CrPolicy};
 
 /// The server's objects, ready to apply.
@@ -87,9 +87,10 @@ fn build_server(
     let invalid = |error: server::BuildError| Problem::new(error.reason(), error);
     let image = settings.images.resolve(cluster).map_err(invalid)?;
     let objects = server::build(cluster, settings, &read.referenced).map_err(invalid)?;
+    let added = user_metadata::of(cluster).map_err(|reserved| invalid(reserved.into()))?;
     Ok(Server {
         objects,
-        exposed: expose::build(cluster),
+        exposed: expose::build(cluster, &added.exposing),
         version: image.version,
     })
 }

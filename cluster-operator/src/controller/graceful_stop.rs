@@ -264,7 +264,7 @@ mod tests {
     const TIMEOUT: Duration = Duration::from_secs(120);
 
     fn now() -> Timestamp {
-        "2026-12-02T10:00:00Z".parse().unwrap()
+        "2026-12-02T10:00:00Z".parse().expect("a timestamp")
     }
 
     fn running(replicas: i32, ready: i32) -> Existing {
@@ -308,7 +308,7 @@ mod tests {
                 ),
             ])
         );
-        let until = "2026-12-02T10:02:00Z".parse().unwrap();
+        let until = "2026-12-02T10:02:00Z".parse().expect("a timestamp");
         assert_eq!(
             stop.phase,
             Phase::ShuttingDown {
@@ -336,7 +336,7 @@ mod tests {
 
     #[test]
     fn a_restarted_operator_carries_on_where_the_stop_was() {
-        let since: Timestamp = "2026-12-02T09:59:00Z".parse().unwrap();
+        let since: Timestamp = "2026-12-02T09:59:00Z".parse().expect("a timestamp");
         // Annotated, still running (the operator died before or after asking): ask again,
         // with the original start and count (even if the pods are no longer ready).
         let begun = Existing {
@@ -422,7 +422,7 @@ mod tests {
             "spec": {"replicas": 0, "selector": {}, "template": {}},
             "status": {"replicas": 1, "readyReplicas": 0},
         }))
-        .unwrap();
+        .expect("a StatefulSet");
         assert_eq!(
             Existing::of(Some(&sts)),
             Some(Existing {

@@ -8,6 +8,7 @@
 //! | `Progressing` | `RollingOut`: the StatefulSet has not caught up with its spec (new pods, a roll, a scale) | `Stable` |
 //! | `Degraded` | the reason of the problem that keeps the operator from applying the CR (a missing or invalid Secret or ConfigMap, an unknown version, a refused apply): the last applied objects keep running | `AsExpected` |
 //! | `ResourcesOperatorReady` | `Available` | `Disabled`, `Draining`; what keeps its pod from running ([`super::pods`]: `ImagePullFailed`, `CrashLooping`, `Failing`, `Unschedulable`); else `Deploying` |
+//! | `WellFormed` | as `Ready` | as `Ready`: a copy of it ([`well_formed`]) under infinispan-operator's name, so that `kubectl wait --for=condition=wellFormed` (kubectl matches condition types ignoring case) works unchanged |
 //!
 //! `Degraded` is about the operator's side (it cannot apply the CR); a pod that cannot run is
 //! the cluster's side: the objects are applied and Kubernetes cannot run them, which `Ready`
@@ -20,7 +21,7 @@
 
 use common_crds::ResourceKind;
 use common_crds::conditions::{
-    ConditionStatus, ConditionType, ProblemReason, new_condition, set_condition,
+    ConditionStatus, ConditionType, ProblemReason, find_condition, new_condition, set_condition,
 };
 use common_crds::infinispan::InfinispanStatus;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -158,6 +159,10 @@ pub fn compute(
         &mut conditions,
         resources_operator_ready(observed, condition),
     );
+    if let Some(ready) = find_condition(&conditions, ConditionType::Ready) {
+        let mirror = well_formed(ready);
+        set_condition(&mut conditions, mirror);
+    }
 
     // Keep the documented order whatever order an older status had.
     let order = |c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| {
@@ -268,6 +273,15 @@ fn stop_condition(phase: &Phase) -> Option<(&'static str, String)> {
             ),
         ),
     })
+}
+
+/// `WellFormed`: `ready` under infinispan-operator's name, the same in every field (status,
+/// reason, message, observedGeneration, lastTransitionTime).
+pub fn well_formed(ready: &Condition) -> Condition {
+    Condition {
+        type_: ConditionType::WellFormed.as_str().to_string(),
+        ..ready.clone()
+    }
 }
 
 /// `Progressing`: whether the StatefulSet has caught up.
@@ -584,8 +598,69 @@ mod tests {
         let order: Vec<_> = later.conditions.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(
             order,
-            ["Ready", "Progressing", "Degraded", "ResourcesOperatorReady"]
+            [
+                "Ready",
+                "Progressing",
+                "Degraded",
+                "ResourcesOperatorReady",
+                "WellFormed"
+            ]
         );
+    }
+
+    /// `WellFormed` is `Ready` under another type, in every case `Ready` has, and across
+    /// transitions (its time moves with `Ready`'s, never on its own).
+    #[test]
+    fn well_formed_mirrors_ready_in_every_case() {
+        let pods = |desired, ready, settled| Pods {
+            desired,
+            current: desired,
+            ready,
+            settled,
+        };
+        let pod_problem = Problem::new(ProblemReason::ImagePullFailed, "pod demo-0: no image");
+        let cases = [
+            ("Stopped", observed(pods(0, 0, true))),
+            ("AllReplicasReady", observed(pods(3, 3, true))),
+            ("ReplicasNotReady", observed(pods(3, 1, false))),
+            (
+                "ImagePullFailed",
+                Observed {
+                    pods_problem: Some(pod_problem),
+                    ..observed(pods(2, 0, false))
+                },
+            ),
+            (
+                // A Degraded CR whose pods run: Ready (and so WellFormed) stays True.
+                "AllReplicasReady",
+                Observed {
+                    problem: Some(Problem::new(ProblemReason::MissingSecret, "gone")),
+                    ..observed(pods(1, 1, true))
+                },
+            ),
+        ];
+        let mut previous: Option<InfinispanStatus> = None;
+        for (second, (reason, observed)) in (10..).step_by(10).zip(cases) {
+            let status = compute(previous.as_ref(), &observed, at(second));
+            let ready = get(&status, "Ready");
+            let mirror = get(&status, "WellFormed");
+            assert_eq!(ready.reason, reason);
+            assert_eq!(mirror, &well_formed(ready), "{reason}");
+            assert_eq!(
+                (&mirror.status, &mirror.reason, &mirror.message),
+                (&ready.status, &ready.reason, &ready.message)
+            );
+            assert_eq!(mirror.last_transition_time, ready.last_transition_time);
+            assert_eq!(mirror.observed_generation, ready.observed_generation);
+            previous = Some(status);
+        }
+
+        // A status written by an operator without WellFormed gets it with Ready's time.
+        let mut old = compute(None, &observed(pods(1, 1, true)), at(5));
+        old.conditions.retain(|c| c.type_ != "WellFormed");
+        let upgraded = compute(Some(&old), &observed(pods(1, 1, true)), at(50));
+        assert_eq!(get(&upgraded, "WellFormed").last_transition_time, at(5));
+        assert_eq!(get(&upgraded, "WellFormed").status, "True");
     }
 
     #[test]

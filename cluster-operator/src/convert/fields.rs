@@ -53,6 +53,11 @@ impl Fields {
         }
     }
 
+    /// Whether every field was taken.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
     /// Takes the field `key`; a null is absent.
     pub fn take(&mut self, key: &str) -> Option<Value> {
         self.map.remove(key).filter(|value| !value.is_null())

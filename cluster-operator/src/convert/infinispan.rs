@@ -5,8 +5,12 @@ use std::collections::BTreeMap;
 
 use common_crds::infinispan::{
     ContainerSpec, EncryptionType, EndpointEncryption, ExposeSpec, ExposeType, LogLevel,
-    LoggingSpec, ResourcesOperatorSpec, SchedulingSpec, SecuritySpec, ServiceContainerSpec,
-    ServiceSpec,
+    LoggingSpec, ProbeSpec, ResourcesOperatorSpec, SchedulingSpec, SecuritySpec,
+    ServiceContainerSpec, ServiceSpec,
+};
+use common_crds::labels::{
+    POD_TARGET_ANNOTATIONS_ANNOTATION, POD_TARGET_LABELS_ANNOTATION, TARGET_ANNOTATIONS_ANNOTATION,
+    TARGET_LABELS_ANNOTATION, is_reserved_annotation, is_reserved_label, target_keys,
 };
 use common_crds::{Infinispan, InfinispanSpec};
 use k8s_openapi::api::core::v1::{
@@ -24,26 +28,10 @@ use crate::cli::DEFAULT_SERVER_VERSION;
 const MIN_VERSION: (u32, u32) = crate::build::server::MIN_VERSION;
 
 /// Annotations the other operator reads on the CR; they mean nothing here.
-const IGNORED_ANNOTATIONS: [(&str, &str); 6] = [
+const IGNORED_ANNOTATIONS: [(&str, &str); 2] = [
     (
         "infinispan.org/monitoring",
         "means nothing here (no ServiceMonitor is created)",
-    ),
-    (
-        "infinispan.org/targetLabels",
-        "means nothing here (CR labels are not copied to Services)",
-    ),
-    (
-        "infinispan.org/podTargetLabels",
-        "means nothing here (CR labels are not copied to pods)",
-    ),
-    (
-        "infinispan.org/targetAnnotations",
-        "means nothing here (CR annotations are not copied to Services)",
-    ),
-    (
-        "infinispan.org/podTargetAnnotations",
-        "means nothing here (CR annotations are not copied to pods)",
     ),
     (
         "infinispan.org/routerAnnotations",
@@ -51,10 +39,35 @@ const IGNORED_ANNOTATIONS: [(&str, &str); 6] = [
     ),
 ];
 
+/// Annotations the other operator reads on the CR that this one reads the same way
+/// ([`crate::build::user_metadata`]): kept, with what each copies where.
+const TARGET_ANNOTATIONS: [(&str, &str); 4] = [
+    (
+        TARGET_LABELS_ANNOTATION,
+        "kept: the CR labels it names are copied to the cluster's Services and its exposing Service or Ingress (the fields: spec.service.serviceLabels, spec.expose.labels)",
+    ),
+    (
+        POD_TARGET_LABELS_ANNOTATION,
+        "kept: the CR labels it names are copied to the server pods, whose template they are part of (the field: spec.service.podLabels)",
+    ),
+    (
+        TARGET_ANNOTATIONS_ANNOTATION,
+        "kept: the CR annotations it names are copied to the cluster's Services and its exposing Service or Ingress, where they must start with an allowed prefix (--allowed-expose-annotation-prefix; the fields: spec.service.serviceAnnotations, spec.expose.annotations)",
+    ),
+    (
+        POD_TARGET_ANNOTATIONS_ANNOTATION,
+        "kept: the CR annotations it names are copied to the server pods, whose template they are part of (the field: spec.service.podAnnotations)",
+    ),
+];
+
 /// Converts the object of `root`.
 pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Infinispan, FieldError> {
     metadata::take_type(root);
-    let metadata = metadata::convert(root, log, &IGNORED_ANNOTATIONS)?;
+    let mut metadata = metadata::convert(root, log, &IGNORED_ANNOTATIONS)?;
+    if let Some(annotations) = metadata.annotations.as_mut() {
+        target_annotations(annotations, log);
+    }
+    metadata.annotations = metadata.annotations.filter(|a| !a.is_empty());
     let name = metadata.name.clone().unwrap_or_default();
     let mut spec = InfinispanSpec {
         replicas: 1,
@@ -80,6 +93,40 @@ pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Infinispan, FieldErro
     let mut cr = Infinispan::new(&name, spec);
     cr.metadata = metadata;
     Ok(cr)
+}
+
+/// Reports the target annotations ([`TARGET_ANNOTATIONS`]) kept in `annotations`, each without
+/// the operator's own keys, which this operator refuses to copy.
+fn target_annotations(annotations: &mut BTreeMap<String, String>, log: &mut Log) {
+    for (annotation, note) in TARGET_ANNOTATIONS {
+        let Some(list) = annotations.get(annotation) else {
+            continue;
+        };
+        let path = format!("metadata.annotations.{annotation}");
+        let reserved: fn(&str) -> bool = if annotation.ends_with("Labels") {
+            is_reserved_label
+        } else {
+            is_reserved_annotation
+        };
+        let (kept, refused): (Vec<&str>, Vec<&str>) =
+            target_keys(list).partition(|key| !reserved(key));
+        if refused.is_empty() {
+            log.mapped(&path, note);
+            continue;
+        }
+        let reason = format!(
+            "{} named the operator's own keys, which are never copied here (the cluster would be Degraded, InvalidMetadata)",
+            refused.join(", ")
+        );
+        if kept.is_empty() {
+            let value = annotations.remove(annotation).unwrap_or_default();
+            log.dropped(&path, &json!(value), &reason);
+        } else {
+            let kept = kept.join(", ");
+            log.changed(&path, &path, &format!("{kept}: {reason}; {note}"));
+            annotations.insert(annotation.to_string(), kept);
+        }
+    }
 }
 
 fn convert_spec(
@@ -374,19 +421,92 @@ fn service_container(
         log.mapped("spec.service.container.ephemeralStorage", "");
         container.ephemeral_storage = ephemeral;
     }
-    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-        log.drop_field(
-            fields,
-            probe,
-            "not supported: fixed probes on /health/live (startup, liveness) and /health/ready",
-        );
+    let probes = [
+        ("livenessProbe", true, &mut container.liveness_probe),
+        ("readinessProbe", false, &mut container.readiness_probe),
+        ("startupProbe", true, &mut container.startup_probe),
+    ];
+    for (key, single_success, probe) in probes {
+        if let Some(mut timing) = fields.take_object(key)? {
+            let path = format!("spec.service.container.{key}");
+            *probe = probe_spec(&mut timing, &path, single_success, log)?;
+            log.unknown(timing);
+        }
     }
-    log.drop_field(
-        fields,
-        "terminationGracePeriodSeconds",
-        "not supported (the Kubernetes default applies)",
-    );
+    if let Some(seconds) = fields.take_as::<i64>("terminationGracePeriodSeconds")? {
+        let path = "spec.service.container.terminationGracePeriodSeconds";
+        if seconds < 0 {
+            log.dropped(path, &json!(seconds), "negative: refused here");
+        } else {
+            log.mapped(path, "part of the pod template: changing it rolls the pods");
+            container.termination_grace_period_seconds = Some(seconds);
+        }
+    }
     Ok(container)
+}
+
+/// A probe's timing (the other operator's probe has only these five fields): `None` when it
+/// sets none. 0 is the Kubernetes default of a field (omitted: the operator's applies here); a
+/// value below a field's minimum, or a successThreshold other than 1 on a liveness or startup
+/// probe (`single_success`), is dropped, as the API server would refuse it.
+fn probe_spec(
+    fields: &mut Fields,
+    path: &str,
+    single_success: bool,
+    log: &mut Log,
+) -> Result<Option<ProbeSpec>, FieldError> {
+    let mut probe = ProbeSpec::default();
+    let mut mapped = Vec::new();
+    let mut seen = false;
+    let timings = [
+        ("failureThreshold", 1, &mut probe.failure_threshold),
+        ("initialDelaySeconds", 0, &mut probe.initial_delay_seconds),
+        ("periodSeconds", 1, &mut probe.period_seconds),
+        ("successThreshold", 1, &mut probe.success_threshold),
+        ("timeoutSeconds", 1, &mut probe.timeout_seconds),
+    ];
+    for (key, minimum, slot) in timings {
+        let path = fields.path(key);
+        let Some(value) = fields.take_as::<i32>(key)? else {
+            continue;
+        };
+        seen = true;
+        if value == 0 && minimum == 1 {
+            log.omitted(
+                &path,
+                "0: the Kubernetes default; the operator's value applies here",
+            );
+        } else if value < minimum {
+            log.dropped(
+                &path,
+                &json!(value),
+                &format!("below {minimum}: refused here"),
+            );
+        } else if single_success && key == "successThreshold" && value != 1 {
+            log.dropped(
+                &path,
+                &json!(value),
+                "must be 1 on a liveness or startup probe (Kubernetes refuses another value)",
+            );
+        } else {
+            *slot = Some(value);
+            mapped.push(key);
+        }
+    }
+    if mapped.is_empty() {
+        if !seen && fields.is_empty() {
+            log.omitted(path, "empty");
+        }
+        return Ok(None);
+    }
+    log.mapped(
+        path,
+        &format!(
+            "{}: the timing only, the handler stays the operator's GET /health/*; changing it rolls the pods",
+            mapped.join(", ")
+        ),
+    );
+    Ok(Some(probe))
 }
 
 fn security_spec(
@@ -568,6 +688,7 @@ fn expose_spec(fields: &mut Fields, log: &mut Log) -> Result<Option<ExposeSpec>,
         node_port: None,
         host: None,
         annotations: BTreeMap::new(),
+        labels: BTreeMap::new(),
     };
     if let Some(port) = fields.take_as::<i32>("nodePort")? {
         let path = "spec.expose.nodePort";
@@ -817,6 +938,11 @@ mod tests {
 mod conversion_tests {
     use super::super::tests::{assert_field, only_report};
     use super::super::{Converted, Outcome};
+    use common_crds::infinispan::ProbeSpec;
+    use common_crds::labels::{
+        POD_TARGET_ANNOTATIONS_ANNOTATION, POD_TARGET_LABELS_ANNOTATION,
+        TARGET_ANNOTATIONS_ANNOTATION, TARGET_LABELS_ANNOTATION,
+    };
 
     fn cluster(spec: &str) -> (common_crds::Infinispan, super::super::ObjectReport) {
         let (objects, report) = only_report(&format!(
@@ -963,7 +1089,7 @@ mod conversion_tests {
     #[test]
     fn fields_without_equivalent_are_dropped_with_the_reason_of_the_table() {
         let (_, report) = cluster(
-            "  replicas: 1\n  version: 16.0.7\n  container: {cliExtraJvmOpts: x, routerExtraJvmOpts: y}\n  service:\n    type: Cache\n    sites: {local: {name: a, expose: {type: ClusterIP}}}\n    replicationFactor: 2\n    container: {livenessProbe: {periodSeconds: 5}, terminationGracePeriodSeconds: 30}\n  security:\n    credentialStoreSecretName: cs\n    authorization: {enabled: true, roles: [{name: r, permissions: [ALL]}]}\n    endpointEncryption: {type: Secret, certSecretName: t, clientCert: Authenticate, clientCertSecretName: ts}\n  expose: {type: LoadBalancer, port: 443}\n  logging: {pattern: '%m'}\n  autoscale: {minReplicas: 1, maxReplicas: 3, minMemUsagePercent: 10, maxMemUsagePercent: 80}\n  cloudEvents: {bootstrapServers: k:9092}\n  dependencies: {artifacts: [{url: 'http://x/a.jar'}]}\n  upgrades: {type: HotRodRolling}\n  configListener: {enabled: true, serviceAccountName: sa}\n  jmx: {enabled: true}\n  serviceAccountName: sa\n  surprise: 1\n",
+            "  replicas: 1\n  version: 16.0.7\n  container: {cliExtraJvmOpts: x, routerExtraJvmOpts: y}\n  service:\n    type: Cache\n    sites: {local: {name: a, expose: {type: ClusterIP}}}\n    replicationFactor: 2\n    container: {livenessProbe: {handler: x}}\n  security:\n    credentialStoreSecretName: cs\n    authorization: {enabled: true, roles: [{name: r, permissions: [ALL]}]}\n    endpointEncryption: {type: Secret, certSecretName: t, clientCert: Authenticate, clientCertSecretName: ts}\n  expose: {type: LoadBalancer, port: 443}\n  logging: {pattern: '%m'}\n  autoscale: {minReplicas: 1, maxReplicas: 3, minMemUsagePercent: 10, maxMemUsagePercent: 80}\n  cloudEvents: {bootstrapServers: k:9092}\n  dependencies: {artifacts: [{url: 'http://x/a.jar'}]}\n  upgrades: {type: HotRodRolling}\n  configListener: {enabled: true, serviceAccountName: sa}\n  jmx: {enabled: true}\n  serviceAccountName: sa\n  surprise: 1\n",
         );
         for (field, reason) in [
             ("spec.container.cliExtraJvmOpts", "no CLI pods"),
@@ -973,11 +1099,6 @@ mod conversion_tests {
             (
                 "spec.service.replicationFactor",
                 "set owners in your cache configurations",
-            ),
-            ("spec.service.container.livenessProbe", "fixed probes"),
-            (
-                "spec.service.container.terminationGracePeriodSeconds",
-                "Kubernetes default",
             ),
             ("spec.security.credentialStoreSecretName", "not supported"),
             ("spec.security.authorization", "predefined roles"),
@@ -1002,6 +1123,10 @@ mod conversion_tests {
             ("spec.jmx", "not supported"),
             ("spec.serviceAccountName", "without a service account token"),
             ("spec.surprise", "not a field of infinispan-operator's API"),
+            (
+                "spec.service.container.livenessProbe.handler",
+                "not a field of infinispan-operator's API",
+            ),
         ] {
             assert_field(&report, field, Outcome::Dropped, None, reason);
         }
@@ -1147,15 +1272,139 @@ mod conversion_tests {
         assert_field(
             &report,
             "metadata.annotations.infinispan.org/podTargetLabels",
-            Outcome::Dropped,
-            None,
-            "means nothing here",
+            Outcome::Mapped,
+            Some("metadata.annotations.infinispan.org/podTargetLabels"),
+            "copied to the server pods",
         );
         let Some(Converted::Infinispan(cr)) = objects.first() else {
             panic!("an Infinispan");
         };
         assert_eq!(cr.metadata.uid, None);
-        assert_eq!(cr.metadata.annotations.clone().unwrap_or_default().len(), 1);
+        assert_eq!(cr.metadata.annotations.clone().unwrap_or_default().len(), 2);
         assert_eq!(cr.status, None);
+    }
+
+    /// infinispan-operator's target annotations are kept (this operator reads them the same
+    /// way), without the operator's own keys, which it never copies.
+    #[test]
+    fn target_annotations_are_kept_without_the_operators_keys() {
+        let (objects, report) = only_report(
+            "apiVersion: infinispan.org/v1\nkind: Infinispan\nmetadata:\n  name: c\n  labels: {svc: a, app.kubernetes.io/name: x}\n  annotations:\n    infinispan.org/targetLabels: 'svc, app.kubernetes.io/name'\n    infinispan.org/podTargetLabels: app.kubernetes.io/name\n    infinispan.org/targetAnnotations: note\n    infinispan.org/podTargetAnnotations: 'note, infinispan.org/monitoring'\n    note: hello\nspec: {replicas: 1, version: 16.0.7}\n",
+        );
+        assert_field(
+            &report,
+            "metadata.annotations.infinispan.org/targetLabels",
+            Outcome::Changed,
+            Some("metadata.annotations.infinispan.org/targetLabels"),
+            "svc: app.kubernetes.io/name named the operator's own keys",
+        );
+        assert_field(
+            &report,
+            "metadata.annotations.infinispan.org/podTargetLabels",
+            Outcome::Dropped,
+            None,
+            "InvalidMetadata",
+        );
+        assert_field(
+            &report,
+            "metadata.annotations.infinispan.org/targetAnnotations",
+            Outcome::Mapped,
+            Some("metadata.annotations.infinispan.org/targetAnnotations"),
+            "allowed prefix",
+        );
+        assert_field(
+            &report,
+            "metadata.annotations.infinispan.org/podTargetAnnotations",
+            Outcome::Changed,
+            Some("metadata.annotations.infinispan.org/podTargetAnnotations"),
+            "note: infinispan.org/monitoring",
+        );
+        let Some(Converted::Infinispan(cr)) = objects.first() else {
+            panic!("an Infinispan");
+        };
+        let annotations = cr.metadata.annotations.clone().unwrap_or_default();
+        let get = |key: &str| annotations.get(key).map(String::as_str);
+        assert_eq!(get(TARGET_LABELS_ANNOTATION), Some("svc"));
+        assert_eq!(get(POD_TARGET_LABELS_ANNOTATION), None);
+        assert_eq!(get(TARGET_ANNOTATIONS_ANNOTATION), Some("note"));
+        assert_eq!(get(POD_TARGET_ANNOTATIONS_ANNOTATION), Some("note"));
+        // What the converted CR gives is accepted by the builders.
+        let mut cr = cr.clone();
+        cr.metadata.namespace = Some("ns".into());
+        cr.metadata.uid = Some("u".into());
+        let added = crate::build::user_metadata::of(&cr).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            added.client_service.labels,
+            [("svc".to_string(), "a".to_string())].into()
+        );
+    }
+
+    #[test]
+    fn probe_timings_and_the_grace_period_are_mapped() {
+        let (cr, report) = cluster(
+            "  replicas: 1\n  version: 16.0.7\n  service:\n    container:\n      terminationGracePeriodSeconds: 90\n      livenessProbe: {failureThreshold: 10, successThreshold: 3, periodSeconds: 0}\n      readinessProbe: {failureThreshold: 1, initialDelaySeconds: 1, periodSeconds: 1, successThreshold: 1, timeoutSeconds: 1}\n      startupProbe: {timeoutSeconds: -1}\n",
+        );
+        assert_field(
+            &report,
+            "spec.service.container.terminationGracePeriodSeconds",
+            Outcome::Mapped,
+            Some("spec.service.container.terminationGracePeriodSeconds"),
+            "rolls the pods",
+        );
+        assert_field(
+            &report,
+            "spec.service.container.livenessProbe",
+            Outcome::Mapped,
+            Some("spec.service.container.livenessProbe"),
+            "failureThreshold: the timing only",
+        );
+        assert_field(
+            &report,
+            "spec.service.container.livenessProbe.successThreshold",
+            Outcome::Dropped,
+            None,
+            "must be 1",
+        );
+        assert_field(
+            &report,
+            "spec.service.container.livenessProbe.periodSeconds",
+            Outcome::Omitted,
+            None,
+            "Kubernetes default",
+        );
+        assert_field(
+            &report,
+            "spec.service.container.readinessProbe",
+            Outcome::Mapped,
+            Some("spec.service.container.readinessProbe"),
+            "failureThreshold, initialDelaySeconds, periodSeconds, successThreshold, timeoutSeconds",
+        );
+        assert_field(
+            &report,
+            "spec.service.container.startupProbe.timeoutSeconds",
+            Outcome::Dropped,
+            None,
+            "below 1",
+        );
+        let container = &cr.spec.service.container;
+        assert_eq!(container.termination_grace_period_seconds, Some(90));
+        assert_eq!(
+            container.liveness_probe,
+            Some(ProbeSpec {
+                failure_threshold: Some(10),
+                ..ProbeSpec::default()
+            })
+        );
+        assert_eq!(
+            container.readiness_probe,
+            Some(ProbeSpec {
+                failure_threshold: Some(1),
+                initial_delay_seconds: Some(1),
+                period_seconds: Some(1),
+                success_threshold: Some(1),
+                timeout_seconds: Some(1),
+            })
+        );
+        assert_eq!(container.startup_probe, None);
     }
 }

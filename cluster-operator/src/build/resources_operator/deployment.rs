@@ -1,12 +1,13 @@
-//! The resources operator's Deployment: one replica of `resources-operator run` for the
-//! cluster, with leader election, the server's URL and credentials Secret as flags, the
-//! server's CA when the certificate Secret has one, the node-level part of `spec.scheduling`,
-//! the restricted security contexts and a rollout hash.
+//! The resources operator's Deployment: `spec.resourcesOperator.replicas` (default one) of
+//! `resources-operator run` for the cluster, with leader election, the server's URL and
+//! credentials Secret as flags, the server's CA when the certificate Secret has one,
+//! `spec.resourcesOperator.scheduling` (else the node-level part of `spec.scheduling`), the
+//! operator's and the CR's pull Secrets, the restricted security contexts and a rollout hash.
 
 use std::collections::BTreeMap;
 
 use common_crds::Infinispan;
-use common_crds::infinispan::LogLevel;
+use common_crds::infinispan::{LogLevel, ResourcesOperatorScheduling};
 use common_crds::rbac;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
@@ -63,7 +64,13 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
     Ok(Deployment {
         metadata: identity::object_meta(object_name, id.namespace, labels(id.name), &id.owner),
         spec: DeploymentSpec {
-            replicas: Some(DEFAULT_REPLICAS),
+            replicas: Some(
+                cluster
+                    .spec
+                    .resources_operator
+                    .replicas
+                    .unwrap_or(DEFAULT_REPLICAS),
+            ),
             selector: LabelSelector {
                 match_labels: Some(selector_labels(id.name)),
                 match_expressions: None,
@@ -142,9 +149,8 @@ fn container(cluster: &Infinispan, image: String, args: Vec<String>, server_ca: 
 }
 
 /// The pod: the ServiceAccount `service_account` with its token, the restricted profile, the
-/// CA volume of `ca_secret`, the pull Secrets, and the node-level part of `spec.scheduling`
-/// (node selector, tolerations, priority class, node affinity: pod (anti-)affinity and
-/// topology spread constraints select server pods).
+/// CA volume of `ca_secret`, the pull Secrets (the settings', then the CR's) and
+/// [`scheduling`].
 fn pod_spec(
     cluster: &Infinispan,
     settings: &Settings,
@@ -152,7 +158,13 @@ fn pod_spec(
     container: Container,
     ca_secret: Option<String>,
 ) -> PodSpec {
-    let scheduling = cluster.spec.scheduling.clone().unwrap_or_default();
+    let ResourcesOperatorScheduling {
+        affinity,
+        tolerations,
+        node_selector,
+        priority_class_name,
+        topology_spread_constraints,
+    } = scheduling(cluster);
     PodSpec {
         containers: vec![container],
         service_account_name: Some(service_account),
@@ -161,19 +173,49 @@ fn pod_spec(
         automount_service_account_token: Some(true),
         enable_service_links: Some(false),
         security_context: Some(restricted_pod(None)),
-        image_pull_secrets: image_pull_secrets(&settings.image_pull_secrets),
-        node_selector: (!scheduling.node_selector.is_empty()).then_some(scheduling.node_selector),
-        tolerations: non_empty(scheduling.tolerations),
-        priority_class_name: scheduling.priority_class_name,
-        affinity: scheduling
+        image_pull_secrets: image_pull_secrets(&pull_secrets(cluster, settings)),
+        node_selector: (!node_selector.is_empty()).then_some(node_selector),
+        tolerations: non_empty(tolerations),
+        priority_class_name,
+        affinity,
+        topology_spread_constraints: non_empty(topology_spread_constraints),
+        ..PodSpec::default()
+    }
+}
+
+/// Where the pods run: `spec.resourcesOperator.scheduling` as it is, else the node-level part
+/// of `spec.scheduling` (node selector, tolerations, priority class, node affinity: the server
+/// pods' pod (anti-)affinity and topology spread constraints select server pods).
+fn scheduling(cluster: &Infinispan) -> ResourcesOperatorScheduling {
+    if let Some(own) = &cluster.spec.resources_operator.scheduling {
+        return own.clone();
+    }
+    let servers = cluster.spec.scheduling.clone().unwrap_or_default();
+    ResourcesOperatorScheduling {
+        affinity: servers
             .affinity
             .and_then(|affinity| affinity.node_affinity)
             .map(|node_affinity| Affinity {
                 node_affinity: Some(node_affinity),
                 ..Affinity::default()
             }),
-        ..PodSpec::default()
+        tolerations: servers.tolerations,
+        node_selector: servers.node_selector,
+        priority_class_name: servers.priority_class_name,
+        topology_spread_constraints: Vec::new(),
     }
+}
+
+/// The settings' pull Secrets, then the CR's (`spec.resourcesOperator.imagePullSecrets`), each
+/// once.
+fn pull_secrets(cluster: &Infinispan, settings: &Settings) -> Vec<String> {
+    let mut names = settings.image_pull_secrets.clone();
+    for secret in &cluster.spec.resources_operator.image_pull_secrets {
+        if !secret.name.is_empty() && !names.contains(&secret.name) {
+            names.push(secret.name.clone());
+        }
+    }
+    names
 }
 
 /// Requests and limits when the CR sets none: small, the operator holds a few caches of CRs.
@@ -426,6 +468,73 @@ mod tests {
         assert_eq!(pod.node_selector, None);
         assert_eq!(pod.priority_class_name, None);
         assert_eq!(pod.image_pull_secrets, None);
+    }
+
+    /// `spec.resourcesOperator.replicas`, `scheduling` and `imagePullSecrets`: the pods' own
+    /// scheduling replaces the one taken from the server pods, as a whole.
+    #[test]
+    fn the_crs_replicas_scheduling_and_pull_secrets_reach_the_deployment() {
+        let mut cr = full_cluster();
+        cr.spec.resources_operator = serde_json::from_value(serde_json::json!({
+            "replicas": 2,
+            "scheduling": {
+                "nodeSelector": {"node-role.example.com/control": "true"},
+                "tolerations": [{"key": "control", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "demo",
+                            "app.kubernetes.io/name": "infinispan-resources-operator"}},
+                        "topologyKey": "kubernetes.io/hostname"}}]}},
+            },
+            "imagePullSecrets": [{"name": "team-registry"}, {"name": "registry-example"}],
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let deployment = built(&cr, &full_settings()).deployment;
+        assert_eq!(deployment.spec.replicas, Some(2));
+        let pod = pod_spec(&deployment);
+        let own = cr
+            .spec
+            .resources_operator
+            .scheduling
+            .clone()
+            .unwrap_or_default();
+        assert_eq!(pod.node_selector, Some(own.node_selector));
+        assert_eq!(pod.tolerations, Some(own.tolerations));
+        assert_eq!(pod.affinity, own.affinity);
+        // Nothing of the server pods' scheduling is left.
+        assert_eq!(pod.priority_class_name, None);
+        // The operator's pull Secrets, then the CR's, each once.
+        assert_eq!(
+            pod.image_pull_secrets,
+            Some(
+                ["registry-example", "team-registry"]
+                    .map(|name| LocalObjectReference {
+                        name: name.to_string()
+                    })
+                    .to_vec()
+            )
+        );
+        // The selector stays the same whatever the replicas.
+        assert_eq!(
+            deployment.spec.selector,
+            built(&full_cluster(), &full_settings())
+                .deployment
+                .spec
+                .selector
+        );
+        // An empty scheduling is no scheduling at all, not the server pods'.
+        cr.spec.resources_operator.scheduling = Some(Default::default());
+        let pod = pod_spec(&built(&cr, &full_settings()).deployment);
+        assert_eq!(
+            (
+                pod.affinity,
+                pod.tolerations,
+                pod.node_selector,
+                pod.priority_class_name
+            ),
+            (None, None, None, None)
+        );
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub const METRICS_PORT: u16 = 8080;
 pub const METRICS_PORT_NAME: &str = "metrics";
 /// Name of the resources operator's container.
 pub const CONTAINER_NAME: &str = "resources-operator";
-/// Replicas of the Deployment (the CR has no field for it).
+/// Replicas of the Deployment when `spec.resourcesOperator.replicas` is absent.
 pub const DEFAULT_REPLICAS: i32 = 1;
 /// Where the server's CA (`ca.crt` of the certificate Secret) is mounted.
 pub const SERVER_CA_DIR: &str = "/etc/infinispan/server-ca";

@@ -147,6 +147,7 @@ pub fn full_cluster() -> Infinispan {
         storage: Quantity("20Gi".to_string()),
         storage_class_name: Some("fast-ssd".to_string()),
         ephemeral_storage: false,
+        ..ServiceContainerSpec::default()
     };
     cr.spec.security = SecuritySpec {
         endpoint_secret_name: Some("demo-identities".to_string()),
@@ -210,6 +211,46 @@ pub fn bare_cluster() -> Infinispan {
     cr.spec.replicas = 2;
     cr.spec.service.container.ephemeral_storage = true;
     cr.spec.security.endpoint_authentication = false;
+    cr
+}
+
+/// A default CR with the pods' and Services' labels and annotations (both routes: the fields
+/// and infinispan-operator's target annotations), a grace period and probe timings.
+pub fn tuned_cluster() -> Infinispan {
+    let mut cr = cluster("demo", "team-a");
+    cr.spec = serde_json::from_value(serde_json::json!({
+        "service": {
+            "container": {
+                "terminationGracePeriodSeconds": 120,
+                "livenessProbe": {"failureThreshold": 10, "timeoutSeconds": 8},
+                "readinessProbe": {"periodSeconds": 3, "successThreshold": 2,
+                                   "initialDelaySeconds": 4},
+                "startupProbe": {"failureThreshold": 120},
+            },
+            "podLabels": {"team": "shop", "app.kubernetes.io/version": "16.0.7"},
+            "podAnnotations": {"sidecar.istio.io/inject": "false"},
+            "serviceLabels": {"team": "shop"},
+            "serviceAnnotations": {"example.com/owner": "shop"},
+            "clientService": {"labels": {"monitoring": "scrape"},
+                              "annotations": {"prometheus.io/scrape": "true"}},
+            "pingService": {"annotations": {"example.com/owner": "jgroups"}},
+        },
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    cr.metadata.labels = Some(BTreeMap::from([
+        ("cost-center".to_string(), "cc-7".to_string()),
+        ("env".to_string(), "prod".to_string()),
+    ]));
+    cr.metadata.annotations = Some(BTreeMap::from([
+        (
+            common_crds::labels::TARGET_LABELS_ANNOTATION.to_string(),
+            "cost-center".to_string(),
+        ),
+        (
+            common_crds::labels::POD_TARGET_LABELS_ANNOTATION.to_string(),
+            "env, cost-center".to_string(),
+        ),
+    ]));
     cr
 }
 

@@ -17,6 +17,7 @@ use super::{
 };
 use crate::build::MissingMetadata;
 use crate::build::identity;
+use crate::build::user_metadata::{self, ReservedKey, UserMetadata};
 
 /// Server log categories set unless `spec.logging.categories` names them (the server's own
 /// defaults, minus its file appenders; audit events are logged at INFO, so off unless asked).
@@ -50,7 +51,9 @@ impl ServerImages {
     }
 
     /// The version and image `cluster` runs: `spec.image` when set, else the image of
-    /// `spec.version` (or the default version); the version at least [`MIN_VERSION`].
+    /// `spec.version` (or the default version). Checked in this order: the version's form, at
+    /// least [`MIN_VERSION`] (so that an old version is told why, not only that it has no
+    /// image), then its image.
     pub fn resolve(&self, cluster: &Infinispan) -> Result<ServerImage, BuildError> {
         let spec = &cluster.spec;
         let version = spec
@@ -59,24 +62,27 @@ impl ServerImages {
             .map(str::trim)
             .filter(|version| !version.is_empty())
             .unwrap_or(&self.default_version);
+        let known = || self.by_version.keys().cloned().collect::<Vec<_>>();
+        let (major, minor) = parse_version(version).ok_or_else(|| BuildError::InvalidVersion {
+            version: version.to_string(),
+            known: known(),
+        })?;
+        if (major, minor) < MIN_VERSION {
+            return Err(BuildError::UnsupportedVersion {
+                version: version.to_string(),
+                known: known(),
+            });
+        }
         let image =
             match spec.image.as_deref().map(str::trim) {
                 Some(image) if !image.is_empty() => image.to_string(),
                 _ => self.by_version.get(version).cloned().ok_or_else(|| {
                     BuildError::UnknownVersion {
                         version: version.to_string(),
-                        known: self.by_version.keys().cloned().collect(),
+                        known: known(),
                     }
                 })?,
             };
-        let (major, minor) = parse_version(version).ok_or_else(|| BuildError::InvalidVersion {
-            version: version.to_string(),
-        })?;
-        if (major, minor) < MIN_VERSION {
-            return Err(BuildError::UnsupportedVersion {
-                version: version.to_string(),
-            });
-        }
         Ok(ServerImage {
             version: version.to_string(),
             major,
@@ -189,16 +195,27 @@ pub enum BuildError {
     InvalidName { name: String },
     #[error("the cluster domain {domain:?} is not a DNS name")]
     InvalidClusterDomain { domain: String },
-    #[error("server version {version:?} has no image; known versions: {}", known.join(", "))]
-    UnknownVersion { version: String, known: Vec<String> },
-    #[error("server version {version:?} is not of the form major.minor[.patch]")]
-    InvalidVersion { version: String },
     #[error(
-        "server version {version:?} is not supported: the operator needs {}.{} or later (anonymous /health/live and /health/ready)",
+        "server version {version:?} has no image here: the operator runs the versions of its image list ({}; more with its --server-image VERSION=IMAGE), or spec.image with spec.version saying what it runs",
+        known.join(", ")
+    )]
+    UnknownVersion { version: String, known: Vec<String> },
+    #[error(
+        "server version {version:?} is not of the form major.minor[.patch] (versions with an image here: {})",
+        known.join(", ")
+    )]
+    InvalidVersion { version: String, known: Vec<String> },
+    #[error(
+        "server version {version:?} is not supported: the operator runs Infinispan {}.{} and later (versions with an image here: {}). Older servers lack what it relies on: the anonymous /health/live and /health/ready endpoints its probes use (added in 16.0; the 15.x backport was reverted) and the {}.{} server configuration schema it writes; the resources operator's sync is tested on 16.0's REST API and event stream only (14.x serves other paths). Move to {}.{} or later (docs/migration.md: a server upgrade is part of the move)",
+        MIN_VERSION.0,
+        MIN_VERSION.1,
+        known.join(", "),
+        MIN_VERSION.0,
+        MIN_VERSION.1,
         MIN_VERSION.0,
         MIN_VERSION.1
     )]
-    UnsupportedVersion { version: String },
+    UnsupportedVersion { version: String, known: Vec<String> },
     #[error("the image {image:?} is empty")]
     EmptyImage { image: String },
     #[error(
@@ -233,6 +250,8 @@ pub enum BuildError {
     InvalidTlsSecret { secret: String, problem: String },
     #[error("log category {category:?} is empty or has white space or a control character")]
     InvalidLogCategory { category: String },
+    #[error(transparent)]
+    ReservedKey(#[from] ReservedKey),
 }
 
 impl BuildError {
@@ -260,6 +279,7 @@ impl BuildError {
             | Self::MissingTransportCertificate
             | Self::InvalidTlsSecret { .. } => ProblemReason::InvalidTlsSecret,
             Self::InvalidLogCategory { .. } => ProblemReason::InvalidLogging,
+            Self::ReservedKey(_) => ProblemReason::InvalidMetadata,
         }
     }
 }
@@ -282,11 +302,14 @@ pub(super) struct Cx<'a> {
     pub(super) transport: Option<&'a TransportTls>,
     pub(super) log_categories: BTreeMap<String, &'static str>,
     pub(super) dns_query: String,
+    /// The labels and annotations the CR adds to the pods and the Services.
+    pub(super) user: UserMetadata,
 }
 
 impl<'a> Cx<'a> {
     /// Checks, in this order: the CR's name, namespace and uid, the cluster domain, the image,
-    /// the referenced content the spec asks for and the log categories.
+    /// the referenced content the spec asks for, the log categories and the labels and
+    /// annotations it adds.
     pub(super) fn of(
         cluster: &'a Infinispan,
         settings: &'a Settings,
@@ -322,6 +345,7 @@ impl<'a> Cx<'a> {
             transport: transport(cluster, referenced)?,
             log_categories: log_categories(cluster)?,
             dns_query,
+            user: user_metadata::of(cluster)?,
         })
     }
 
@@ -480,21 +504,41 @@ mod tests {
                 .err()
                 .unwrap_or_else(|| panic!("{version:?} {image:?} accepted"))
         };
-        let unknown = error_of(Some("15.2.6"), None);
+        let unknown = error_of(Some("16.0.3"), None);
         assert!(matches!(unknown, BuildError::UnknownVersion { .. }));
         assert!(unknown.to_string().contains("16.0.7, 16.1.2"), "{unknown}");
+        assert!(unknown.to_string().contains("--server-image"), "{unknown}");
+        // Older than 16.0, with or without an image: told which versions work and why.
+        for image in [None, Some("mirror/ispn:15")] {
+            let old = error_of(Some("15.2.6"), image);
+            assert!(
+                matches!(old, BuildError::UnsupportedVersion { .. }),
+                "{old}"
+            );
+            let message = old.to_string();
+            for says in ["16.0 and later", "16.0.7, 16.1.2", "/health/live", "schema"] {
+                assert!(message.contains(says), "{says}: {message}");
+            }
+        }
+        // An operator whose list maps an old version to an image still refuses it.
+        let mut listed = settings();
+        listed.images.by_version.insert(
+            "14.0.21".to_string(),
+            "quay.io/infinispan/server:14.0".to_string(),
+        );
+        let mut cr = cluster("demo", "team-a");
+        cr.spec.version = Some("14.0.21".to_string());
         assert!(matches!(
-            error_of(Some("15.2.6"), Some("mirror/ispn:15")),
-            BuildError::UnsupportedVersion { .. }
+            listed.images.resolve(&cr),
+            Err(BuildError::UnsupportedVersion { .. })
         ));
         assert!(matches!(
             error_of(Some("latest"), Some("mirror/ispn:latest")),
             BuildError::InvalidVersion { .. }
         ));
-        assert_eq!(
-            error_of(Some("15.2.6"), None).reason(),
-            "UnsupportedVersion"
-        );
+        for version in ["15.2.6", "16.0.3", "latest"] {
+            assert_eq!(error_of(Some(version), None).reason(), "UnsupportedVersion");
+        }
     }
 
     #[test]

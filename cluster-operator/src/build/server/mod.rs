@@ -233,6 +233,7 @@ mod tests {
     use crate::build::test_support::controlled_by;
     use common_crds::labels::CLUSTER_LABEL;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use std::collections::BTreeMap;
 
     // ---- Golden snapshots ---------------------------------------------------------------
 
@@ -268,6 +269,149 @@ mod tests {
     #[test]
     fn snapshot_of_an_ephemeral_cluster_without_authentication() {
         assert_snapshot("server-ephemeral-no-auth.yaml", &yaml(&bare_objects()));
+    }
+
+    #[test]
+    fn snapshot_of_a_cluster_with_pod_and_service_metadata_and_tuning() {
+        let objects = built(&tuned_cluster(), &settings(), &referenced());
+        assert_snapshot("server-metadata-and-tuning.yaml", &yaml(&objects));
+    }
+
+    /// The CR's labels and annotations reach the pods and each Service, beside the operator's
+    /// own, which they never replace; the selectors stay the operator's alone; the other
+    /// objects take none of them.
+    #[test]
+    fn user_labels_and_annotations_reach_their_objects_and_no_selector() {
+        let objects = built(&tuned_cluster(), &settings(), &referenced());
+        let default = default_objects();
+        let labels_of = |meta: &ObjectMeta| meta.labels.clone().unwrap_or_default();
+        let annotations_of = |meta: &ObjectMeta| meta.annotations.clone().unwrap_or_default();
+        let with = |pairs: &[(&str, &str)]| {
+            let mut all = super::labels("demo");
+            all.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            all
+        };
+
+        let template = objects
+            .stateful_set
+            .spec
+            .template
+            .metadata
+            .clone()
+            .unwrap_or_default();
+        assert_eq!(
+            labels_of(&template),
+            with(&[
+                ("app.kubernetes.io/version", "16.0.7"),
+                ("cost-center", "cc-7"),
+                ("env", "prod"),
+                ("team", "shop"),
+            ])
+        );
+        let pod_annotations = annotations_of(&template);
+        assert_eq!(
+            pod_annotations
+                .get("sidecar.istio.io/inject")
+                .map(String::as_str),
+            Some("false")
+        );
+        assert!(pod_annotations.contains_key(CONFIG_HASH_ANNOTATION));
+        // Metadata is not configuration: the config hash is the default cluster's.
+        assert_eq!(
+            pod_annotations.get(CONFIG_HASH_ANNOTATION),
+            annotations_of(
+                &default
+                    .stateful_set
+                    .spec
+                    .template
+                    .metadata
+                    .clone()
+                    .unwrap_or_default()
+            )
+            .get(CONFIG_HASH_ANNOTATION)
+        );
+
+        let client = &objects.client_service.metadata;
+        assert_eq!(
+            labels_of(client),
+            with(&[
+                ("cost-center", "cc-7"),
+                ("monitoring", "scrape"),
+                ("team", "shop")
+            ])
+        );
+        assert_eq!(
+            annotations_of(client),
+            BTreeMap::from([
+                ("example.com/owner".to_string(), "shop".to_string()),
+                ("prometheus.io/scrape".to_string(), "true".to_string()),
+            ])
+        );
+        let ping = &objects.ping_service.metadata;
+        assert_eq!(
+            labels_of(ping),
+            with(&[("cost-center", "cc-7"), ("team", "shop")])
+        );
+        assert_eq!(
+            annotations_of(ping),
+            BTreeMap::from([("example.com/owner".to_string(), "jgroups".to_string())])
+        );
+        let operator = &objects.operator_service.metadata;
+        assert_eq!(labels_of(operator), labels_of(ping));
+        assert_eq!(
+            annotations_of(operator),
+            BTreeMap::from([("example.com/owner".to_string(), "shop".to_string())])
+        );
+
+        // Selectors: exactly the default cluster's.
+        assert_eq!(
+            objects.stateful_set.spec.selector,
+            default.stateful_set.spec.selector
+        );
+        for (service, before) in [
+            (&objects.client_service, &default.client_service),
+            (&objects.ping_service, &default.ping_service),
+            (&objects.operator_service, &default.operator_service),
+        ] {
+            let selector = |s: &Service| s.spec.clone().unwrap_or_default().selector;
+            assert_eq!(selector(service), selector(before));
+            assert_eq!(selector(service), Some(selector_labels("demo")));
+        }
+        // The StatefulSet, ConfigMap, Secret and NetworkPolicy carry the operator's labels only.
+        assert_eq!(
+            objects.stateful_set.metadata.labels,
+            default.stateful_set.metadata.labels
+        );
+        assert_eq!(objects.config_map.metadata, default.config_map.metadata);
+        assert_eq!(
+            objects.network_policy.map(|p| p.metadata),
+            default.network_policy.map(|p| p.metadata)
+        );
+    }
+
+    #[test]
+    fn a_target_annotation_naming_an_operator_label_is_refused() {
+        let mut cr = tuned_cluster();
+        cr.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(CLUSTER_LABEL.to_string(), "other".to_string());
+        cr.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(
+                common_crds::labels::TARGET_LABELS_ANNOTATION.to_string(),
+                format!("cost-center, {CLUSTER_LABEL}"),
+            );
+        let error = build(&cr, &settings(), &referenced())
+            .err()
+            .unwrap_or_else(|| panic!("accepted"));
+        assert!(matches!(error, BuildError::ReservedKey(_)), "{error}");
+        assert_eq!(error.reason(), "InvalidMetadata");
+        assert!(
+            error.to_string().contains("infinispan.org/targetLabels"),
+            "{error}"
+        );
     }
 
     fn all_metadata(objects: &Objects) -> Vec<&ObjectMeta> {

@@ -13,11 +13,14 @@ use super::{
     JGROUPS_PORT, JGROUPS_PORT_NAME, SERVER_PORT, SERVER_PORT_NAME, client_service_name,
     operator_service_name, ping_service_name, selector_labels, stateful_set_name,
 };
+use crate::build::user_metadata::Added;
 
 impl Cx<'_> {
     pub(super) fn ping_service(&self) -> Service {
+        let mut metadata = self.metadata(ping_service_name(self.name));
+        self.user.ping_service.apply_to(&mut metadata);
         Service {
-            metadata: self.metadata(ping_service_name(self.name)),
+            metadata,
             spec: Some(ServiceSpec {
                 type_: Some("ClusterIP".to_string()),
                 cluster_ip: Some("None".to_string()),
@@ -37,17 +40,33 @@ impl Cx<'_> {
     }
 
     pub(super) fn client_service(&self) -> Service {
-        self.server_port_service(client_service_name(self.name), None)
+        self.server_port_service(
+            client_service_name(self.name),
+            &self.user.client_service,
+            None,
+        )
     }
 
     pub(super) fn operator_service(&self) -> Service {
-        self.server_port_service(operator_service_name(self.name), Some("ClientIP"))
+        self.server_port_service(
+            operator_service_name(self.name),
+            &self.user.operator_service,
+            Some("ClientIP"),
+        )
     }
 
-    /// A ClusterIP Service `name` on the server port of the server pods.
-    fn server_port_service(&self, name: String, session_affinity: Option<&str>) -> Service {
+    /// A ClusterIP Service `name` on the server port of the server pods, with the CR's `added`
+    /// labels and annotations.
+    fn server_port_service(
+        &self,
+        name: String,
+        added: &Added,
+        session_affinity: Option<&str>,
+    ) -> Service {
+        let mut metadata = self.metadata(name);
+        added.apply_to(&mut metadata);
         Service {
-            metadata: self.metadata(name),
+            metadata,
             spec: Some(ServiceSpec {
                 type_: Some("ClusterIP".to_string()),
                 selector: Some(selector_labels(self.name)),

@@ -29,7 +29,7 @@ use super::{
 };
 use crate::build::pod::{
     container_port, field_env, http_probe, image_pull_secrets, mount, non_empty,
-    restricted_container, restricted_pod, secret_volume,
+    restricted_container, restricted_pod, secret_volume, tuned,
 };
 use crate::build::security::{self, SECURITY_ANNOTATION};
 use crate::certificates::objects::{KEYSTORE_KEY, STORE_PASSWORD_KEY, TRUSTSTORE_KEY};
@@ -66,12 +66,14 @@ impl Cx<'_> {
             self.tls.as_ref().map(|(_, certificate)| *certificate),
             self.transport.map(|transport| transport.digest.as_str()),
         );
+        let mut pod_metadata = ObjectMeta {
+            labels: Some(labels(self.name)),
+            annotations: Some(BTreeMap::from([(CONFIG_HASH_ANNOTATION.to_string(), hash)])),
+            ..ObjectMeta::default()
+        };
+        self.user.pods.apply_to(&mut pod_metadata);
         let template = PodTemplateSpec {
-            metadata: Some(ObjectMeta {
-                labels: Some(labels(self.name)),
-                annotations: Some(BTreeMap::from([(CONFIG_HASH_ANNOTATION.to_string(), hash)])),
-                ..ObjectMeta::default()
-            }),
+            metadata: Some(pod_metadata),
             spec: Some(self.pod_spec(init_containers, container, volumes)),
         };
 
@@ -193,13 +195,15 @@ impl Cx<'_> {
     }
 
     /// The server container: the image's entrypoint with [`Self::args`], [`Self::env`], the
-    /// endpoint and JGroups ports, the anonymous health probes.
+    /// endpoint and JGroups ports, the anonymous health probes (their timing as
+    /// `spec.service.container` tunes it).
     fn server_container(
         &self,
         resources: ResourceRequirements,
         mounts: Vec<VolumeMount>,
     ) -> Container {
         let scheme = if self.tls.is_some() { "HTTPS" } else { "HTTP" };
+        let tuning = &self.cluster.spec.service.container;
         Container {
             name: CONTAINER_NAME.to_string(),
             image: Some(self.image.image.clone()),
@@ -210,9 +214,18 @@ impl Cx<'_> {
                 container_port(JGROUPS_PORT_NAME, JGROUPS_PORT),
                 container_port("jgroups-fd", JGROUPS_FD_PORT),
             ]),
-            startup_probe: Some(probe("/health/live", scheme, 5, 60)),
-            liveness_probe: Some(probe("/health/live", scheme, 10, 6)),
-            readiness_probe: Some(probe("/health/ready", scheme, 10, 3)),
+            startup_probe: Some(tuned(
+                probe("/health/live", scheme, 5, 60),
+                tuning.startup_probe.as_ref(),
+            )),
+            liveness_probe: Some(tuned(
+                probe("/health/live", scheme, 10, 6),
+                tuning.liveness_probe.as_ref(),
+            )),
+            readiness_probe: Some(tuned(
+                probe("/health/ready", scheme, 10, 3),
+                tuning.readiness_probe.as_ref(),
+            )),
             resources: Some(resources),
             security_context: Some(restricted_container(false)),
             volume_mounts: Some(mounts),
@@ -287,7 +300,8 @@ impl Cx<'_> {
 
     /// The pod: no service account token, the restricted profile with the settings' fsGroup,
     /// the pull Secrets, `spec.scheduling` (a preferred spread over nodes when it sets no
-    /// affinity).
+    /// affinity), the termination grace period of `spec.service.container` (absent: the
+    /// Kubernetes default).
     fn pod_spec(
         &self,
         init_containers: Vec<Container>,
@@ -311,6 +325,12 @@ impl Cx<'_> {
                 .then_some(scheduling.node_selector),
             priority_class_name: scheduling.priority_class_name,
             topology_spread_constraints: non_empty(scheduling.topology_spread_constraints),
+            termination_grace_period_seconds: self
+                .cluster
+                .spec
+                .service
+                .container
+                .termination_grace_period_seconds,
             ..PodSpec::default()
         }
     }
@@ -438,6 +458,56 @@ mod tests {
             ports[0].target_port,
             Some(IntOrString::String(SERVER_PORT_NAME.to_string()))
         );
+    }
+
+    /// Each timing field the CR sets replaces the operator's; the others and the handler stay.
+    #[test]
+    fn probe_timings_and_the_grace_period_tune_the_server_container() {
+        let tuned = built(&tuned_cluster(), &settings(), &referenced()).stateful_set;
+        let default = default_objects().stateful_set;
+        let timing = |probe: Option<Probe>| {
+            let probe = probe.unwrap_or_else(|| panic!("no probe"));
+            (
+                probe.failure_threshold,
+                probe.initial_delay_seconds,
+                probe.period_seconds,
+                probe.success_threshold,
+                probe.timeout_seconds,
+            )
+        };
+        let (container, before) = (container(&tuned), container(&default));
+        assert_eq!(
+            timing(before.liveness_probe.clone()),
+            (Some(6), None, Some(10), None, Some(5))
+        );
+        assert_eq!(
+            timing(container.liveness_probe.clone()),
+            (Some(10), None, Some(10), None, Some(8))
+        );
+        assert_eq!(
+            timing(container.readiness_probe.clone()),
+            (Some(3), Some(4), Some(3), Some(2), Some(5))
+        );
+        assert_eq!(
+            timing(container.startup_probe.clone()),
+            (Some(120), None, Some(5), None, Some(5))
+        );
+        for (probe, was) in [
+            (&container.liveness_probe, &before.liveness_probe),
+            (&container.readiness_probe, &before.readiness_probe),
+            (&container.startup_probe, &before.startup_probe),
+        ] {
+            let handler = |p: &Option<Probe>| p.clone().and_then(|p| p.http_get);
+            assert_eq!(handler(probe), handler(was));
+        }
+        assert_eq!(pod_spec(&tuned).termination_grace_period_seconds, Some(120));
+        // Absent: the Kubernetes default, not written.
+        assert_eq!(pod_spec(&default).termination_grace_period_seconds, None);
+        // An empty timing changes nothing.
+        let mut cr = cluster("demo", "team-a");
+        cr.spec.service.container.readiness_probe = Some(Default::default());
+        let set = built(&cr, &settings(), &referenced()).stateful_set;
+        assert_eq!(set, default);
     }
 
     #[test]
