@@ -1581,6 +1581,9 @@ async fn scale_operator(client: &Client, namespace: &str, replicas: i32) -> anyh
     Ok(())
 }
 
+/// The server pods of the cluster `demo` (not its resources operator's).
+const SERVER_PODS: &str = "app.kubernetes.io/instance=demo,app.kubernetes.io/name=infinispan";
+
 /// Sets `spec.replicas` of the cluster `demo`.
 async fn scale_cluster(clusters: &Api<Infinispan>, replicas: i32) -> anyhow::Result<()> {
     clusters
@@ -1608,7 +1611,7 @@ async fn wait_stopped_gracefully(
         async move {
             let cr = clusters.get("demo").await?;
             let stopped = matches!(condition(&cr, "Ready"), Some(("False", "Stopped", m)) if m.contains(&expected));
-            let selector = ListParams::default().labels("app.kubernetes.io/instance=demo");
+            let selector = ListParams::default().labels(SERVER_PODS);
             let gone = pods.list(&selector).await?.items.is_empty();
             Ok((stopped && gone).then_some(()))
         }
@@ -1728,7 +1731,7 @@ async fn a_cluster_scaled_to_0_shuts_down_gracefully_and_comes_back_with_every_e
         .patch("demo", &PatchParams::default(), &Patch::Merge(&begun))
         .await?;
     ensure!(
-        pods.list(&ListParams::default().labels("app.kubernetes.io/instance=demo"))
+        pods.list(&ListParams::default().labels(SERVER_PODS))
             .await?
             .items
             .len()
@@ -1748,15 +1751,18 @@ async fn a_cluster_scaled_to_0_shuts_down_gracefully_and_comes_back_with_every_e
         }
     })
     .await?;
-    let restarting = clusters.get("demo").await?;
-    ensure!(
-        matches!(
-            condition(&restarting, "Ready"),
-            Some(("False", "Restarting", _))
-        ),
-        "Ready while restarting: {:?}",
-        condition(&restarting, "Ready")
-    );
+    eventually("Ready=False, Restarting", WAIT, || {
+        let clusters = clusters.clone();
+        async move {
+            let cr = clusters.get("demo").await?;
+            let restarting = matches!(
+                condition(&cr, "Ready"),
+                Some(("False", "Restarting", m)) if m.contains("stopped gracefully with 3 pods")
+            );
+            Ok(restarting.then_some(()))
+        }
+    })
+    .await?;
     wait_members_and_ready(&rest, &clusters, 2).await?;
     check_entries(&rest, ENTRIES).await?;
     let sts = stateful_sets.get("demo").await?;

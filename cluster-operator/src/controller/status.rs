@@ -4,7 +4,7 @@
 //!
 //! | type | True | False |
 //! |---|---|---|
-//! | `Ready` | `AllReplicasReady`: every server pod asked for is ready | `Stopped` (replicas 0); what keeps a server pod from running, read from the pods ([`super::pods`]): `ImagePullFailed`, `ServerCrashLooping`, `ServerFailing`, `Unschedulable` (k of n ready, then the pod, its container and image, the kubelet's or the scheduler's message or the end of the container's termination message, and what to do); else `ReplicasNotReady` (k of n ready: pods being created or starting) |
+//! | `Ready` | `AllReplicasReady`: every server pod asked for is ready | `Stopped` (replicas 0); `ShuttingDown`, `Stopping`, `Restarting` (a graceful stop and the restart after it, [`super::graceful_stop`]); what keeps a server pod from running, read from the pods ([`super::pods`]): `ImagePullFailed`, `ServerCrashLooping`, `ServerFailing`, `Unschedulable` (k of n ready, then the pod, its container and image, the kubelet's or the scheduler's message or the end of the container's termination message, and what to do); else `ReplicasNotReady` (k of n ready: pods being created or starting) |
 //! | `Progressing` | `RollingOut`: the StatefulSet has not caught up with its spec (new pods, a roll, a scale) | `Stable` |
 //! | `Degraded` | the reason of the problem that keeps the operator from applying the CR (a missing or invalid Secret or ConfigMap, an unknown version, a refused apply): the last applied objects keep running | `AsExpected` |
 //! | `ResourcesOperatorReady` | `Available` | `Disabled`, `Draining`; what keeps its pod from running ([`super::pods`]: `ImagePullFailed`, `CrashLooping`, `Failing`, `Unschedulable`); else `Deploying` |
