@@ -235,11 +235,14 @@ pub enum ProblemReason {
     /// A Secret or ConfigMap the CR names does not allow the cluster to use it (annotation
     /// `infinispan.org/allow-clusters`): nothing is applied until it does.
     ReferenceNotAllowed,
+    /// `spec.version` is below the version the cluster runs, without
+    /// `spec.upgrades.allowDowngrade`.
+    VersionDowngrade,
 }
 
 impl ProblemReason {
     /// Every reason.
-    pub const ALL: [ProblemReason; 23] = [
+    pub const ALL: [ProblemReason; 24] = [
         Self::MissingSecret,
         Self::MissingConfigMap,
         Self::InvalidCluster,
@@ -263,6 +266,7 @@ impl ProblemReason {
         Self::TransportEncryptionChange,
         Self::ObjectNotOwned,
         Self::ReferenceNotAllowed,
+        Self::VersionDowngrade,
     ];
 
     /// The `reason` of the condition (and of the Warning Event).
@@ -291,6 +295,7 @@ impl ProblemReason {
             Self::TransportEncryptionChange => "TransportEncryptionChange",
             Self::ObjectNotOwned => "ObjectNotOwned",
             Self::ReferenceNotAllowed => "ReferenceNotAllowed",
+            Self::VersionDowngrade => "VersionDowngrade",
         }
     }
 

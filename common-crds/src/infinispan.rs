@@ -138,6 +138,44 @@ pub struct InfinispanSpec {
     /// (`RestoreNotAccepted`) until this list names that cluster.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub accept_restores_from: Vec<String>,
+
+    /// How a change of the server version (or image) reaches the pods.
+    #[serde(default, skip_serializing_if = "UpgradesSpec::is_default")]
+    pub upgrades: UpgradesSpec,
+}
+
+/// How a new server version or image is rolled out.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct UpgradesSpec {
+    /// Rolling (default): one pod at a time, old and new servers in one cluster meanwhile (for
+    /// versions the server lets mix, within a minor version). Shutdown: the cluster is stopped
+    /// gracefully (its caches shut down cluster-wide, their state persisted), then every pod
+    /// starts on the new image (across minor versions the server cannot mix).
+    #[serde(default, rename = "type")]
+    pub type_: UpgradeType,
+    /// Let spec.version go below the version the cluster runs (a server may refuse state
+    /// written by a newer one: keep a backup). Without it such a change is refused with
+    /// Degraded=True, reason VersionDowngrade.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_downgrade: bool,
+}
+
+impl UpgradesSpec {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// How a new server version or image reaches the pods.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum UpgradeType {
+    /// One pod at a time.
+    #[default]
+    Rolling,
+    /// A graceful stop of the whole cluster, then every pod on the new image.
+    Shutdown,
 }
 
 impl InfinispanSpec {

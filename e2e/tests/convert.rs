@@ -126,7 +126,7 @@ spec:
     logging:
       level: info
   upgrades:
-    type: Shutdown
+    type: HotRodRolling
 "#;
 
 #[tokio::test]
@@ -140,7 +140,8 @@ async fn a_cluster_created_from_a_converted_manifest_becomes_ready() -> anyhow::
     } = install("convert", "convert-ready").await?;
     let documents = convert::parse_documents("upstream", UPSTREAM_CLUSTER)?;
     let conversion = convert::convert_documents(documents)?;
-    // `upgrades` has no equivalent: reported dropped, the cluster is still written.
+    // `upgrades.type: HotRodRolling` has no equivalent: reported dropped, the cluster is
+    // still written.
     anyhow::ensure!(conversion.report.dropped_anything());
     let [Converted::Infinispan(cr)] = &conversion.objects[..] else {
         bail!("one Infinispan expected: {:?}", conversion.objects);

@@ -36,6 +36,9 @@ use kube::{Api, ResourceExt};
 pub const REPLICAS_ANNOTATION: &str = "infinispan.org/graceful-stop-replicas";
 /// Annotation of the StatefulSet: when the graceful stop began (RFC 3339).
 pub const SINCE_ANNOTATION: &str = "infinispan.org/graceful-stop-since";
+/// Annotation of the StatefulSet, `"true"`: the graceful stop is a Shutdown upgrade (the new
+/// pod template waits behind the update partition until the pods are down).
+pub const UPGRADE_ANNOTATION: &str = "infinispan.org/graceful-stop-upgrade";
 
 /// How soon a failed shutdown request is tried again.
 pub const RETRY: Duration = Duration::from_secs(10);
@@ -56,6 +59,8 @@ pub struct Existing {
     pub stopped_with: Option<i32>,
     /// [`SINCE_ANNOTATION`].
     pub since: Option<Timestamp>,
+    /// [`UPGRADE_ANNOTATION`].
+    pub upgrading: bool,
 }
 
 impl Existing {
@@ -73,6 +78,7 @@ impl Existing {
                 .and_then(|v| v.parse().ok())
                 .filter(|n: &i32| *n > 0),
             since: annotation(SINCE_ANNOTATION).and_then(|v| v.parse().ok()),
+            upgrading: annotation(UPGRADE_ANNOTATION).is_some_and(|v| v == "true"),
         })
     }
 }
@@ -83,11 +89,13 @@ pub enum Phase {
     /// Running at `spec.replicas` (or scaling there).
     Running,
     /// Asking the server to shut its container down before the `with` pods stop; `failed`:
-    /// why the last request failed, `until`: when the operator gives up and stops them anyway.
+    /// why the last request failed, `until`: when the operator gives up and stops them anyway;
+    /// `upgrade`: a Shutdown upgrade (they start again on the new image).
     ShuttingDown {
         with: i32,
         failed: Option<String>,
         until: Timestamp,
+        upgrade: bool,
     },
     /// Scaled to 0, pods still terminating.
     Stopping { pods: i32 },
@@ -106,6 +114,9 @@ pub struct Plan {
     /// The stop annotations' values (`None`: none, a left-over one is removed).
     pub stopped_with: Option<i32>,
     pub since: Option<Timestamp>,
+    /// A Shutdown upgrade: the pods keep their template (the StatefulSet's update partition at
+    /// this many pods) until they are down.
+    pub hold: Option<i32>,
     /// Ask the server for the container shutdown, then re-plan with [`Plan::shut_down`].
     pub shutdown: bool,
     pub phase: Phase,
@@ -117,6 +128,7 @@ impl Plan {
             replicas,
             stopped_with: None,
             since: None,
+            hold: None,
             shutdown: false,
             phase,
         }
@@ -130,6 +142,7 @@ impl Plan {
             replicas: 0,
             since: self.since.filter(|_| graceful),
             stopped_with,
+            hold: None,
             shutdown: false,
             phase: if pods > 0 {
                 Phase::Stopping { pods }
@@ -163,6 +176,9 @@ impl Plan {
         if let Some(since) = self.since {
             annotations.insert(SINCE_ANNOTATION.to_string(), since.to_string());
         }
+        if self.hold.is_some() {
+            annotations.insert(UPGRADE_ANNOTATION.to_string(), "true".to_string());
+        }
         annotations
     }
 }
@@ -181,11 +197,13 @@ pub async fn forget(client: &kube::Client, cluster: &Infinispan) -> Result<(), k
 }
 
 /// The plan for a cluster that asks for `wanted` pods (pure). `persistent`: its data lives on
-/// volumes that outlive the pods (`ephemeralStorage` off).
+/// volumes that outlive the pods (`ephemeralStorage` off). `upgrade`: its pods are to move to a
+/// new server image by a Shutdown upgrade ([`super::upgrade::shutdown_upgrade`]).
 pub fn plan(
     wanted: i32,
     existing: Option<Existing>,
     persistent: bool,
+    upgrade: bool,
     now: Timestamp,
     timeout: Duration,
 ) -> Plan {
@@ -193,6 +211,10 @@ pub fn plan(
         return Plan::at(wanted, initial_phase(wanted));
     };
     let stopped_with = existing.stopped_with;
+    let upgrading = (upgrade || existing.upgrading) && existing.replicas > 0;
+    if upgrading && (existing.ready > 0 || stopped_with.is_some()) {
+        return stopping(existing, true, now, timeout);
+    }
     if wanted == 0 {
         if existing.replicas == 0 {
             // Stopped, or its pods on their way out.
@@ -213,21 +235,7 @@ pub fn plan(
             // Nothing serves: nothing to shut down.
             return Plan::at(0, Phase::Stopped { with: None }).shut_down(existing.pods, false);
         }
-        // Begin (or carry on with) the graceful stop at the replicas it runs with.
-        let with = stopped_with.unwrap_or(existing.replicas);
-        let since = existing.since.unwrap_or(now);
-        let until = since.checked_add(timeout).unwrap_or(Timestamp::MAX);
-        return Plan {
-            replicas: existing.replicas,
-            stopped_with: Some(with),
-            since: Some(since),
-            shutdown: true,
-            phase: Phase::ShuttingDown {
-                with,
-                failed: None,
-                until,
-            },
-        };
+        return stopping(existing, false, now, timeout);
     }
     match stopped_with {
         // The pods it was stopped with are all back: from now on, what the CR asks for.
@@ -246,6 +254,27 @@ pub fn plan(
             }
         }
         _ => Plan::at(wanted, Phase::Running),
+    }
+}
+
+/// Begins (or carries on with) the graceful stop of the pods `existing` runs; `upgrade`: a
+/// Shutdown upgrade, the pods held on their template meanwhile.
+fn stopping(existing: Existing, upgrade: bool, now: Timestamp, timeout: Duration) -> Plan {
+    let with = existing.stopped_with.unwrap_or(existing.replicas);
+    let since = existing.since.unwrap_or(now);
+    let until = since.checked_add(timeout).unwrap_or(Timestamp::MAX);
+    Plan {
+        replicas: existing.replicas,
+        stopped_with: Some(with),
+        since: Some(since),
+        hold: upgrade.then_some(existing.replicas),
+        shutdown: true,
+        phase: Phase::ShuttingDown {
+            with,
+            failed: None,
+            until,
+            upgrade,
+        },
     }
 }
 
@@ -279,21 +308,21 @@ mod tests {
     #[test]
     fn a_new_cluster_or_a_running_one_gets_what_it_asks_for() {
         assert_eq!(
-            plan(3, None, true, now(), TIMEOUT),
+            plan(3, None, true, false, now(), TIMEOUT),
             Plan::at(3, Phase::Running)
         );
         assert_eq!(
-            plan(0, None, true, now(), TIMEOUT),
+            plan(0, None, true, false, now(), TIMEOUT),
             Plan::at(0, Phase::Stopped { with: None })
         );
-        let scaled = plan(5, Some(running(3, 3)), true, now(), TIMEOUT);
+        let scaled = plan(5, Some(running(3, 3)), true, false, now(), TIMEOUT);
         assert_eq!(scaled, Plan::at(5, Phase::Running));
         assert!(scaled.annotations().is_empty());
     }
 
     #[test]
     fn stopping_a_running_cluster_shuts_its_container_down_before_the_pods() {
-        let stop = plan(0, Some(running(3, 3)), true, now(), TIMEOUT);
+        let stop = plan(0, Some(running(3, 3)), true, false, now(), TIMEOUT);
         // The pods keep running until the server has shut its caches down.
         assert_eq!(stop.replicas, 3);
         assert!(stop.shutdown);
@@ -314,7 +343,8 @@ mod tests {
             Phase::ShuttingDown {
                 with: 3,
                 failed: None,
-                until
+                until,
+                upgrade: false,
             }
         );
         // Done: scaled to 0, the record kept for the restart.
@@ -344,7 +374,7 @@ mod tests {
             since: Some(since),
             ..running(3, 0)
         };
-        let again = plan(0, Some(begun), true, now(), TIMEOUT);
+        let again = plan(0, Some(begun), true, false, now(), TIMEOUT);
         assert!(again.shutdown);
         assert_eq!((again.stopped_with, again.since), (Some(3), Some(since)));
         // Scaled to 0 already: pods leaving, then stopped; nothing asked again.
@@ -354,20 +384,20 @@ mod tests {
             ready: 0,
             ..begun
         };
-        let plan_leaving = plan(0, Some(leaving), true, now(), TIMEOUT);
+        let plan_leaving = plan(0, Some(leaving), true, false, now(), TIMEOUT);
         assert!(!plan_leaving.shutdown);
         assert_eq!(plan_leaving.phase, Phase::Stopping { pods: 2 });
         assert_eq!(plan_leaving.stopped_with, Some(3));
         let gone = Existing { pods: 0, ..leaving };
         assert_eq!(
-            plan(0, Some(gone), true, now(), TIMEOUT).phase,
+            plan(0, Some(gone), true, false, now(), TIMEOUT).phase,
             Phase::Stopped { with: Some(3) }
         );
     }
 
     #[test]
     fn a_cluster_with_nothing_ready_stops_at_once() {
-        let stop = plan(0, Some(running(2, 0)), true, now(), TIMEOUT);
+        let stop = plan(0, Some(running(2, 0)), true, false, now(), TIMEOUT);
         assert_eq!((stop.replicas, stop.shutdown), (0, false));
         assert_eq!(stop.phase, Phase::Stopping { pods: 2 });
         assert!(stop.annotations().is_empty());
@@ -381,9 +411,10 @@ mod tests {
             ready: 0,
             stopped_with: Some(3),
             since: Some(now()),
+            upgrading: false,
         };
         // Asked for 1: the 3 pods first, the record kept.
-        let restart = plan(1, Some(stopped), true, now(), TIMEOUT);
+        let restart = plan(1, Some(stopped), true, false, now(), TIMEOUT);
         assert_eq!((restart.replicas, restart.stopped_with), (3, Some(3)));
         assert_eq!(
             restart.phase,
@@ -399,17 +430,20 @@ mod tests {
             ready: 2,
             ..stopped
         };
-        assert_eq!(plan(1, Some(starting), true, now(), TIMEOUT).replicas, 3);
+        assert_eq!(
+            plan(1, Some(starting), true, false, now(), TIMEOUT).replicas,
+            3
+        );
         // All 3 ready: what the CR asks for, the record removed.
         let back = Existing {
             ready: 3,
             ..starting
         };
-        let done = plan(1, Some(back), true, now(), TIMEOUT);
+        let done = plan(1, Some(back), true, false, now(), TIMEOUT);
         assert_eq!(done, Plan::at(1, Phase::Running));
         // Ephemeral storage keeps nothing: what the CR asks for at once.
         assert_eq!(
-            plan(1, Some(stopped), false, now(), TIMEOUT),
+            plan(1, Some(stopped), false, false, now(), TIMEOUT),
             Plan::at(1, Phase::Running)
         );
     }
@@ -431,8 +465,59 @@ mod tests {
                 ready: 0,
                 stopped_with: Some(3),
                 since: Some(now()),
+                upgrading: false,
             })
         );
         assert_eq!(Existing::of(None), None);
+    }
+
+    #[test]
+    fn a_shutdown_upgrade_stops_the_pods_on_their_template_then_starts_them_on_the_new_one() {
+        // The new image is applied with every pod held on the old template, then the stop.
+        let upgrade = plan(3, Some(running(3, 3)), true, true, now(), TIMEOUT);
+        assert_eq!((upgrade.replicas, upgrade.hold), (3, Some(3)));
+        assert!(upgrade.shutdown);
+        assert_eq!(
+            upgrade
+                .annotations()
+                .get(UPGRADE_ANNOTATION)
+                .map(String::as_str),
+            Some("true")
+        );
+        assert!(matches!(
+            upgrade.phase,
+            Phase::ShuttingDown {
+                upgrade: true,
+                with: 3,
+                ..
+            }
+        ));
+        // The template is the new one now: the record carries the upgrade on.
+        let recorded = Existing {
+            stopped_with: Some(3),
+            since: Some(now()),
+            upgrading: true,
+            ..running(3, 1)
+        };
+        let again = plan(3, Some(recorded), true, false, now(), TIMEOUT);
+        assert!(again.shutdown && again.hold == Some(3));
+        // Down: 0 pods, the record kept without the upgrade mark; then the restart at 3.
+        let down = again.shut_down(3, true);
+        assert_eq!((down.replicas, down.hold), (0, None));
+        assert!(!down.annotations().contains_key(UPGRADE_ANNOTATION));
+        let stopped = Existing {
+            replicas: 0,
+            pods: 0,
+            ready: 0,
+            stopped_with: Some(3),
+            since: Some(now()),
+            upgrading: false,
+        };
+        let restart = plan(3, Some(stopped), true, false, now(), TIMEOUT);
+        assert_eq!((restart.replicas, restart.hold), (3, None));
+        assert!(matches!(restart.phase, Phase::Restarting { with: 3, .. }));
+        // Nothing ready: nothing to shut down, the StatefulSet rolls as usual.
+        let idle = plan(3, Some(running(3, 0)), true, true, now(), TIMEOUT);
+        assert_eq!(idle, Plan::at(3, Phase::Running));
     }
 }

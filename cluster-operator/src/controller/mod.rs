@@ -58,6 +58,7 @@ pub mod report;
 pub mod retry;
 pub mod status;
 pub mod teardown;
+pub mod upgrade;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -308,19 +309,43 @@ async fn apply_cluster(
         &settings.policy,
     );
     // 3. The TLS in effect: the CR's, else what the cluster was created with
-    // (`build::security`); the builders get the CR with it written in, and with the replicas
-    // a graceful stop or restart allows (`graceful_stop`).
+    // (`build::security`); the version: the CR's, else the one it runs (`upgrade`); the
+    // builders get the CR with them written in, and with the replicas a graceful stop or
+    // restart allows (`graceful_stop`).
     let existing =
         Api::<StatefulSet>::namespaced(client.clone(), &cluster.namespace().unwrap_or_default())
             .get_opt(&server::stateful_set_name(&cluster.name_any()))
             .await?;
     let tls = security::in_effect(cluster, security::created_with(existing.as_ref()));
     let mut resolved = security::resolved(cluster, &tls);
+    let running_version = upgrade::running_version(
+        existing.as_ref(),
+        cluster.status.as_ref().and_then(|s| s.version.as_deref()),
+    );
+    resolved.spec.version =
+        upgrade::pinned(cluster.spec.version.as_deref(), running_version.as_deref());
+    let downgrade = cluster
+        .spec
+        .version
+        .as_deref()
+        .zip(running_version.as_deref())
+        .and_then(|(requested, running)| {
+            upgrade::downgrade(requested, running, cluster.spec.upgrades.allow_downgrade)
+        })
+        .map(|message| Problem::new(ProblemReason::VersionDowngrade, message));
+    let shutdown_upgrade = settings
+        .server
+        .images
+        .resolve(&resolved)
+        .is_ok_and(|image| {
+            upgrade::shutdown_upgrade(cluster.spec.upgrades.type_, existing.as_ref(), &image.image)
+        });
     let running = graceful_stop::Existing::of(existing.as_ref());
     let mut stop = graceful_stop::plan(
         cluster.spec.replicas,
         running,
         !cluster.spec.service.container.ephemeral_storage,
+        shutdown_upgrade,
         Timestamp::now(),
         settings.graceful_stop_timeout,
     );
@@ -342,7 +367,7 @@ async fn apply_cluster(
         )
     });
     let mut renew_at = None;
-    let read = match refusal.or(transport_change) {
+    let read = match refusal.or(transport_change).or(downgrade) {
         Some(refused) => Err(refused),
         // 4. What the CR references and what the operator issues (a missing or unusable object
         // is a problem), then validate and build.
@@ -371,13 +396,19 @@ async fn apply_cluster(
                 read,
             );
             if let Ok(server) = &mut desired.server {
-                server
-                    .objects
-                    .stateful_set
+                let sts = &mut server.objects.stateful_set;
+                let annotations = sts
                     .metadata
                     .annotations
-                    .get_or_insert_with(Default::default)
-                    .extend(stop.annotations());
+                    .get_or_insert_with(Default::default);
+                annotations.extend(stop.annotations());
+                annotations.insert(
+                    upgrade::VERSION_ANNOTATION.to_string(),
+                    server.version.clone(),
+                );
+                if let Some(pods) = stop.hold {
+                    upgrade::hold_template(sts, pods);
+                }
             }
             desired
         })

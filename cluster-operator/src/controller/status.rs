@@ -245,17 +245,30 @@ fn stop_condition(phase: &Phase) -> Option<(&'static str, String)> {
             with,
             failed,
             until,
-        } => (
-            "ShuttingDown",
-            match failed {
-                None => format!(
-                    "spec.replicas is 0: the server is shutting its caches down cluster-wide (each of the {with} pods persists their state), then the pods stop"
-                ),
-                Some(error) => format!(
-                    "spec.replicas is 0: asking the server to shut its caches down failed ({error}); retried until {until}, then the {with} pods are stopped without it"
-                ),
-            },
-        ),
+            upgrade,
+        } => {
+            let why = if *upgrade {
+                "a new server image with spec.upgrades.type Shutdown"
+            } else {
+                "spec.replicas is 0"
+            };
+            let then = if *upgrade {
+                "stop, then start again on the new image"
+            } else {
+                "stop"
+            };
+            (
+                "ShuttingDown",
+                match failed {
+                    None => format!(
+                        "{why}: the server is shutting its caches down cluster-wide (each of the {with} pods persists their state), then the pods {then}"
+                    ),
+                    Some(error) => format!(
+                        "{why}: asking the server to shut its caches down failed ({error}); retried until {until}, then the {with} pods {then} without it"
+                    ),
+                },
+            )
+        }
         Phase::Stopping { pods } => (
             "Stopping",
             format!("spec.replicas is 0: the caches are shut down; {pods} pods are stopping"),

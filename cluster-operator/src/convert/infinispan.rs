@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use common_crds::infinispan::{
     ContainerSpec, EncryptionType, EndpointEncryption, ExposeSpec, ExposeType, LogLevel,
     LoggingSpec, ProbeSpec, ResourcesOperatorSpec, SchedulingSpec, SecuritySpec,
-    ServiceContainerSpec, ServiceSpec,
+    ServiceContainerSpec, ServiceSpec, UpgradeType,
 };
 use common_crds::labels::{
     POD_TARGET_ANNOTATIONS_ANNOTATION, POD_TARGET_LABELS_ANNOTATION, TARGET_ANNOTATIONS_ANNOTATION,
@@ -83,6 +83,7 @@ pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Infinispan, FieldErro
         resources_operator: ResourcesOperatorSpec::default(),
         network_policy: Default::default(),
         accept_restores_from: Vec::new(),
+        upgrades: Default::default(),
     };
     if let Some(mut fields) = root.take_object("spec")? {
         convert_spec(&mut fields, &name, &mut spec, log)?;
@@ -208,11 +209,10 @@ fn convert_spec(
         );
         spec.config_map_name = Some(config_map);
     }
-    log.drop_field(
-        fields,
-        "upgrades",
-        "not supported: a version change rolls the StatefulSet, one pod at a time (docs/upgrade.md)",
-    );
+    if let Some(mut upgrades) = fields.take_object("upgrades")? {
+        spec.upgrades.type_ = upgrade_type(&mut upgrades, log)?;
+        log.unknown(upgrades);
+    }
     if let Some(mut listener) = fields.take_object("configListener")? {
         config_listener(&mut listener, &mut spec.resources_operator, log)?;
         log.unknown(listener);
@@ -558,6 +558,34 @@ fn security_spec(
     }
     log.drop_field(fields, "credentialStoreSecretName", "not supported");
     Ok(security)
+}
+
+/// `spec.upgrades.type`: `Shutdown` is the same here; `InPlaceRolling` is `Rolling`;
+/// `HotRodRolling` (a second cluster and a Hot Rod migration) has no equivalent.
+fn upgrade_type(fields: &mut Fields, log: &mut Log) -> Result<UpgradeType, FieldError> {
+    let path = "spec.upgrades.type";
+    Ok(match fields.take_as::<String>("type")?.as_deref() {
+        None | Some("") => UpgradeType::default(),
+        Some("Shutdown") => {
+            log.mapped(
+                path,
+                "a graceful stop (the caches shut down cluster-wide), then every pod on the new image",
+            );
+            UpgradeType::Shutdown
+        }
+        Some("InPlaceRolling") => {
+            log.changed(path, path, "InPlaceRolling -> Rolling: one pod at a time");
+            UpgradeType::Rolling
+        }
+        Some(other) => {
+            log.dropped(
+                path,
+                &json!(other),
+                "not supported: no Hot Rod rolling upgrade to a second cluster here; the default Rolling (one pod at a time) applies, or set Shutdown (docs/upgrade.md)",
+            );
+            UpgradeType::default()
+        }
+    })
 }
 
 /// What the user does so that the cluster `cluster` may use the object a converted field names
@@ -1115,7 +1143,7 @@ mod conversion_tests {
             ("spec.autoscale", "scale subresource"),
             ("spec.cloudEvents", "not supported"),
             ("spec.dependencies", "build an image"),
-            ("spec.upgrades", "rolls the StatefulSet"),
+            ("spec.upgrades.type", "no Hot Rod rolling upgrade"),
             (
                 "spec.configListener.serviceAccountName",
                 "least-privilege ServiceAccount",
