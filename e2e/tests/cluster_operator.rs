@@ -1311,3 +1311,141 @@ async fn two_replicas_elect_one_leader_and_the_standby_takes_over() -> anyhow::R
     .await?;
     env.finish().await
 }
+
+/// The server container's image of a StatefulSet.
+fn server_image(sts: &StatefulSet) -> Option<String> {
+    sts.spec
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "infinispan")?
+        .image
+        .clone()
+}
+
+/// Issue 24: a cluster whose CR names no version keeps the one it was created with when the
+/// operator comes back with a newer default (nothing rolls; a new cluster gets the new default),
+/// and a `spec.version` below the one it runs is refused with `VersionDowngrade`, nothing
+/// applied, until `spec.upgrades.allowDowngrade`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_keeps_its_server_version_and_a_downgrade_is_refused() -> anyhow::Result<()> {
+    let mut env = Env::start("co-version", 1, &[]).await?;
+    let ns = env.ns().to_string();
+    let client = env.client.clone();
+    let default = cluster_operator::cli::DEFAULT_SERVER_VERSION;
+    env.apply_cluster(&ns, "pinned", json!({ "replicas": 1 }))
+        .await?;
+    env.wait_status(&ns, "pinned", "applied", |cr| {
+        condition(cr, "Degraded").map(|c| c.0) == Some("False")
+    })
+    .await?;
+    let before: StatefulSet = get(&client, &ns, "pinned").await?.context("sts")?;
+    let recorded = |sts: &StatefulSet| {
+        sts.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("infinispan.org/server-version").cloned())
+    };
+    ensure!(
+        recorded(&before).as_deref() == Some(default),
+        "{:?}",
+        recorded(&before)
+    );
+
+    // The operator again, with a newer default version (an image that need not exist).
+    let newer = "99.0.0";
+    let newer_image = "registry.invalid/infinispan/server:99.0.0";
+    let args = [
+        format!("--drain-timeout={}", e2e::cluster_operator::DRAIN_TIMEOUT),
+        format!("--default-server-version={newer}"),
+        format!("--server-image={newer}={newer_image}"),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let names = [ns.as_str()];
+    let next = e2e::cluster_operator::ClusterOperator::start(
+        &client,
+        &env.testbed,
+        &env.identity,
+        &names,
+        &args,
+    )
+    .await?;
+    std::mem::replace(&mut env.operator, next).stop().await?;
+    // A change of the CR makes it look again; a new cluster gets the new default.
+    env.merge_spec(
+        &ns,
+        "pinned",
+        json!({ "logging": {"categories": {"org.infinispan": "debug"}} }),
+    )
+    .await?;
+    env.apply_cluster(&ns, "fresh", json!({ "replicas": 1 }))
+        .await?;
+    let cr = env
+        .wait_status(&ns, "pinned", "looked at by the new operator", |cr| {
+            condition(cr, "Degraded").map(|c| c.0) == Some("False")
+        })
+        .await?;
+    let fresh: StatefulSet = eventually("fresh's StatefulSet", WAIT, || {
+        let client = client.clone();
+        let ns = ns.clone();
+        async move { get::<StatefulSet>(&client, &ns, "fresh").await }
+    })
+    .await?;
+    ensure!(
+        server_image(&fresh).as_deref() == Some(newer_image),
+        "a new cluster: {:?}",
+        server_image(&fresh)
+    );
+    let after: StatefulSet = get(&client, &ns, "pinned").await?.context("sts")?;
+    ensure!(
+        server_image(&after) == server_image(&before)
+            && recorded(&after).as_deref() == Some(default),
+        "the cluster moved: {:?} {:?}",
+        server_image(&after),
+        recorded(&after)
+    );
+    ensure!(
+        cr.status.as_ref().and_then(|s| s.version.as_deref()) == Some(default),
+        "status.version {:?}",
+        cr.status.as_ref().and_then(|s| s.version.clone())
+    );
+
+    // Below the running version: refused, nothing applied.
+    let generation = after.metadata.generation;
+    env.merge_spec(&ns, "pinned", json!({ "version": "16.0.1" }))
+        .await?;
+    let refused = env
+        .wait_status(&ns, "pinned", "Degraded with VersionDowngrade", |cr| {
+            condition(cr, "Degraded").map(|c| (c.0, c.1)) == Some(("True", "VersionDowngrade"))
+        })
+        .await?;
+    let message = condition(&refused, "Degraded")
+        .map(|c| c.2.to_string())
+        .unwrap_or_default();
+    ensure!(
+        message.contains("16.0.1")
+            && message.contains(default)
+            && message.contains("allowDowngrade"),
+        "{message}"
+    );
+    let still: StatefulSet = get(&client, &ns, "pinned").await?.context("sts")?;
+    ensure!(
+        still.metadata.generation == generation,
+        "the StatefulSet changed"
+    );
+    // Allowed: no longer a downgrade refusal (here the version has no image: the next problem).
+    env.merge_spec(
+        &ns,
+        "pinned",
+        json!({ "upgrades": { "allowDowngrade": true } }),
+    )
+    .await?;
+    env.wait_status(&ns, "pinned", "the downgrade no longer refused", |cr| {
+        condition(cr, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "UnsupportedVersion")
+    })
+    .await?;
+    ensure!(env.operator.running().await?, "the operator exited");
+    env.finish().await
+}

@@ -1776,3 +1776,109 @@ async fn a_cluster_scaled_to_0_shuts_down_gracefully_and_comes_back_with_every_e
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
 }
+
+/// Issue 24, `spec.upgrades.type: Shutdown`: a new server image for a running two-pod cluster
+/// is not rolled pod by pod. The pods stay on the old image while the server shuts its
+/// container down (Event `GracefulStop`), they stop, and both start on the new image: old and
+/// new servers never run at once. The persistent cache's entries are all there, and the
+/// StatefulSet keeps no stop record nor update partition afterwards.
+#[tokio::test]
+async fn a_shutdown_upgrade_stops_the_cluster_then_starts_every_pod_on_the_new_image()
+-> anyhow::Result<()> {
+    let _only = CLUSTER.lock().await;
+    let Installed {
+        testbed,
+        images,
+        client,
+        ns,
+        clusters,
+    } = install("in-pods", "pods-shutdown-upgrade").await?;
+    let spec = |image: Option<&str>| json!({"replicas": 2, "upgrades": {"type": "Shutdown"}, "image": image});
+    apply_cluster(&clusters, "demo", spec(None)).await?;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
+    let rest = rest_client(&client, &ns.name, &cr).await?;
+    wait_members_and_ready(&rest, &clusters, 2).await?;
+    let config = infinispan_rest::ConfigDocument::json(
+        r#"{"distributed-cache":{"mode":"SYNC","owners":2,"encoding":{"media-type":"text/plain"},"persistence":{"file-store":{}}}}"#,
+    );
+    rest.create_cache("persistent", &config, Default::default())
+        .await?;
+    const ENTRIES: usize = 20;
+    for i in 0..ENTRIES {
+        rest.create_cache_entry("persistent", &format!("k{i}"), &format!("v{i}"))
+            .await?;
+    }
+
+    apply_cluster(&clusters, "demo", spec(Some(&images.server_b))).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let deadline = tokio::time::Instant::now() + WAIT * 3;
+    let mut went_down = false;
+    loop {
+        let (mut old, mut new, mut new_ready) = (0, 0, 0);
+        for pod in pods
+            .list(&ListParams::default().labels(SERVER_PODS))
+            .await?
+        {
+            let on_new = pod.spec.as_ref().is_some_and(|s| {
+                s.containers
+                    .iter()
+                    .any(|c| c.image.as_deref() == Some(images.server_b.as_str()))
+            });
+            if on_new {
+                new += 1;
+                new_ready += usize::from(e2e::pods::is_ready(&pod));
+            } else {
+                old += 1;
+            }
+        }
+        ensure!(
+            old == 0 || new == 0,
+            "{old} pods on the old image and {new} on the new one at once"
+        );
+        went_down |= old == 0 && new == 0;
+        if new_ready == 2 {
+            break;
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the pods did not all start on {} ({new_ready} of 2 ready)",
+            images.server_b
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ensure!(went_down, "the pods were never all down between the images");
+    wait_members_and_ready(&rest, &clusters, 2).await?;
+    check_entries(&rest, ENTRIES).await?;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), &ns.name);
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    ensure!(
+        reasons.iter().any(|r| r == "GracefulStop"),
+        "Events: {reasons:?}"
+    );
+    let sts: k8s_openapi::api::apps::v1::StatefulSet = Api::namespaced(client.clone(), &ns.name)
+        .get("demo")
+        .await?;
+    let annotations = sts.metadata.annotations.clone().unwrap_or_default();
+    ensure!(
+        !annotations
+            .keys()
+            .any(|k| k.starts_with("infinispan.org/graceful-stop")),
+        "the stop record stayed: {annotations:?}"
+    );
+    let partition = sts
+        .spec
+        .update_strategy
+        .and_then(|u| u.rolling_update)
+        .and_then(|r| r.partition)
+        .unwrap_or(0);
+    ensure!(partition == 0, "the update partition stayed at {partition}");
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}

@@ -236,7 +236,7 @@ fn convert_spec(
 fn version(version: Option<String>, has_image: bool, spec: &mut InfinispanSpec, log: &mut Log) {
     let Some(version) = version.filter(|v| !v.is_empty()) else {
         log.note(format!(
-            "spec.version is not set: the cluster runs the operator's default version ({DEFAULT_SERVER_VERSION}) and follows it when the operator changes it; pin it"
+            "spec.version is not set: the cluster is created with the operator's default version ({DEFAULT_SERVER_VERSION}) and keeps it until spec.version names another"
         ));
         return;
     };
