@@ -238,6 +238,18 @@ pub fn plan(
         return stopping(existing, false, now, timeout);
     }
     match stopped_with {
+        // Stopped gracefully and its pods still on their way out: they go first (a new server
+        // must not meet one whose container is shut down).
+        Some(with) if existing.replicas == 0 && existing.pods > 0 => Plan {
+            stopped_with: Some(with),
+            since: existing.since,
+            ..Plan::at(
+                0,
+                Phase::Stopping {
+                    pods: existing.pods,
+                },
+            )
+        },
         // The pods it was stopped with are all back: from now on, what the CR asks for.
         Some(with) if persistent && !(existing.replicas == with && existing.ready >= with) => {
             Plan {
@@ -413,6 +425,11 @@ mod tests {
             since: Some(now()),
             upgrading: false,
         };
+        // Its pods still terminating: they go first.
+        let leaving = Existing { pods: 2, ..stopped };
+        let wait = plan(1, Some(leaving), true, false, now(), TIMEOUT);
+        assert_eq!((wait.replicas, wait.stopped_with), (0, Some(3)));
+        assert_eq!(wait.phase, Phase::Stopping { pods: 2 });
         // Asked for 1: the 3 pods first, the record kept.
         let restart = plan(1, Some(stopped), true, false, now(), TIMEOUT);
         assert_eq!((restart.replicas, restart.stopped_with), (3, Some(3)));
