@@ -1471,6 +1471,8 @@ async fn generated_certificates_are_renewed_and_the_pods_roll_onto_them_keeping_
     .await?;
 
     // Both certificates renewed by the operator on its own (no change of the CR)...
+    let stateful_sets: Api<StatefulSet> = Api::namespaced(client.clone(), &ns.name);
+    let generation_before = stateful_sets.get("demo").await?.metadata.generation;
     eventually(
         "both certificates renewed",
         Duration::from_secs(330),
@@ -1486,8 +1488,8 @@ async fn generated_certificates_are_renewed_and_the_pods_roll_onto_them_keeping_
         },
     )
     .await?;
-    // ... and the pods rolled onto them, one at a time, into one cluster again.
-    let stateful_sets: Api<StatefulSet> = Api::namespaced(client.clone(), &ns.name);
+    // ... and the pods rolled onto them (a new pod template, not the one seen before the
+    // renewal), one at a time, into one cluster again.
     eventually(
         "the pods rolled onto the new certificates",
         WAIT * 2,
@@ -1496,7 +1498,8 @@ async fn generated_certificates_are_renewed_and_the_pods_roll_onto_them_keeping_
             async move {
                 let set = stateful_sets.get("demo").await?;
                 let status = set.status.unwrap_or_default();
-                Ok((status.observed_generation == set.metadata.generation
+                Ok((set.metadata.generation > generation_before
+                    && status.observed_generation == set.metadata.generation
                     && status.update_revision.is_some()
                     && status.update_revision == status.current_revision
                     && status.updated_replicas == Some(2)
