@@ -316,7 +316,12 @@ fn as_operator(
         } else {
             "text/plain; charset=UTF-8"
         };
-        command.args(["-H", &format!("Content-Type: {content_type}"), "--data", body]);
+        command.args([
+            "-H",
+            &format!("Content-Type: {content_type}"),
+            "--data",
+            body,
+        ]);
     }
     let output = command.arg(url).output().context("running curl")?;
     Ok(String::from_utf8_lossy(&output.stdout).trim().parse()?)
