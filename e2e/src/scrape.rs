@@ -244,3 +244,66 @@ pub fn dashboard_metric_names(dashboard: &serde_json::Value) -> std::collections
     walk(dashboard, &mut names);
     names
 }
+
+/// The Secrets and ConfigMaps an endpoint names, read from the API server (as the Prometheus
+/// Operator reads them into Prometheus' configuration).
+#[derive(Debug, Default)]
+pub struct FromApi {
+    secrets: std::collections::BTreeMap<String, k8s_openapi::api::core::v1::Secret>,
+    config_maps: std::collections::BTreeMap<String, k8s_openapi::api::core::v1::ConfigMap>,
+}
+
+impl FromApi {
+    /// Reads what `endpoint` names in `namespace`.
+    pub async fn read(
+        client: &kube::Client,
+        namespace: &str,
+        endpoint: &Endpoint,
+    ) -> anyhow::Result<Self> {
+        use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+        let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
+        let config_maps: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), namespace);
+        let mut found = Self::default();
+        let mut secret_names = Vec::new();
+        if let Some(auth) = &endpoint.basic_auth {
+            secret_names.extend([auth.username.name.clone(), auth.password.name.clone()]);
+        }
+        if let Some(ca) = endpoint.tls_config.as_ref().and_then(|t| t.ca.as_ref()) {
+            if let Some(secret) = &ca.secret {
+                secret_names.push(secret.name.clone());
+            }
+            if let Some(config_map) = &ca.config_map {
+                found.config_maps.insert(
+                    config_map.name.clone(),
+                    config_maps.get(&config_map.name).await?,
+                );
+            }
+        }
+        for name in secret_names {
+            let secret = secrets.get(&name).await?;
+            found.secrets.insert(name, secret);
+        }
+        Ok(found)
+    }
+}
+
+impl Resolve for FromApi {
+    fn secret_key(&self, selector: &SecretKeySelector) -> anyhow::Result<String> {
+        let value = self
+            .secrets
+            .get(&selector.name)
+            .and_then(|s| s.data.as_ref())
+            .and_then(|d| d.get(&selector.key))
+            .with_context(|| format!("no key {} in the Secret {}", selector.key, selector.name))?;
+        Ok(String::from_utf8(value.0.clone())?)
+    }
+
+    fn config_map_key(&self, selector: &ConfigMapKeySelector) -> anyhow::Result<String> {
+        self.config_maps
+            .get(&selector.name)
+            .and_then(|c| c.data.as_ref())
+            .and_then(|d| d.get(&selector.key))
+            .cloned()
+            .with_context(|| format!("no key {} in the ConfigMap {}", selector.key, selector.name))
+    }
+}
