@@ -17,6 +17,7 @@
 //! | reads why its clusters' pods cannot run (their status: image pull, crash loop, scheduling), watched by label | `pods`: get, list, watch |
 //! | PodDisruptionBudgets | `policy` `poddisruptionbudgets`: get, create, patch, delete |
 //! | `spec.expose` Ingress, the clusters' NetworkPolicies | `networking.k8s.io` `ingresses`, `networkpolicies`: get, create, patch, delete |
+//! | the clusters' ServiceMonitors (Prometheus Operator; only where its CRD is installed) | `monitoring.coreos.com` `servicemonitors`: get, create, patch, delete |
 //! | the resources operator's Role and RoleBinding | `roles`, `rolebindings`: get, create, patch, delete |
 //! | deletes a drained resources operator's Lease | `leases`: delete (with the get, update, create below) |
 //! | Events | `events.k8s.io` `events`: create, patch |
@@ -122,6 +123,11 @@ pub fn rules() -> Vec<PolicyRule> {
         rule(
             "networking.k8s.io",
             &["ingresses", "networkpolicies"],
+            &["get", "create", "patch", "delete"],
+        ),
+        rule(
+            "monitoring.coreos.com",
+            &["servicemonitors"],
             &["get", "create", "patch", "delete"],
         ),
         rule(

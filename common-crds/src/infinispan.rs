@@ -133,6 +133,11 @@ pub struct InfinispanSpec {
     #[serde(default)]
     pub network_policy: NetworkPolicySpec,
 
+    /// Prometheus scraping of the servers' own metrics (`/metrics` on the endpoint port): the
+    /// ServiceMonitor the operator keeps and whether `/metrics` needs credentials.
+    #[serde(default)]
+    pub monitoring: MonitoringSpec,
+
     /// Other clusters of the namespace whose Backups a Restore may write into this cluster
     /// (`*`: any); its own Backups always. A Restore of another cluster's Backup waits
     /// (`RestoreNotAccepted`) until this list names that cluster.
@@ -215,6 +220,42 @@ impl Default for NetworkPolicySpec {
         Self {
             enabled: true,
             endpoint_peers: None,
+        }
+    }
+}
+
+/// Prometheus scraping of the servers' `/metrics` (docs/monitoring.md).
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct MonitoringSpec {
+    /// Keep a ServiceMonitor `<name>` (monitoring.coreos.com/v1) that scrapes every server pod
+    /// through the client Service, when the Prometheus Operator's CRD is installed (default
+    /// true); false deletes it. With authentication on, the scrape uses the generated user of
+    /// the Secret `<name>-metrics-credentials` (role monitor) with BASIC over TLS: a cluster
+    /// without TLS gets none unless metricsAuthentication is false.
+    #[serde(default = "default_true")]
+    pub service_monitor: bool,
+
+    /// Whether `/metrics` asks for credentials when endpoint authentication is on (default
+    /// true). false serves `/metrics` (and only it) without credentials to whoever reaches the
+    /// endpoint port (see spec.networkPolicy): cache names, entry counts and the server's
+    /// figures become readable. Changing it restarts the server pods, one at a time.
+    #[serde(default = "default_true")]
+    pub metrics_authentication: bool,
+
+    /// Labels and annotations of the ServiceMonitor, e.g. the label a Prometheus selects its
+    /// ServiceMonitors by (kube-prometheus-stack: release).
+    #[serde(default, skip_serializing_if = "ObjectMetadataSpec::is_empty")]
+    pub service_monitor_metadata: ObjectMetadataSpec,
+}
+
+impl Default for MonitoringSpec {
+    fn default() -> Self {
+        Self {
+            service_monitor: true,
+            metrics_authentication: true,
+            service_monitor_metadata: ObjectMetadataSpec::default(),
         }
     }
 }

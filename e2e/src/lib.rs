@@ -24,6 +24,7 @@ pub mod operator;
 pub mod pods;
 pub mod process;
 pub mod proxy;
+pub mod scrape;
 
 /// Field manager the test harness applies with.
 pub const TEST_FIELD_MANAGER: &str = "infinispan-operators-e2e";

@@ -100,7 +100,9 @@ impl Node {
         self.start_with(&[])
     }
 
-    fn start_with(&self, extra: &[&str]) -> anyhow::Result<()> {
+    /// Starts the node with `extra` options of `infinispan.sh start` (`--config FILE`,
+    /// `--conf-file FILE`, `--ca FILE`...).
+    pub fn start_with(&self, extra: &[&str]) -> anyhow::Result<()> {
         let peers = format!("127.0.0.1[{}]", self.jgroups_port);
         let (offset, jgroups_port) = (self.offset.to_string(), self.jgroups_port.to_string());
         let mut args = vec![

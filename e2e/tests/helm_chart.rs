@@ -599,6 +599,12 @@ async fn service_monitor_pod_monitor_and_dashboard_render_and_match() -> anyhow:
     let rendered: Value =
         serde_json::from_str(data).context("the dashboard in the ConfigMap is not JSON")?;
     ensure!(rendered == dashboard()?);
+    let servers = config_map["data"]["infinispan-servers.json"]
+        .as_str()
+        .context("no servers' dashboard in the ConfigMap")?;
+    let servers: Value = serde_json::from_str(servers)
+        .context("the servers' dashboard in the ConfigMap is not JSON")?;
+    ensure!(servers == servers_dashboard()?);
 
     // Without the options, none of them.
     let plain = template("mon", "ops", &[]).await?;
@@ -607,6 +613,57 @@ async fn service_monitor_pod_monitor_and_dashboard_render_and_match() -> anyhow:
             find(&plain, kind, None).is_err(),
             "{kind} rendered by default"
         );
+    }
+    Ok(())
+}
+
+/// The servers' dashboard as the chart ships it.
+fn servers_dashboard() -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(chart().join("files/grafana-dashboard-servers.json"))?;
+    serde_json::from_str(&text).context("files/grafana-dashboard-servers.json is not JSON")
+}
+
+/// The servers' dashboard queries only metrics a real 16.0.7 server exports (the committed list
+/// of one scrape, `e2e/testdata/server-metrics-16.0.7.txt`; `server_metrics.rs` checks against a
+/// live scrape), and Prometheus' own `up`; every panel has a query; ids are unique.
+#[test]
+fn the_servers_dashboard_queries_only_metrics_the_servers_export() -> anyhow::Result<()> {
+    let dashboard = servers_dashboard()?;
+    ensure!(dashboard["uid"] == "infinispan-servers");
+    let exported: BTreeSet<String> =
+        std::fs::read_to_string(e2e::repo_root().join("e2e/testdata/server-metrics-16.0.7.txt"))?
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(str::to_string)
+            .chain(["up".to_string()])
+            .collect();
+    let used = e2e::scrape::dashboard_metric_names(&dashboard);
+    for expected in ["infinispan_cluster_size", "jvm_memory_used_bytes", "up"] {
+        ensure!(
+            used.contains(expected),
+            "the scan missed {expected}: {used:?}"
+        );
+    }
+    let unknown: Vec<&String> = used.difference(&exported).collect();
+    ensure!(
+        unknown.is_empty(),
+        "the servers' dashboard queries metrics a 16.0.7 server does not export: {unknown:?}"
+    );
+    let panels = dashboard["panels"].as_array().context("no panels")?;
+    let mut ids = BTreeSet::new();
+    for panel in panels {
+        ensure!(
+            ids.insert(panel["id"].to_string()),
+            "duplicate panel id {}",
+            panel["id"]
+        );
+        if panel["type"] != "row" {
+            ensure!(
+                panel["targets"].as_array().is_some_and(|t| !t.is_empty()),
+                "panel {} has no query",
+                panel["title"]
+            );
+        }
     }
     Ok(())
 }

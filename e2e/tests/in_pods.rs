@@ -31,6 +31,13 @@
 //!   the pods, Services and StatefulSet, selectors unchanged, an edited label restored by the
 //!   next reconcile; `kubectl wait --for=condition=wellFormed` passes.
 //!
+//! - Server monitoring: with the Prometheus Operator's ServiceMonitor CRD installed, a cluster
+//!   (TLS `Generated` and authentication, the defaults) gets its ServiceMonitor; a scrape of each
+//!   server pod the way Prometheus does it through that ServiceMonitor (its scheme, CA, server
+//!   name and the metrics user's BASIC credentials, read from the API server) returns the
+//!   servers' metrics, the cluster's two members counted, and every metric of the servers'
+//!   Grafana dashboard.
+//!
 //! The suites share the node: the cluster tests run one at a time (a mutex), their servers request
 //! 0.2 CPU and 1 GiB each (three at most).
 
@@ -1884,4 +1891,135 @@ async fn a_shutdown_upgrade_stops_the_cluster_then_starts_every_pod_on_the_new_i
     ensure!(partition == 0, "the update partition stayed at {partition}");
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
+}
+
+/// The ServiceMonitor CRD of the tests (cluster-wide): installed when missing; whether it was.
+async fn ensure_service_monitor_crd(client: &Client) -> anyhow::Result<bool> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = "servicemonitors.monitoring.coreos.com";
+    if crds.get_opt(name).await?.is_some() {
+        return Ok(false);
+    }
+    let text = std::fs::read_to_string(
+        repo_root().join("e2e/testdata/servicemonitors.monitoring.coreos.com.yaml"),
+    )?;
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&text)?;
+    crds.create(&Default::default(), &crd).await?;
+    eventually("servicemonitors in discovery", WAIT, || {
+        let client = client.clone();
+        async move {
+            Ok(client
+                .list_api_group_resources("monitoring.coreos.com/v1")
+                .await
+                .ok()
+                .filter(|l| l.resources.iter().any(|r| r.name == "servicemonitors"))
+                .map(|_| ()))
+        }
+    })
+    .await?;
+    Ok(true)
+}
+
+#[tokio::test]
+async fn prometheus_scrapes_each_server_pod_through_the_clusters_service_monitor()
+-> anyhow::Result<()> {
+    use cluster_operator::build::server::ServiceMonitor;
+    let _only = CLUSTER.lock().await;
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = install("in-pods", "pods-metrics").await?;
+    let installed_crd = ensure_service_monitor_crd(&client).await?;
+    let result = async {
+        apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
+        wait_cluster_ready(&client, &clusters, "demo", 2).await?;
+        let monitors: Api<ServiceMonitor> = Api::namespaced(client.clone(), &ns.name);
+        let monitor = eventually("the ServiceMonitor", WAIT, || {
+            let monitors = monitors.clone();
+            async move { Ok(monitors.get_opt("demo").await?) }
+        })
+        .await?;
+        let [endpoint] = &monitor.spec.endpoints[..] else {
+            bail!("one endpoint expected: {:?}", monitor.spec.endpoints);
+        };
+        ensure!(endpoint.scheme == "https" && endpoint.basic_auth.is_some());
+        let values = e2e::scrape::FromApi::read(&client, &ns.name, endpoint).await?;
+        // The targets: the addresses of the endpoints of the Services the ServiceMonitor selects.
+        let selector = monitor
+            .spec
+            .selector
+            .match_labels
+            .clone()
+            .unwrap_or_default()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let selected = Api::<Service>::namespaced(client.clone(), &ns.name)
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        let names: Vec<String> = selected.items.iter().map(|s| s.name_any()).collect();
+        ensure!(names == ["demo"], "selected Services: {names:?}");
+        let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+            repo_root().join("helm/infinispan-operator/files/grafana-dashboard-servers.json"),
+        )?)?;
+        for pod in ["demo-0", "demo-1"] {
+            let ip = Api::<Pod>::namespaced(client.clone(), &ns.name)
+                .get(pod)
+                .await?
+                .status
+                .and_then(|s| s.pod_ip)
+                .with_context(|| format!("{pod} has no IP"))?;
+            let target: std::net::SocketAddr = format!("{ip}:11222").parse()?;
+            let scraped = eventually(&format!("a scrape of {pod} with two members"), WAIT, || {
+                let (endpoint, values) = (endpoint.clone(), &values);
+                async move {
+                    let scraped = e2e::scrape::scrape(target, &endpoint, values)?;
+                    ensure!(
+                        scraped.status == 200,
+                        "{pod}: {} {}",
+                        scraped.status,
+                        scraped.body
+                    );
+                    let two = scraped.samples("infinispan_cluster_size").any(|s| {
+                        s.split_whitespace()
+                            .last()
+                            .and_then(|v| v.parse::<f64>().ok())
+                            == Some(2.0)
+                    });
+                    Ok(two.then_some(scraped))
+                }
+            })
+            .await?;
+            let served = scraped.metric_names();
+            let missing: Vec<String> = e2e::scrape::dashboard_metric_names(&dashboard)
+                .into_iter()
+                .filter(|name| name != "up" && !served.contains(name))
+                .collect();
+            // Cache statistics appear once a cache exists; the rest must be there.
+            let missing: Vec<&String> = missing
+                .iter()
+                .filter(|n| !n.starts_with("infinispan_statistics_"))
+                .collect();
+            ensure!(missing.is_empty(), "{pod} does not serve {missing:?}");
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    let _ = delete_cluster(&client, &clusters, "demo").await;
+    uninstall(&testbed, ns).await?;
+    if installed_crd {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .delete(
+                "servicemonitors.monitoring.coreos.com",
+                &DeleteParams::default(),
+            )
+            .await?;
+    }
+    result
 }

@@ -67,6 +67,8 @@ pub struct UserMetadata {
     pub operator_service: Added,
     /// The Service or Ingress of `spec.expose`.
     pub exposing: Added,
+    /// The ServiceMonitor (`spec.monitoring.serviceMonitorMetadata` only).
+    pub service_monitor: Added,
 }
 
 /// The CR asks for one of the operator's keys on its objects.
@@ -139,12 +141,24 @@ pub fn of(cluster: &Infinispan) -> Result<UserMetadata, ReservedKey> {
             &annotations(expose_annotations, "spec.expose.annotations")?,
         ]),
     };
+    let monitor = &cluster.spec.monitoring.service_monitor_metadata;
+    let service_monitor = Added {
+        labels: labels(
+            &monitor.labels,
+            "spec.monitoring.serviceMonitorMetadata.labels",
+        )?,
+        annotations: annotations(
+            &monitor.annotations,
+            "spec.monitoring.serviceMonitorMetadata.annotations",
+        )?,
+    };
     Ok(UserMetadata {
         pods,
         client_service: one_service(&service.client_service, "spec.service.clientService")?,
         ping_service: one_service(&service.ping_service, "spec.service.pingService")?,
         operator_service: one_service(&service.operator_service, "spec.service.operatorService")?,
         exposing,
+        service_monitor,
     })
 }
 

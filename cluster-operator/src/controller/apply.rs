@@ -96,13 +96,15 @@ where
 
 /// Applies the server's objects in order (ConfigMap, identities Secret, Services: headless,
 /// client and the operators', the `spec.expose` Service or Ingress, StatefulSet,
-/// PodDisruptionBudget, NetworkPolicy), deleting a left-over optional one; returns the
-/// StatefulSet as applied.
+/// PodDisruptionBudget, NetworkPolicy, and, when `service_monitors_served`, the
+/// ServiceMonitor), deleting a left-over optional one and the metrics user's Secret when the
+/// realm no longer has that user; returns the StatefulSet as applied.
 pub async fn apply_server(
     client: &kube::Client,
     cluster: &Infinispan,
     objects: &server::Objects,
     exposed: &expose::Exposed,
+    service_monitors_served: bool,
 ) -> Result<StatefulSet, ApplyError> {
     let name = cluster.name_any();
     apply(client, &objects.config_map).await?;
@@ -122,6 +124,21 @@ pub async fn apply_server(
     apply_or_remove(client, cluster, budget, &budget_name).await?;
     let policy = objects.network_policy.as_ref();
     apply_or_remove(client, cluster, policy, &budget_name).await?;
+    if service_monitors_served {
+        let monitor = objects.monitoring.service_monitor();
+        let monitor_name = server::service_monitor_name(&name);
+        apply_or_remove(client, cluster, monitor, &monitor_name).await?;
+    }
+    // The identities Secret above no longer names the metrics user: its Secret goes.
+    if !(service_monitors_served && server::metrics_user_needed(cluster)) {
+        let namespace = cluster.namespace().unwrap_or_default();
+        let owner_uid = cluster.uid().unwrap_or_default();
+        let metrics = server::metrics_credentials_name(&name);
+        delete_owned::<k8s_openapi::api::core::v1::Secret>(
+            client, &namespace, &metrics, &owner_uid,
+        )
+        .await?;
+    }
     Ok(stateful_set)
 }
 

@@ -11,7 +11,11 @@
 //!   (and of infinispan-operator's generated Secret, so its users find their password where
 //!   they look for it).
 //!
-//! Both are created when missing and then left alone: a user may rotate a password by editing
+//! - `<cluster>-metrics-credentials`: keys `username` (`operator-metrics`) and `password`, the
+//!   user (role `monitor`) the cluster's ServiceMonitor scrapes `/metrics` as; only while the
+//!   cluster has a ServiceMonitor that scrapes with credentials (deleted otherwise).
+//!
+//! They are created when missing and then left alone: a user may rotate a password by editing
 //! the Secret (the server's realm reloads its files, see `build::server`). Both are controlled by
 //! the `Infinispan` CR, so they go with it.
 
@@ -101,6 +105,34 @@ pub fn operator_credentials(
             (
                 USERNAME_KEY.to_string(),
                 ByteString(OPERATOR_USERNAME.as_bytes().to_vec()),
+            ),
+            (
+                PASSWORD_KEY.to_string(),
+                ByteString(password.as_bytes().to_vec()),
+            ),
+        ]),
+    )
+}
+
+/// The metrics user's credentials Secret of `cluster` with `password`
+/// ([`crate::build::server::metrics_credentials_name`]): the user Prometheus scrapes `/metrics`
+/// as (role `monitor`), named by the cluster's ServiceMonitor.
+pub fn metrics_credentials(
+    cluster: &Infinispan,
+    owner: k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    password: &str,
+) -> Secret {
+    let name = crate::build::server::metrics_credentials_name(
+        cluster.metadata.name.as_deref().unwrap_or_default(),
+    );
+    secret(
+        name,
+        cluster,
+        owner,
+        BTreeMap::from([
+            (
+                USERNAME_KEY.to_string(),
+                ByteString(crate::build::server::METRICS_USERNAME.as_bytes().to_vec()),
             ),
             (
                 PASSWORD_KEY.to_string(),

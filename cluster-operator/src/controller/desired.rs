@@ -19,6 +19,9 @@ pub struct Server {
     pub exposed: expose::Exposed,
     /// The server version the image runs.
     pub version: String,
+    /// The API server serves ServiceMonitors: the one of `objects.monitoring` is applied (or a
+    /// left-over one deleted); otherwise nothing is done about it.
+    pub service_monitors_served: bool,
 }
 
 /// Everything a live CR asks for, built from the CR, the operator's settings and what the CR
@@ -92,6 +95,7 @@ fn build_server(
         objects,
         exposed: expose::build(cluster, &added.exposing),
         version: image.version,
+        service_monitors_served: read.service_monitors_served,
     })
 }
 
@@ -123,6 +127,8 @@ mod tests {
             credentials_revision: "0123456789abcdef".into(),
             server_ca: false,
             renew_at: None,
+            service_monitors_served: false,
+            metrics_credentials: None,
         }
     }
 

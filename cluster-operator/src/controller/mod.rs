@@ -52,6 +52,7 @@ pub mod certificates;
 pub mod credentials;
 pub mod desired;
 pub mod graceful_stop;
+pub mod monitoring;
 pub mod pods;
 pub mod referenced;
 pub mod report;
@@ -367,6 +368,7 @@ async fn apply_cluster(
         )
     });
     let mut renew_at = None;
+    let service_monitors_served = monitoring::service_monitors_served(client).await?;
     let read = match refusal.or(transport_change).or(downgrade) {
         Some(refused) => Err(refused),
         // 4. What the CR references and what the operator issues (a missing or unusable object
@@ -377,6 +379,7 @@ async fn apply_cluster(
             &tls,
             &settings.certificates,
             &settings.policy,
+            service_monitors_served,
         )
         .await
         {
@@ -527,7 +530,14 @@ async fn apply_desired(
     let (mut stateful_set, mut version) = (None, None);
     match server {
         Ok(server) => match refused(
-            apply::apply_server(client, cluster, &server.objects, &server.exposed).await,
+            apply::apply_server(
+                client,
+                cluster,
+                &server.objects,
+                &server.exposed,
+                server.service_monitors_served,
+            )
+            .await,
         )? {
             Ok(applied) => (stateful_set, version) = (Some(applied), Some(server.version)),
             Err(refused) => problem = Some(refused),

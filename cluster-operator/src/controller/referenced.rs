@@ -98,6 +98,11 @@ pub struct Read {
     pub server_ca: bool,
     /// When the first certificate the operator issued for the cluster is due for renewal.
     pub renew_at: Option<k8s_openapi::jiff::Timestamp>,
+    /// The API server serves ServiceMonitors (the Prometheus Operator's CRD is installed).
+    pub service_monitors_served: bool,
+    /// The metrics user's credentials Secret, when the realm has that user
+    /// ([`crate::build::server::metrics_user_needed`] and ServiceMonitors served).
+    pub metrics_credentials: Option<Secret>,
 }
 
 /// What the operator needs to issue certificates.
@@ -117,6 +122,7 @@ pub async fn read(
     tls_in_effect: &SecurityStatus,
     certificates: &CertificateSettings,
     policy: &CrPolicy,
+    service_monitors_served: bool,
 ) -> Result<Read, ReferenceError> {
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let name = cluster.metadata.name.clone().unwrap_or_default();
@@ -217,6 +223,30 @@ pub async fn read(
     } else {
         None
     };
+    // The user the ServiceMonitor scrapes as, only while one scrapes with credentials.
+    let metrics_credentials =
+        if service_monitors_served && crate::build::server::metrics_user_needed(cluster) {
+            Some(
+                get_or_create(
+                    &secrets,
+                    &crate::build::server::metrics_credentials_name(&name),
+                    || {
+                        Ok(credentials::metrics_credentials(
+                            cluster,
+                            owner.clone(),
+                            &credentials::random_password()?,
+                        ))
+                    },
+                )
+                .await?,
+            )
+        } else {
+            None
+        };
+    let identities = match (identities, &metrics_credentials) {
+        (Some(identities), Some(metrics)) => Some(identities.with_metrics_user(metrics)?),
+        (identities, _) => identities,
+    };
     // What the operator issues (the CR is resolved: its TLS types are written in).
     let generated = super::certificates::ensure(
         client,
@@ -259,6 +289,8 @@ pub async fn read(
         credentials_revision,
         server_ca,
         renew_at: generated.renew_at,
+        service_monitors_served,
+        metrics_credentials,
     })
 }
 

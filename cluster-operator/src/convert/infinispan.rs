@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use common_crds::infinispan::{
     ContainerSpec, EncryptionType, EndpointEncryption, ExposeSpec, ExposeType, LogLevel,
-    LoggingSpec, ProbeSpec, ResourcesOperatorSpec, SchedulingSpec, SecuritySpec,
+    LoggingSpec, MonitoringSpec, ProbeSpec, ResourcesOperatorSpec, SchedulingSpec, SecuritySpec,
     ServiceContainerSpec, ServiceSpec, UpgradeType,
 };
 use common_crds::labels::{
@@ -27,17 +27,14 @@ use crate::cli::DEFAULT_SERVER_VERSION;
 /// Oldest server version this operator runs.
 const MIN_VERSION: (u32, u32) = crate::build::server::MIN_VERSION;
 
+/// infinispan-operator's switch of its ServiceMonitor (absent or `true`: one is created).
+const MONITORING_ANNOTATION: &str = "infinispan.org/monitoring";
+
 /// Annotations the other operator reads on the CR; they mean nothing here.
-const IGNORED_ANNOTATIONS: [(&str, &str); 2] = [
-    (
-        "infinispan.org/monitoring",
-        "means nothing here (no ServiceMonitor is created)",
-    ),
-    (
-        "infinispan.org/routerAnnotations",
-        "means nothing here (no gossip router)",
-    ),
-];
+const IGNORED_ANNOTATIONS: [(&str, &str); 1] = [(
+    "infinispan.org/routerAnnotations",
+    "means nothing here (no gossip router)",
+)];
 
 /// Annotations the other operator reads on the CR that this one reads the same way
 /// ([`crate::build::user_metadata`]): kept, with what each copies where.
@@ -64,8 +61,10 @@ const TARGET_ANNOTATIONS: [(&str, &str); 4] = [
 pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Infinispan, FieldError> {
     metadata::take_type(root);
     let mut metadata = metadata::convert(root, log, &IGNORED_ANNOTATIONS)?;
+    let mut service_monitor = true;
     if let Some(annotations) = metadata.annotations.as_mut() {
         target_annotations(annotations, log);
+        service_monitor = monitoring_annotation(annotations, log);
     }
     metadata.annotations = metadata.annotations.filter(|a| !a.is_empty());
     let name = metadata.name.clone().unwrap_or_default();
@@ -82,6 +81,10 @@ pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Infinispan, FieldErro
         config_map_name: None,
         resources_operator: ResourcesOperatorSpec::default(),
         network_policy: Default::default(),
+        monitoring: MonitoringSpec {
+            service_monitor,
+            ..MonitoringSpec::default()
+        },
         accept_restores_from: Vec::new(),
         upgrades: Default::default(),
     };
@@ -126,6 +129,38 @@ fn target_annotations(annotations: &mut BTreeMap<String, String>, log: &mut Log)
             let kept = kept.join(", ");
             log.changed(&path, &path, &format!("{kept}: {reason}; {note}"));
             annotations.insert(annotation.to_string(), kept);
+        }
+    }
+}
+
+/// Takes infinispan-operator's [`MONITORING_ANNOTATION`] out of `annotations`: whether the
+/// cluster keeps a ServiceMonitor (`false` opts out, as there; `true` is the default here too).
+fn monitoring_annotation(annotations: &mut BTreeMap<String, String>, log: &mut Log) -> bool {
+    let path = format!("metadata.annotations.{MONITORING_ANNOTATION}");
+    match annotations.remove(MONITORING_ANNOTATION).as_deref() {
+        None => true,
+        Some("false") => {
+            log.changed(
+                &path,
+                "spec.monitoring.serviceMonitor",
+                "false: no ServiceMonitor is kept for the cluster",
+            );
+            false
+        }
+        Some("true") => {
+            log.removed(
+                &path,
+                "the default here: a ServiceMonitor is kept when its CRD is installed (spec.monitoring.serviceMonitor)",
+            );
+            true
+        }
+        Some(other) => {
+            log.dropped(
+                &path,
+                &json!(other),
+                "neither true nor false: the default is kept (spec.monitoring.serviceMonitor: true)",
+            );
+            true
         }
     }
 }
@@ -1310,6 +1345,45 @@ mod conversion_tests {
         assert_eq!(cr.metadata.uid, None);
         assert_eq!(cr.metadata.annotations.clone().unwrap_or_default().len(), 2);
         assert_eq!(cr.status, None);
+    }
+
+    /// infinispan-operator's `infinispan.org/monitoring`: `false` opts out of the ServiceMonitor
+    /// here too; `true` is the default; the annotation itself is not kept.
+    #[test]
+    fn the_monitoring_annotation_becomes_the_service_monitor_switch() {
+        let cr_of = |value: &str| {
+            let (objects, report) = only_report(&format!(
+                "apiVersion: infinispan.org/v1\nkind: Infinispan\nmetadata:\n  name: c\n  annotations: {{infinispan.org/monitoring: '{value}'}}\nspec: {{replicas: 1, version: 16.0.7}}\n"
+            ));
+            let Some(Converted::Infinispan(cr)) = objects.first() else {
+                panic!("an Infinispan");
+            };
+            (cr.clone(), report)
+        };
+        let path = "metadata.annotations.infinispan.org/monitoring";
+        let (off, report) = cr_of("false");
+        assert!(!off.spec.monitoring.service_monitor);
+        assert_field(
+            &report,
+            path,
+            Outcome::Changed,
+            Some("spec.monitoring.serviceMonitor"),
+            "no ServiceMonitor",
+        );
+        assert_eq!(off.metadata.annotations, None);
+        let (on, report) = cr_of("true");
+        assert!(on.spec.monitoring.service_monitor);
+        assert_field(&report, path, Outcome::Changed, None, "the default here");
+        assert_eq!(on.metadata.annotations, None);
+        let (odd, report) = cr_of("maybe");
+        assert!(odd.spec.monitoring.service_monitor);
+        assert_field(
+            &report,
+            path,
+            Outcome::Dropped,
+            None,
+            "neither true nor false",
+        );
     }
 
     /// infinispan-operator's target annotations are kept (this operator reads them the same

@@ -229,8 +229,17 @@ impl Cx<'_> {
         xml.line(2, "</security>");
     }
 
-    /// One endpoint with the Hot Rod and REST connectors, on the realm when there is one.
+    /// One endpoint with the Hot Rod and REST connectors, on the realm when there is one;
+    /// `metrics-auth="false"` when authentication is on and `spec.monitoring` serves `/metrics`
+    /// without credentials (the attribute is absent otherwise, so that clusters that do not ask
+    /// keep their configuration, and their pods, as they were).
     fn endpoints_xml(&self, xml: &mut Lines) {
+        let anonymous_metrics =
+            if self.identities.is_some() && !self.cluster.spec.monitoring.metrics_authentication {
+                r#" metrics-auth="false""#
+            } else {
+                ""
+            };
         if self.identities.is_some() || self.tls.is_some() {
             xml.line(
                 2,
@@ -241,7 +250,7 @@ impl Cx<'_> {
             xml.line(
                 3,
                 &format!(
-                    r#"<endpoint socket-binding="default" security-realm="{SECURITY_REALM}">"#
+                    r#"<endpoint socket-binding="default" security-realm="{SECURITY_REALM}"{anonymous_metrics}>"#
                 ),
             );
         } else {
@@ -346,7 +355,16 @@ mod tests {
         labels.metadata.labels = None;
         let mut image = base.clone();
         image.spec.image = Some("registry.example.com/infinispan/server:16.1.2-patched".into());
+        let mut no_monitor = base.clone();
+        no_monitor.spec.monitoring.service_monitor = false;
+        no_monitor
+            .spec
+            .monitoring
+            .service_monitor_metadata
+            .labels
+            .insert("release".into(), "prometheus".into());
         for cr in [
+            &no_monitor,
             &replicas,
             &resources,
             &logging,
@@ -409,6 +427,12 @@ mod tests {
         differs(
             hash_of(&no_tls, &full_settings(), &full_referenced()),
             "TLS",
+        );
+        let mut anonymous_metrics = base.clone();
+        anonymous_metrics.spec.monitoring.metrics_authentication = false;
+        differs(
+            hash_of(&anonymous_metrics, &full_settings(), &full_referenced()),
+            "anonymous /metrics (metrics-auth)",
         );
         let mut version = base.clone();
         version.spec.version = Some("16.0.7".to_string());

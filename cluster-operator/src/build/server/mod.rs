@@ -14,6 +14,7 @@ mod inputs;
 mod names;
 mod network_policy;
 mod referenced;
+mod service_monitor;
 mod services;
 mod statefulset;
 
@@ -34,6 +35,12 @@ pub use names::{
 };
 pub use referenced::{
     ConfigOverlay, Identities, OVERLAY_KEYS, OverlayFormat, TlsCertificate, User,
+};
+pub use service_monitor::{
+    BasicAuth, CLIENT_SERVICE, Endpoint, METRICS_PATH, METRICS_ROLE, METRICS_USERNAME, Monitoring,
+    NamespaceSelector, SERVICE_LABEL, SERVICE_MONITOR_API_GROUP_VERSION, SERVICE_MONITOR_PLURAL,
+    SecretOrConfigMap, ServiceMonitor, ServiceMonitorSpec, TlsConfig, metrics_credentials_name,
+    metrics_user_needed, service_monitor_name,
 };
 
 /// Longest cluster (CR) name: pods are labelled `controller-revision-hash: <name>-<10
@@ -138,6 +145,9 @@ pub struct Objects {
     /// `None` when `spec.networkPolicy.enabled` is false (a left-over one is the controller's
     /// to delete).
     pub network_policy: Option<NetworkPolicy>,
+    /// The ServiceMonitor, or why there is none; applied only where the API server serves the
+    /// kind (a left-over one is the controller's to delete).
+    pub monitoring: Monitoring,
 }
 
 /// Every object of the server of `cluster`.
@@ -156,6 +166,7 @@ pub fn build(
         stateful_set: cx.stateful_set(&config_map),
         pod_disruption_budget: cx.pod_disruption_budget(),
         network_policy: cx.network_policy(),
+        monitoring: cx.monitoring(),
         config_map,
     })
 }
@@ -253,6 +264,9 @@ mod tests {
         if let Some(policy) = &objects.network_policy {
             documents.push(serde_saphyr::to_string(policy));
         }
+        if let Some(monitor) = objects.monitoring.service_monitor() {
+            documents.push(serde_saphyr::to_string(monitor));
+        }
         snapshot::yaml(documents)
     }
 
@@ -336,6 +350,7 @@ mod tests {
             labels_of(client),
             with(&[
                 ("cost-center", "cc-7"),
+                (SERVICE_LABEL, CLIENT_SERVICE),
                 ("monitoring", "scrape"),
                 ("team", "shop")
             ])
@@ -425,6 +440,7 @@ mod tests {
         all.extend(objects.identities_secret.iter().map(|s| &s.metadata));
         all.extend(objects.pod_disruption_budget.iter().map(|p| &p.metadata));
         all.extend(objects.network_policy.iter().map(|p| &p.metadata));
+        all.extend(objects.monitoring.service_monitor().map(|m| &m.metadata));
         all
     }
 
@@ -435,11 +451,18 @@ mod tests {
         assert!(objects.pod_disruption_budget.is_some());
         let expected = controlled_by("demo", UID);
         let metadata = all_metadata(&objects);
-        assert_eq!(metadata.len(), 8);
+        assert_eq!(metadata.len(), 9);
         for metadata in metadata {
             assert_eq!(metadata.owner_references, Some(vec![expected.clone()]));
             assert_eq!(metadata.namespace.as_deref(), Some("team-a"));
-            let labels = metadata.labels.clone().unwrap_or_default();
+            let mut labels = metadata.labels.clone().unwrap_or_default();
+            // The client Service's own label (what the ServiceMonitor selects).
+            if metadata == &objects.client_service.metadata {
+                assert_eq!(
+                    labels.remove(SERVICE_LABEL).as_deref(),
+                    Some(CLIENT_SERVICE)
+                );
+            }
             assert_eq!(labels, super::labels("demo"));
             assert_eq!(labels.get(CLUSTER_LABEL).map(String::as_str), Some("demo"));
             // The CR's own labels are not copied.
@@ -458,6 +481,7 @@ mod tests {
                 "demo-operator",
                 "demo",
                 "demo-server-identities",
+                "demo",
                 "demo",
                 "demo"
             ]

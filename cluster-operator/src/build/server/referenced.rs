@@ -122,6 +122,21 @@ impl Identities {
         Self::new(username, password, parsed.credentials)
     }
 
+    /// These users and the metrics user of the Secret `credentials` (keys [`USERNAME_KEY`] and
+    /// [`PASSWORD_KEY`]) with the role [`super::METRICS_ROLE`] only, checked like the others
+    /// (an application user of the same name is refused).
+    pub fn with_metrics_user(self, credentials: &Secret) -> Result<Self, BuildError> {
+        let metrics = User {
+            username: secret_text(credentials, USERNAME_KEY)?.to_string(),
+            password: secret_text(credentials, PASSWORD_KEY)?.to_string(),
+            roles: vec![super::METRICS_ROLE.to_string()],
+        };
+        let mut users = self.users;
+        let operator = users.remove(0);
+        users.push(metrics);
+        Self::new(&operator.username, &operator.password, users)
+    }
+
     /// The users, the operator first.
     pub fn users(&self) -> &[User] {
         &self.users
@@ -293,6 +308,8 @@ fn overlay_key_list() -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsCertificate {
     digest: String,
+    /// The Secret has a `ca.crt` (the CA clients should trust).
+    has_ca: bool,
 }
 
 impl TlsCertificate {
@@ -323,12 +340,21 @@ impl TlsCertificate {
         }
         Ok(Self {
             digest: format!("{:x}", hasher.finalize()),
+            has_ca: secret
+                .data
+                .as_ref()
+                .is_some_and(|data| data.contains_key(crate::certificates::objects::CA_CERT_KEY)),
         })
     }
 
     /// SHA-256 (hex) of the key and the certificate.
     pub fn digest(&self) -> &str {
         &self.digest
+    }
+
+    /// Whether the Secret has a `ca.crt`.
+    pub fn has_ca(&self) -> bool {
+        self.has_ca
     }
 }
 

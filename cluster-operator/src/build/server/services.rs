@@ -39,12 +39,20 @@ impl Cx<'_> {
         }
     }
 
+    /// The client Service, labelled [`super::SERVICE_LABEL`] `client` besides (what the
+    /// ServiceMonitor selects).
     pub(super) fn client_service(&self) -> Service {
-        self.server_port_service(
+        let mut service = self.server_port_service(
             client_service_name(self.name),
             &self.user.client_service,
             None,
-        )
+        );
+        service
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .extend(super::service_monitor::client_service_labels());
+        service
     }
 
     pub(super) fn operator_service(&self) -> Service {
@@ -135,6 +143,14 @@ mod tests {
                 objects.operator_service.metadata.name,
                 Some(format!("{cluster}-operator"))
             );
+            // The same metadata but the name and the client Service's own label, which the
+            // ServiceMonitor selects (each pod scraped once, not once per Service).
+            let mut client_metadata = objects.client_service.metadata.clone();
+            let client_labels = client_metadata.labels.get_or_insert_default();
+            assert_eq!(
+                client_labels.remove(super::super::SERVICE_LABEL).as_deref(),
+                Some(super::super::CLIENT_SERVICE)
+            );
             assert_eq!(
                 ObjectMeta {
                     name: None,
@@ -142,7 +158,7 @@ mod tests {
                 },
                 ObjectMeta {
                     name: None,
-                    ..objects.client_service.metadata.clone()
+                    ..client_metadata
                 }
             );
         }
