@@ -319,34 +319,17 @@ async fn apply_cluster(
             .await?;
     let tls = security::in_effect(cluster, security::created_with(existing.as_ref()));
     let mut resolved = security::resolved(cluster, &tls);
-    let running_version = upgrade::running_version(
-        existing.as_ref(),
-        cluster.status.as_ref().and_then(|s| s.version.as_deref()),
-    );
-    resolved.spec.version =
-        upgrade::pinned(cluster.spec.version.as_deref(), running_version.as_deref());
-    let downgrade = cluster
-        .spec
-        .version
-        .as_deref()
-        .zip(running_version.as_deref())
-        .and_then(|(requested, running)| {
-            upgrade::downgrade(requested, running, cluster.spec.upgrades.allow_downgrade)
-        })
+    let versions = upgrade::decide(cluster, existing.as_ref(), &settings.server.images);
+    resolved.spec.version = versions.version;
+    let downgrade = versions
+        .downgrade
         .map(|message| Problem::new(ProblemReason::VersionDowngrade, message));
-    let shutdown_upgrade = settings
-        .server
-        .images
-        .resolve(&resolved)
-        .is_ok_and(|image| {
-            upgrade::shutdown_upgrade(cluster.spec.upgrades.type_, existing.as_ref(), &image.image)
-        });
     let running = graceful_stop::Existing::of(existing.as_ref());
     let mut stop = graceful_stop::plan(
         cluster.spec.replicas,
         running,
         !cluster.spec.service.container.ephemeral_storage,
-        shutdown_upgrade,
+        versions.shutdown_upgrade,
         Timestamp::now(),
         settings.graceful_stop_timeout,
     );
@@ -399,19 +382,7 @@ async fn apply_cluster(
                 read,
             );
             if let Ok(server) = &mut desired.server {
-                let sts = &mut server.objects.stateful_set;
-                let annotations = sts
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default);
-                annotations.extend(stop.annotations());
-                annotations.insert(
-                    upgrade::VERSION_ANNOTATION.to_string(),
-                    server.version.clone(),
-                );
-                if let Some(pods) = stop.hold {
-                    upgrade::hold_template(sts, pods);
-                }
+                record(server, stop);
             }
             desired
         })
@@ -421,33 +392,7 @@ async fn apply_cluster(
     // 5b. Stopping: the server's container shut down cluster-wide, then the pods.
     if stop.shutdown && applied.problem.is_none() {
         let pods = running.map_or(0, |r| r.pods);
-        stop = match shut_down_container(context, cluster).await {
-            Ok(()) => {
-                let note = format!(
-                    "the server shut its cache container down cluster-wide, each pod persisting its caches' state: stopping the {} pods",
-                    stop.stopped_with.unwrap_or(pods)
-                );
-                let recorder = &context.recorder;
-                publish(recorder, cluster, EventType::Normal, "GracefulStop", note).await;
-                stop.shut_down(pods, true)
-            }
-            Err(error) if stop.gave_up(Timestamp::now()) => {
-                let note = format!(
-                    "the server's cache container could not be shut down gracefully within {:?} ({error}): its pods are stopped without it; persistent caches may recover from their stores only",
-                    settings.graceful_stop_timeout
-                );
-                publish(
-                    &context.recorder,
-                    cluster,
-                    EventType::Warning,
-                    "GracefulStopFailed",
-                    note,
-                )
-                .await;
-                stop.shut_down(pods, false)
-            }
-            Err(error) => stop.failed(error),
-        };
+        stop = shut_down_step(context, cluster, stop, pods).await;
         if stop.replicas == 0 {
             resolved.spec.replicas = 0;
             applied = apply_desired(context, &resolved, build(&resolved, &stop)).await?;
@@ -486,6 +431,62 @@ async fn apply_cluster(
         draining,
         renew_in,
     ))
+}
+
+/// What the StatefulSet records beside what the builders give it: the version applied, a
+/// graceful stop in progress, and, in a Shutdown upgrade, the pods held on their template.
+fn record(server: &mut desired::Server, stop: &graceful_stop::Plan) {
+    let sts = &mut server.objects.stateful_set;
+    let annotations = sts
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    annotations.extend(stop.annotations());
+    annotations.insert(
+        upgrade::VERSION_ANNOTATION.to_string(),
+        server.version.clone(),
+    );
+    if let Some(pods) = stop.hold {
+        upgrade::hold_template(sts, pods);
+    }
+}
+
+/// Step 5b: the container shutdown `stop` asks for, and its outcome (an Event either way it
+/// ends): the pods stop, gracefully or after the deadline without, or the failure is kept for
+/// the status and the request is tried again.
+async fn shut_down_step(
+    context: &Context,
+    cluster: &Infinispan,
+    stop: graceful_stop::Plan,
+    pods: i32,
+) -> graceful_stop::Plan {
+    let recorder = &context.recorder;
+    match shut_down_container(context, cluster).await {
+        Ok(()) => {
+            let note = format!(
+                "the server shut its cache container down cluster-wide, each pod persisting its caches' state: stopping the {} pods",
+                stop.stopped_with.unwrap_or(pods)
+            );
+            publish(recorder, cluster, EventType::Normal, "GracefulStop", note).await;
+            stop.shut_down(pods, true)
+        }
+        Err(error) if stop.gave_up(Timestamp::now()) => {
+            let note = format!(
+                "the server's cache container could not be shut down gracefully within {:?} ({error}): its pods are stopped without it; persistent caches may recover from their stores only",
+                context.settings.graceful_stop_timeout
+            );
+            publish(
+                recorder,
+                cluster,
+                EventType::Warning,
+                "GracefulStopFailed",
+                note,
+            )
+            .await;
+            stop.shut_down(pods, false)
+        }
+        Err(error) => stop.failed(error),
+    }
 }
 
 /// Asks `cluster`'s server (pod 0, through the headless Service: it answers while unready)

@@ -13,12 +13,13 @@
 //!   template waits (the StatefulSet's update partition holds every pod), then every pod starts
 //!   on it.
 
+use common_crds::Infinispan;
 use common_crds::infinispan::UpgradeType;
 use k8s_openapi::api::apps::v1::{
     RollingUpdateStatefulSetStrategy, StatefulSet, StatefulSetUpdateStrategy,
 };
 
-use crate::build::server::CONTAINER_NAME;
+use crate::build::server::{CONTAINER_NAME, ServerImages};
 
 /// Annotation of the StatefulSet: the server version applied (e.g. `16.0.7`).
 pub const VERSION_ANNOTATION: &str = "infinispan.org/server-version";
@@ -50,6 +51,48 @@ pub fn pinned(spec_version: Option<&str>, running: Option<&str>) -> Option<Strin
         .filter(|v| !v.is_empty())
         .or(running)
         .map(str::to_string)
+}
+
+/// What the versions decide for a reconcile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versions {
+    /// The version to build ([`pinned`]).
+    pub version: Option<String>,
+    /// Why `spec.version` is refused as a downgrade ([`downgrade`]).
+    pub downgrade: Option<String>,
+    /// The image changes by a Shutdown upgrade ([`shutdown_upgrade`]).
+    pub shutdown_upgrade: bool,
+}
+
+/// The versions of `cluster` whose StatefulSet is `existing`, with the operator's `images`.
+pub fn decide(
+    cluster: &Infinispan,
+    existing: Option<&StatefulSet>,
+    images: &ServerImages,
+) -> Versions {
+    let spec = &cluster.spec;
+    let running = running_version(
+        existing,
+        cluster.status.as_ref().and_then(|s| s.version.as_deref()),
+    );
+    let version = pinned(spec.version.as_deref(), running.as_deref());
+    let downgrade =
+        spec.version
+            .as_deref()
+            .zip(running.as_deref())
+            .and_then(|(requested, running)| {
+                downgrade(requested, running, spec.upgrades.allow_downgrade)
+            });
+    let mut built = cluster.clone();
+    built.spec.version = version.clone();
+    let shutdown_upgrade = images
+        .resolve(&built)
+        .is_ok_and(|image| shutdown_upgrade(spec.upgrades.type_, existing, &image.image));
+    Versions {
+        version,
+        downgrade,
+        shutdown_upgrade,
+    }
 }
 
 /// The refusal of a `requested` version below the `running` one, unless `allowed`.
@@ -192,5 +235,36 @@ mod tests {
             "img:16.1.0"
         ));
         assert!(!shutdown_upgrade(UpgradeType::Shutdown, None, "img:16.1.0"));
+    }
+
+    #[test]
+    fn a_reconcile_gets_the_version_kept_the_refusal_and_the_strategy_at_once() {
+        let images = ServerImages::single("16.0.7", "img:16.0.7");
+        let cluster = |spec: serde_json::Value| -> Infinispan {
+            serde_json::from_value(json!({
+                "apiVersion": "infinispan.org/v1", "kind": "Infinispan",
+                "metadata": {"name": "demo", "namespace": "ns"}, "spec": spec,
+            }))
+            .expect("a CR")
+        };
+        let running = sts(2, "img:16.0.5", json!({VERSION_ANNOTATION: "16.0.5"}));
+        // No version: the running one is kept.
+        let kept = decide(&cluster(json!({})), Some(&running), &images);
+        assert_eq!(kept.version.as_deref(), Some("16.0.5"));
+        assert_eq!((kept.downgrade, kept.shutdown_upgrade), (None, false));
+        // A newer one by Shutdown: an upgrade by a graceful stop.
+        let up = decide(
+            &cluster(json!({"version": "16.0.7", "upgrades": {"type": "Shutdown"}})),
+            Some(&running),
+            &images,
+        );
+        assert!(up.shutdown_upgrade && up.downgrade.is_none());
+        // An older one: refused.
+        let down = decide(
+            &cluster(json!({"version": "16.0.1"})),
+            Some(&running),
+            &images,
+        );
+        assert!(down.downgrade.is_some());
     }
 }
