@@ -97,21 +97,21 @@ pub fn operator_credentials(
     password: &str,
 ) -> Secret {
     let name = operator_credentials_name(cluster.metadata.name.as_deref().unwrap_or_default());
-    secret(
-        name,
-        cluster,
-        owner,
-        BTreeMap::from([
-            (
-                USERNAME_KEY.to_string(),
-                ByteString(OPERATOR_USERNAME.as_bytes().to_vec()),
-            ),
-            (
-                PASSWORD_KEY.to_string(),
-                ByteString(password.as_bytes().to_vec()),
-            ),
-        ]),
-    )
+    secret(name, cluster, owner, user(OPERATOR_USERNAME, password))
+}
+
+/// The `username` and `password` keys of a user's credentials Secret.
+fn user(username: &str, password: &str) -> BTreeMap<String, ByteString> {
+    BTreeMap::from([
+        (
+            USERNAME_KEY.to_string(),
+            ByteString(username.as_bytes().to_vec()),
+        ),
+        (
+            PASSWORD_KEY.to_string(),
+            ByteString(password.as_bytes().to_vec()),
+        ),
+    ])
 }
 
 /// The metrics user's credentials Secret of `cluster` with `password`
@@ -129,16 +129,7 @@ pub fn metrics_credentials(
         name,
         cluster,
         owner,
-        BTreeMap::from([
-            (
-                USERNAME_KEY.to_string(),
-                ByteString(crate::build::server::METRICS_USERNAME.as_bytes().to_vec()),
-            ),
-            (
-                PASSWORD_KEY.to_string(),
-                ByteString(password.as_bytes().to_vec()),
-            ),
-        ]),
+        user(crate::build::server::METRICS_USERNAME, password),
     )
 }
 
