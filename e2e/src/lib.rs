@@ -278,27 +278,28 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
         api.patch(&name, &params, &Patch::Apply(&crd))
             .await
             .with_context(|| format!("applying CRD {name}"))?;
-        eventually(
-            &format!("CRD {name} Established"),
-            Duration::from_secs(30),
-            || {
-                let api = api.clone();
-                let name = name.clone();
-                async move {
-                    let crd = api.get(&name).await?;
-                    let established = crd
-                        .status
-                        .and_then(|s| s.conditions)
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True");
-                    Ok(established.then_some(()))
-                }
-            },
-        )
-        .await?;
+        wait_established(&api, &name, Duration::from_secs(30)).await?;
     }
     Ok(())
+}
+
+/// Waits until the CRD `name` says `Established=True`.
+pub async fn wait_established(
+    api: &Api<CustomResourceDefinition>,
+    name: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    eventually(&format!("CRD {name} Established"), timeout, || async move {
+        let crd = api.get(name).await?;
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        Ok(established.then_some(()))
+    })
+    .await
 }
 
 /// Removes from `command`'s environment the variables `cargo test` gives a crate

@@ -31,7 +31,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-const CRD: &str = "servicemonitors.monitoring.coreos.com";
+use e2e::scrape::SERVICE_MONITOR_CRD as CRD;
 const WAIT: Duration = Duration::from_secs(60);
 
 fn secret_text(secret: &Secret, key: &str) -> String {
@@ -54,42 +54,6 @@ async fn touch(clusters: &Api<Infinispan>, name: &str, value: &str) -> anyhow::R
         )
         .await?;
     Ok(())
-}
-
-async fn install_service_monitor_crd(client: &Client) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(
-        e2e::repo_root().join("e2e/testdata/servicemonitors.monitoring.coreos.com.yaml"),
-    )?;
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(&text)?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &crd).await?;
-    eventually("the ServiceMonitor CRD established", WAIT, || {
-        let crds = crds.clone();
-        async move {
-            let crd = crds.get(CRD).await?;
-            let established = crd
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            Ok(established.then_some(()))
-        }
-    })
-    .await?;
-    // Discovery lists the new resource a moment later.
-    eventually("servicemonitors in discovery", WAIT, || {
-        let client = client.clone();
-        async move {
-            Ok(client
-                .list_api_group_resources("monitoring.coreos.com/v1")
-                .await
-                .ok()
-                .filter(|l| l.resources.iter().any(|r| r.name == "servicemonitors"))
-                .map(|_| ()))
-        }
-    })
-    .await
 }
 
 #[tokio::test]
@@ -195,7 +159,10 @@ async fn steps(client: &Client, namespace: &str, had_crd: bool) -> anyhow::Resul
         ensure!(secrets.get_opt(&metrics_secret).await?.is_none());
         let (users, _) = realm(secrets.clone()).await?;
         ensure!(!users.contains(server::METRICS_USERNAME), "{users}");
-        install_service_monitor_crd(client).await?;
+        ensure!(
+            e2e::scrape::ensure_service_monitor_crd(client).await?,
+            "the ServiceMonitor CRD appeared meanwhile"
+        );
         touch(&clusters, "mon", "crd-installed").await?;
     }
 

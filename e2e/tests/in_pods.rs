@@ -1641,6 +1641,34 @@ async fn wait_stopped_gracefully(
     Ok(())
 }
 
+/// The cache `persistent` (distributed, two owners, a file store) with `count` entries `k<i>`
+/// = `v<i>`.
+async fn fill_persistent(rest: &infinispan_rest::Client, count: usize) -> anyhow::Result<()> {
+    let config = infinispan_rest::ConfigDocument::json(
+        r#"{"distributed-cache":{"mode":"SYNC","owners":2,"encoding":{"media-type":"text/plain"},"persistence":{"file-store":{}}}}"#,
+    );
+    rest.create_cache("persistent", &config, Default::default())
+        .await?;
+    for i in 0..count {
+        rest.create_cache_entry("persistent", &format!("k{i}"), &format!("v{i}"))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The reasons of the Events of `namespace`.
+async fn event_reasons(client: &Client, namespace: &str) -> anyhow::Result<Vec<String>> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), namespace);
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect())
+}
+
 /// Every one of `count` entries `k<i>` = `v<i>` of the cache `persistent`.
 async fn check_entries(rest: &infinispan_rest::Client, count: usize) -> anyhow::Result<()> {
     let mut missing = Vec::new();
@@ -1682,29 +1710,13 @@ async fn a_cluster_scaled_to_0_shuts_down_gracefully_and_comes_back_with_every_e
     let cr = wait_cluster_ready(&client, &clusters, "demo", 3).await?;
     let rest = rest_client(&client, &ns.name, &cr).await?;
     wait_members_and_ready(&rest, &clusters, 3).await?;
-    let config = infinispan_rest::ConfigDocument::json(
-        r#"{"distributed-cache":{"mode":"SYNC","owners":2,"encoding":{"media-type":"text/plain"},"persistence":{"file-store":{}}}}"#,
-    );
-    rest.create_cache("persistent", &config, Default::default())
-        .await?;
     const ENTRIES: usize = 60;
-    for i in 0..ENTRIES {
-        rest.create_cache_entry("persistent", &format!("k{i}"), &format!("v{i}"))
-            .await?;
-    }
+    fill_persistent(&rest, ENTRIES).await?;
 
     // Stopped: the server's container shut down first, then the pods.
     scale_cluster(&clusters, 0).await?;
     wait_stopped_gracefully(&client, &clusters, 3).await?;
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), &ns.name);
-    let reasons: Vec<String> = events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect();
+    let reasons = event_reasons(&client, &ns.name).await?;
     ensure!(
         reasons.iter().any(|r| r == "GracefulStop")
             && !reasons.iter().any(|r| r == "GracefulStopFailed"),
@@ -1808,16 +1820,8 @@ async fn a_shutdown_upgrade_stops_the_cluster_then_starts_every_pod_on_the_new_i
     let cr = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
     let rest = rest_client(&client, &ns.name, &cr).await?;
     wait_members_and_ready(&rest, &clusters, 2).await?;
-    let config = infinispan_rest::ConfigDocument::json(
-        r#"{"distributed-cache":{"mode":"SYNC","owners":2,"encoding":{"media-type":"text/plain"},"persistence":{"file-store":{}}}}"#,
-    );
-    rest.create_cache("persistent", &config, Default::default())
-        .await?;
     const ENTRIES: usize = 20;
-    for i in 0..ENTRIES {
-        rest.create_cache_entry("persistent", &format!("k{i}"), &format!("v{i}"))
-            .await?;
-    }
+    fill_persistent(&rest, ENTRIES).await?;
 
     apply_cluster(&clusters, "demo", spec(Some(&images.server_b))).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
@@ -1859,15 +1863,7 @@ async fn a_shutdown_upgrade_stops_the_cluster_then_starts_every_pod_on_the_new_i
     ensure!(went_down, "the pods were never all down between the images");
     wait_members_and_ready(&rest, &clusters, 2).await?;
     check_entries(&rest, ENTRIES).await?;
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), &ns.name);
-    let reasons: Vec<String> = events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect();
+    let reasons = event_reasons(&client, &ns.name).await?;
     ensure!(
         reasons.iter().any(|r| r == "GracefulStop"),
         "Events: {reasons:?}"
@@ -1893,34 +1889,6 @@ async fn a_shutdown_upgrade_stops_the_cluster_then_starts_every_pod_on_the_new_i
     uninstall(&testbed, ns).await
 }
 
-/// The ServiceMonitor CRD of the tests (cluster-wide): installed when missing; whether it was.
-async fn ensure_service_monitor_crd(client: &Client) -> anyhow::Result<bool> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = "servicemonitors.monitoring.coreos.com";
-    if crds.get_opt(name).await?.is_some() {
-        return Ok(false);
-    }
-    let text = std::fs::read_to_string(
-        repo_root().join("e2e/testdata/servicemonitors.monitoring.coreos.com.yaml"),
-    )?;
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(&text)?;
-    crds.create(&Default::default(), &crd).await?;
-    eventually("servicemonitors in discovery", WAIT, || {
-        let client = client.clone();
-        async move {
-            Ok(client
-                .list_api_group_resources("monitoring.coreos.com/v1")
-                .await
-                .ok()
-                .filter(|l| l.resources.iter().any(|r| r.name == "servicemonitors"))
-                .map(|_| ()))
-        }
-    })
-    .await?;
-    Ok(true)
-}
-
 #[tokio::test]
 async fn prometheus_scrapes_each_server_pod_through_the_clusters_service_monitor()
 -> anyhow::Result<()> {
@@ -1933,7 +1901,7 @@ async fn prometheus_scrapes_each_server_pod_through_the_clusters_service_monitor
         clusters,
         ..
     } = install("in-pods", "pods-metrics").await?;
-    let installed_crd = ensure_service_monitor_crd(&client).await?;
+    let installed_crd = e2e::scrape::ensure_service_monitor_crd(&client).await?;
     let result = async {
         apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
         wait_cluster_ready(&client, &clusters, "demo", 2).await?;
@@ -2015,10 +1983,7 @@ async fn prometheus_scrapes_each_server_pod_through_the_clusters_service_monitor
     if installed_crd {
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
         Api::<CustomResourceDefinition>::all(client.clone())
-            .delete(
-                "servicemonitors.monitoring.coreos.com",
-                &DeleteParams::default(),
-            )
+            .delete(e2e::scrape::SERVICE_MONITOR_CRD, &DeleteParams::default())
             .await?;
     }
     result
