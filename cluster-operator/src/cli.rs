@@ -38,6 +38,47 @@ pub enum Command {
     /// everything was carried over, 2 when something was dropped, 1 when the input cannot be
     /// read. docs/migration.md explains each mapping.
     Convert(ConvertArgs),
+    /// Copy a backup archive between a server and a file (what the Backup and Restore Jobs of
+    /// `storage: Volume` run; not for people). The operators' credentials come from
+    /// ARCHIVE_USERNAME and ARCHIVE_PASSWORD, the CA bundle (PEM) from ARCHIVE_CA_PEM. The
+    /// outcome is one JSON line on standard output and in /dev/termination-log.
+    #[command(hide = true)]
+    Archive(ArchiveArgs),
+}
+
+/// Options of `archive`.
+#[derive(Debug, Clone, Args)]
+pub struct ArchiveArgs {
+    #[command(subcommand)]
+    pub copy: ArchiveCopy,
+    /// The server (pod 0 of the cluster).
+    #[arg(long, global = true, default_value = "")]
+    pub url: String,
+    /// The name the server's certificate carries, when not the URL's host.
+    #[arg(long, global = true)]
+    pub tls_server_name: Option<String>,
+}
+
+/// What `archive` copies.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ArchiveCopy {
+    /// Save the server's backup job JOB into the file TO.
+    Save {
+        #[arg(long)]
+        job: String,
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Restore the archive FROM into the server as restore job JOB.
+    Restore {
+        #[arg(long)]
+        job: String,
+        #[arg(long)]
+        from: PathBuf,
+        /// The Restore's spec.resources (JSON); absent: everything in the archive.
+        #[arg(long)]
+        resources: Option<String>,
+    },
 }
 
 /// Options of `run`.
@@ -204,6 +245,11 @@ pub struct RunArgs {
     )]
     pub archive_max_bytes: u64,
 
+    /// Image of the Jobs that copy Backup archives to and from their PersistentVolumeClaims
+    /// (`cluster-operator archive`): this operator's own image.
+    #[arg(long, env = "CLUSTER_OPERATOR_ARCHIVE_IMAGE", default_value = DEFAULT_CLUSTER_OPERATOR_IMAGE)]
+    pub archive_image: String,
+
     /// Address of the HTTP endpoint serving /metrics, /healthz and /readyz.
     #[arg(
         long,
@@ -250,6 +296,11 @@ operator_runtime::election_args! {
 pub const DEFAULT_SERVER_VERSION: &str = "16.0.7";
 /// The built-in server images, by version.
 pub const SERVER_IMAGES: [(&str, &str); 1] = [("16.0.7", "quay.io/infinispan/server:16.0.7")];
+/// The cluster operator's image (the release of this build).
+pub const DEFAULT_CLUSTER_OPERATOR_IMAGE: &str = concat!(
+    "quay.io/infinispan-operators/cluster-operator:",
+    env!("CARGO_PKG_VERSION")
+);
 /// The resources operator's image (the release of this build).
 pub const DEFAULT_RESOURCES_OPERATOR_IMAGE: &str = concat!(
     "quay.io/infinispan-operators/resources-operator:",

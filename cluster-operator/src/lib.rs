@@ -59,6 +59,7 @@ pub fn execute(cli: Cli) -> Result<ExitCode, Error> {
         Command::Convert(args) => {
             return Ok(ExitCode::from(convert::command::run_stdio(&args).code()));
         }
+        Command::Archive(args) => return Ok(backup::archive_job::run(args)),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -243,6 +243,8 @@ fn check(args: &RunArgs) -> Result<Checked, RunError> {
     }
     let mut backup = backup::Settings {
         archive_max_bytes: args.archive_max_bytes,
+        archive_image: args.archive_image.clone(),
+        image_pull_secrets: args.image_pull_secrets.clone(),
         ..backup::Settings::default()
     };
     if let Some(dir) = &args.archive_dir {
@@ -442,9 +444,7 @@ fn spawn_controllers(
             format!("the Backup and Restore controllers of {scope}"),
             backup::run(
                 client.clone(),
-                api(client, namespace),
-                api(client, namespace),
-                api(client, namespace),
+                backup::Apis::new(client, namespace),
                 servers.clone(),
                 backup_settings.clone(),
                 signals.stopping(),

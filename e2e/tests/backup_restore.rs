@@ -111,9 +111,7 @@ impl Harness {
         self.stop = Some(stop);
         self.task = Some(tokio::spawn(backup::run(
             client.clone(),
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client, ns),
+            backup::Apis::new(&client, Some(ns)),
             servers,
             settings,
             async move {
@@ -199,7 +197,9 @@ impl Harness {
         cluster: &str,
         resources: Option<Value>,
     ) -> anyhow::Result<()> {
-        let mut spec = json!({ "cluster": cluster });
+        // The archive stays on the server: these servers are loopback processes, which the
+        // copy Job of `storage: Volume` (a pod) cannot reach; in_pods.rs tests that storage.
+        let mut spec = json!({ "cluster": cluster, "storage": "ServerNode" });
         if let Some(r) = resources {
             spec["resources"] = r;
         }

@@ -247,6 +247,18 @@ async fn minimal_crs_are_accepted_and_defaulted() -> anyhow::Result<()> {
             )?,
         )
         .await?;
+    // An archive an infinispan-operator Backup left on its claim.
+    api(&client, &ns.name, "Restore")
+        .create(
+            &pp,
+            &object(
+                "Restore",
+                "r2",
+                json!({}),
+                json!({"cluster": "demo", "source": {"persistentVolumeClaim": "old"}}),
+            )?,
+        )
+        .await?;
     ns.delete().await
 }
 
@@ -336,7 +348,17 @@ async fn schema_and_cel_rules_reject_invalid_crs() -> anyhow::Result<()> {
         (
             "Restore",
             json!({"cluster": "demo"}),
-            "spec.backup: Required value",
+            "either spec.backup (a Backup CR) or spec.source",
+        ),
+        (
+            "Restore",
+            json!({"cluster": "demo", "backup": "b", "source": {"persistentVolumeClaim": "b"}}),
+            "either spec.backup (a Backup CR) or spec.source",
+        ),
+        (
+            "Backup",
+            json!({"cluster": "demo", "storage": "Bucket"}),
+            "Unsupported value: \"Bucket\"",
         ),
     ];
     let mut failures = Vec::new();

@@ -286,14 +286,26 @@ pub async fn contents(path: &Path) -> Result<ArchiveContents, ArchiveError> {
 #[derive(Debug)]
 pub struct ArchiveFile {
     path: PathBuf,
+    /// Kept (renamed away) instead of deleted.
+    kept: bool,
 }
 
 impl ArchiveFile {
     /// The (not yet created) file for the restore job `job` in `dir`.
     pub fn new(dir: &Path, job: &str) -> Self {
-        Self {
-            path: dir.join(format!("{FILE_PREFIX}{job}.zip")),
-        }
+        Self::at(dir.join(format!("{FILE_PREFIX}{job}.zip")))
+    }
+
+    /// The (not yet created) file `path`.
+    pub fn at(path: PathBuf) -> Self {
+        Self { path, kept: false }
+    }
+
+    /// Renames the file to `to` (same file system) and keeps it there.
+    pub async fn persist(mut self, to: &Path) -> std::io::Result<()> {
+        tokio::fs::rename(&self.path, to).await?;
+        self.kept = true;
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -326,6 +338,9 @@ impl ArchiveFile {
 
 impl Drop for ArchiveFile {
     fn drop(&mut self) {
+        if self.kept {
+            return;
+        }
         match std::fs::remove_file(&self.path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

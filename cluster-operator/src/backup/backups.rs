@@ -17,17 +17,21 @@
 use std::sync::Arc;
 
 use common_crds::Backup;
+use common_crds::backup::{ArchiveVolume, BackupStorage};
 use infinispan_rest::{Error as RestError, JobStatus};
-use kube::Api;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::PostParams;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::{Api, Resource};
 
-use super::phase::{self, Failure, JobKind, Observation, Progress, Waiting};
+use super::phase::{self, Failure, JobKind, Location, Observation, Progress, Waiting};
 use super::selection::{self, SelectionError};
 use super::slots::Holder;
+use super::volume::{self, Copy, JobState, Report};
 use super::{
     BACKUP_FINALIZER, CleanupError, Context, ReconcileError, access_waiting, cluster, conclude,
-    identity, job_server, names, rest_waiting,
+    copy_job, identity, job_server, names, rest_waiting,
 };
 
 const KIND: &str = "Backup";
@@ -118,7 +122,10 @@ async fn start(backup: &Backup, job: &str, ctx: &Context) -> Result<Observation,
             ),
         });
     }
-    let observation = start_job(backup, job, &server).await;
+    let observation = match ensure_claim(backup, ctx).await? {
+        Some(refused) => refused,
+        None => start_job(backup, job, &server).await,
+    };
     if !matches!(observation, Observation::Started { .. }) {
         ctx.slots.release(&uid);
     } else {
@@ -169,14 +176,88 @@ async fn start_job(backup: &Backup, job: &str, server: &infinispan_rest::Client)
     }
 }
 
-/// Looks at the server job.
+/// `storage: Volume`: the Backup's claim, created unless it is there; `Some`: a claim of that
+/// name that is not the Backup's (final: the spec cannot change).
+async fn ensure_claim(
+    backup: &Backup,
+    ctx: &Context,
+) -> Result<Option<Observation>, ReconcileError> {
+    if backup.spec.storage() != BackupStorage::Volume {
+        return Ok(None);
+    }
+    let (namespace, name, _) = identity(backup, KIND)?;
+    let claims = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &namespace);
+    let what = || format!("the PersistentVolumeClaim {namespace}/{name} of the Backup");
+    match claims
+        .get_opt(&name)
+        .await
+        .map_err(ReconcileError::kube(what()))?
+    {
+        Some(claim) if volume::claim_is_backups(&claim, &name) => Ok(None),
+        Some(_) => Ok(Some(Observation::Failed {
+            why: Failure::VolumeConflict,
+            message: format!(
+                "a PersistentVolumeClaim {name} exists that this Backup did not create (the archive of a Backup named {name} is kept on a claim of that name): delete or rename one of them, e.g. restore an old archive from it with a Restore's spec.source"
+            ),
+        })),
+        None => {
+            let Some(owner) = backup.controller_owner_ref(&()) else {
+                return Err(ReconcileError::MissingMetadata {
+                    kind: KIND,
+                    field: "uid",
+                });
+            };
+            claims
+                .create(&PostParams::default(), &volume::claim(backup, &owner))
+                .await
+                .map_err(ReconcileError::kube(format!("creating {}", what())))?;
+            Ok(None)
+        }
+    }
+}
+
+/// Looks at the server job, and at the Job copying its archive to the claim (`storage:
+/// Volume`). The copy Job is looked at first: once it saved the archive, the server's copy is
+/// deleted, and the Backup succeeds from the Job's report alone.
 async fn poll(backup: &Backup, job: &str, ctx: &Context) -> Result<Observation, ReconcileError> {
     let (namespace, name, uid) = identity(backup, KIND)?;
     let cluster_name = &backup.spec.cluster;
+    let to_volume = backup.spec.storage() == BackupStorage::Volume;
+    let copy_name = volume::job_name(&name, &uid, "archive");
+    let path = volume::archive_path(&name);
+    if to_volume && let Some(state) = copy_job::state(ctx, &namespace, &copy_name).await? {
+        return Ok(match state {
+            JobState::Running => copying(&copy_name, &name, &path),
+            JobState::Finished(Report::Saved { bytes, sha256 }) => {
+                delete_server_copy(backup, job, ctx).await;
+                Observation::Succeeded {
+                    archive: Some(Location {
+                        label: volume::archive_label(&name, &path),
+                        volume: Some(ArchiveVolume {
+                            claim_name: name.clone(),
+                            path,
+                            bytes: i64::try_from(bytes).ok(),
+                            sha256: Some(sha256),
+                        }),
+                    }),
+                }
+            }
+            JobState::Finished(Report::Failed { reason, message }) => Observation::Failed {
+                why: Failure::from_reason(&reason),
+                message: format!(
+                    "the Job {copy_name} copying the archive to the PersistentVolumeClaim {name}: {message}"
+                ),
+            },
+            JobState::Finished(Report::Started { note }) => Observation::Failed {
+                why: Failure::CopyFailed,
+                message: format!("the Job {copy_name} restored instead of saving: {note}"),
+            },
+        });
+    }
     let holder = Holder {
         kind: JobKind::Backup,
-        name,
-        uid,
+        name: name.clone(),
+        uid: uid.clone(),
     };
     let server = match job_server(ctx, &namespace, cluster_name, job, holder).await? {
         Ok(server) => server,
@@ -184,8 +265,34 @@ async fn poll(backup: &Backup, job: &str, ctx: &Context) -> Result<Observation, 
     };
     Ok(match server.backup_status(job).await {
         Ok(JobStatus::Running) => Observation::Running,
+        Ok(JobStatus::Done) if to_volume => {
+            let Some(cluster) = cluster(ctx, &namespace, cluster_name).await? else {
+                return Ok(Observation::Failed {
+                    why: Failure::JobLost,
+                    message: format!(
+                        "the Infinispan cluster {cluster_name} was deleted before its archive was saved"
+                    ),
+                });
+            };
+            let copy = Copy::Save {
+                job: job.to_string(),
+                path: path.clone(),
+            };
+            let Some(owner) = backup.controller_owner_ref(&()) else {
+                return Err(ReconcileError::MissingMetadata {
+                    kind: KIND,
+                    field: "uid",
+                });
+            };
+            match copy_job::create(ctx, &cluster, &copy_name, owner, &name, copy).await? {
+                Ok(()) => copying(&copy_name, &name, &path),
+                Err(error) => Observation::Unreachable {
+                    message: error.to_string(),
+                },
+            }
+        }
         Ok(JobStatus::Done) => Observation::Succeeded {
-            archive: Some(format!("{cluster_name}:{job}")),
+            archive: Some(format!("{cluster_name}:{job}").into()),
         },
         Ok(JobStatus::Failed) => {
             let text = match server.backup_failure(job).await {
@@ -209,6 +316,35 @@ async fn poll(backup: &Backup, job: &str, ctx: &Context) -> Result<Observation, 
             message: error.to_string(),
         },
     })
+}
+
+fn copying(copy_job: &str, claim: &str, path: &str) -> Observation {
+    Observation::Copying {
+        message: format!(
+            "the server wrote the archive; the Job {copy_job} copies it to {}",
+            volume::archive_label(claim, path)
+        ),
+    }
+}
+
+/// The server's copy of an archive saved on its claim is of no more use: deleted (best
+/// effort: one left is deleted with the Backup).
+async fn delete_server_copy(backup: &Backup, job: &str, ctx: &Context) {
+    let Ok((namespace, _, _)) = identity(backup, KIND) else {
+        return;
+    };
+    let Ok(Some(cluster)) = cluster(ctx, &namespace, &backup.spec.cluster).await else {
+        return;
+    };
+    let Ok(server) = ctx.servers.node_client_for(&ctx.client, &cluster).await else {
+        return;
+    };
+    match server.delete_backup(job).await {
+        Ok(()) | Err(RestError::NotFound { .. }) => {}
+        Err(error) => {
+            tracing::warn!(%namespace, %job, %error, "cannot delete the server's copy of a saved archive (it goes with the Backup)")
+        }
+    }
 }
 
 /// Deletes the server-side archive of a deleted Backup.

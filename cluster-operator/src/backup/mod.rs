@@ -64,13 +64,16 @@
 //!   get/patch, `backups/finalizers` update; infinispans get/list/watch; secrets get; events.
 
 pub mod archive;
+pub mod archive_job;
 pub mod backups;
+mod copy_job;
 pub mod names;
 pub mod phase;
 pub mod restores;
 pub mod schemas_step;
 pub mod selection;
 pub mod slots;
+pub mod volume;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -82,6 +85,7 @@ use common_crds::backup::Phase;
 use common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER;
 use common_crds::{Backup, Infinispan, Restore};
 use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -144,6 +148,10 @@ pub struct Settings {
     pub reporter: Reporter,
     /// Reconciles running at once, per controller.
     pub concurrency: u16,
+    /// Image of the copy Jobs (`storage: Volume`): the operator's own.
+    pub archive_image: String,
+    /// Pull Secrets of the copy Jobs' pods.
+    pub image_pull_secrets: Vec<String>,
     /// Shared counters (pass a clone of yours to read them).
     pub stats: Arc<Stats>,
 }
@@ -158,6 +166,8 @@ impl Default for Settings {
                 instance: std::env::var("POD_NAME").ok(),
             },
             concurrency: 4,
+            archive_image: crate::cli::DEFAULT_CLUSTER_OPERATOR_IMAGE.to_string(),
+            image_pull_secrets: Vec::new(),
             stats: Arc::default(),
         }
     }
@@ -220,6 +230,8 @@ pub(crate) struct Context {
     servers: Arc<Servers>,
     archive_dir: PathBuf,
     archive_max_bytes: u64,
+    archive_image: String,
+    image_pull_secrets: Vec<String>,
     recorder: Recorder,
     slots: JobSlots,
     /// Retries so far per object uid (reset on progress).
@@ -491,11 +503,42 @@ fn log_result<K: Resource>(
     futures::future::ready(())
 }
 
+/// What the controllers watch, all of the same scope (one namespace, or all namespaces).
+#[derive(Clone, Debug)]
+pub struct Apis {
+    pub backups: Api<Backup>,
+    pub restores: Api<Restore>,
+    pub infinispans: Api<Infinispan>,
+    /// The copy Jobs ([`volume`]).
+    pub jobs: Api<Job>,
+}
+
+impl Apis {
+    /// The APIs of `namespace`, or of all namespaces.
+    pub fn new(client: &kube::Client, namespace: Option<&str>) -> Self {
+        fn api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+        where
+            K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+        {
+            match namespace {
+                Some(ns) => Api::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            }
+        }
+        Apis {
+            backups: api(client, namespace),
+            restores: api(client, namespace),
+            infinispans: api(client, namespace),
+            jobs: api(client, namespace),
+        }
+    }
+}
+
 /// Runs the Backup and Restore controllers until `shutdown` completes.
 ///
-/// - `backups`, `restores`, `infinispans`: the APIs to watch, all of the same scope (one
-///   namespace, or all namespaces); a change of an `Infinispan` CR wakes the unfinished
-///   Backups and Restores that use it, a change of a Backup the Restores waiting for it.
+/// - `apis`: what to watch; a change of an `Infinispan` CR wakes the unfinished
+///   Backups and Restores that use it, a change of a Backup the Restores waiting for it, a
+///   change of a copy Job ([`volume`]) its Backup or Restore.
 /// - `servers`: how the clusters' servers are reached.
 /// - `settings`: archive directory, Event reporter, concurrency, counters.
 ///
@@ -503,18 +546,24 @@ fn log_result<K: Resource>(
 /// finished first). Watch errors (e.g. the CRDs not installed yet) are logged and retried.
 pub async fn run(
     client: kube::Client,
-    backups: Api<Backup>,
-    restores: Api<Restore>,
-    infinispans: Api<Infinispan>,
+    apis: Apis,
     servers: Arc<Servers>,
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
+    let Apis {
+        backups,
+        restores,
+        infinispans,
+        jobs,
+    } = apis;
     let Settings {
         archive_dir,
         archive_max_bytes,
         reporter,
         concurrency,
+        archive_image,
+        image_pull_secrets,
         stats,
     } = settings;
     let removed = archive::remove_leftovers(&archive_dir);
@@ -531,23 +580,29 @@ pub async fn run(
     let restore_controller = Controller::new(restores, wc.clone()).with_config(config);
     let restore_store = restore_controller.store();
 
-    let backup_controller = backup_controller.watches(infinispans.clone(), wc.clone(), {
-        let store = backup_store.clone();
-        move |cluster: Infinispan| {
-            let (namespace, name) = (cluster.namespace(), cluster.name_any());
-            store
-                .state()
-                .into_iter()
-                .filter(|b| {
-                    b.namespace() == namespace
-                        && b.spec.cluster == name
-                        && unfinished(b.status.as_ref().and_then(|s| s.phase))
-                })
-                .map(|b| ObjectRef::from_obj(&*b))
-                .collect::<Vec<_>>()
-        }
-    });
+    let copy_jobs = wc
+        .clone()
+        .labels(&format!("app.kubernetes.io/name={}", volume::JOB_APP_NAME));
+    let backup_controller = backup_controller
+        .owns(jobs.clone(), copy_jobs.clone())
+        .watches(infinispans.clone(), wc.clone(), {
+            let store = backup_store.clone();
+            move |cluster: Infinispan| {
+                let (namespace, name) = (cluster.namespace(), cluster.name_any());
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|b| {
+                        b.namespace() == namespace
+                            && b.spec.cluster == name
+                            && unfinished(b.status.as_ref().and_then(|s| s.phase))
+                    })
+                    .map(|b| ObjectRef::from_obj(&*b))
+                    .collect::<Vec<_>>()
+            }
+        });
     let restore_controller = restore_controller
+        .owns(jobs, copy_jobs)
         .watches(infinispans, wc.clone(), {
             let store = restore_store.clone();
             let backups = backup_store.clone();
@@ -559,11 +614,12 @@ pub async fn run(
                     .filter(|r| {
                         r.namespace() == namespace
                             && unfinished(r.status.as_ref().and_then(|s| s.phase))
-                            && (r.spec.cluster == name || {
-                                let backup = ObjectRef::<Backup>::new(&r.spec.backup)
-                                    .within(namespace.as_deref().unwrap_or_default());
-                                backups.get(&backup).is_some_and(|b| b.spec.cluster == name)
-                            })
+                            && (r.spec.cluster == name
+                                || r.spec.backup.as_deref().is_some_and(|backup| {
+                                    let backup = ObjectRef::<Backup>::new(backup)
+                                        .within(namespace.as_deref().unwrap_or_default());
+                                    backups.get(&backup).is_some_and(|b| b.spec.cluster == name)
+                                }))
                     })
                     .map(|r| ObjectRef::from_obj(&*r))
                     .collect::<Vec<_>>()
@@ -578,7 +634,7 @@ pub async fn run(
                     .into_iter()
                     .filter(|r| {
                         r.namespace() == namespace
-                            && r.spec.backup == name
+                            && r.spec.backup.as_deref() == Some(name.as_str())
                             && unfinished(r.status.as_ref().and_then(|s| s.phase))
                     })
                     .map(|r| ObjectRef::from_obj(&*r))
@@ -592,6 +648,8 @@ pub async fn run(
         servers,
         archive_dir,
         archive_max_bytes,
+        archive_image,
+        image_pull_secrets,
         slots: JobSlots::default(),
         retries: Mutex::default(),
         backups: backup_store,

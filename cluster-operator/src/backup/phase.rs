@@ -37,7 +37,7 @@
 
 use std::time::Duration;
 
-use common_crds::backup::{BackupStatus, Phase};
+use common_crds::backup::{ArchiveVolume, BackupStatus, Phase};
 use common_crds::conditions::{
     ConditionStatus, ConditionType, new_condition, remove_condition, set_condition,
 };
@@ -74,11 +74,22 @@ pub struct Progress {
     pub conditions: Vec<Condition>,
     pub observed_generation: Option<i64>,
     pub archive: Option<String>,
+    pub volume: Option<ArchiveVolume>,
     pub start_time: Option<Time>,
     pub completion_time: Option<Time>,
 }
 
 impl Progress {
+    /// Records where the archive is, when known.
+    fn locate(&mut self, archive: Option<Location>) {
+        if let Some(Location { label, volume }) = archive {
+            self.archive = Some(label);
+            if volume.is_some() {
+                self.volume = volume;
+            }
+        }
+    }
+
     /// Succeeded or Failed: nothing more happens.
     pub fn is_final(&self) -> bool {
         matches!(self.phase, Some(Phase::Succeeded | Phase::Failed))
@@ -102,6 +113,7 @@ macro_rules! progress_conversions {
                     conditions,
                     observed_generation,
                     archive,
+                    volume,
                     start_time,
                     completion_time,
                 } = status;
@@ -110,6 +122,7 @@ macro_rules! progress_conversions {
                     conditions,
                     observed_generation,
                     archive,
+                    volume,
                     start_time,
                     completion_time,
                 }
@@ -123,6 +136,7 @@ macro_rules! progress_conversions {
                     conditions,
                     observed_generation,
                     archive,
+                    volume,
                     start_time,
                     completion_time,
                 } = progress;
@@ -131,6 +145,7 @@ macro_rules! progress_conversions {
                     conditions,
                     observed_generation,
                     archive,
+                    volume,
                     start_time,
                     completion_time,
                 }
@@ -171,6 +186,8 @@ pub enum Waiting {
     /// The target cluster does not accept restores of the source cluster's Backups (its
     /// `spec.acceptRestoresFrom`).
     RestoreNotAccepted,
+    /// The Restore's `spec.source` claim does not exist (yet).
+    VolumeNotFound,
 }
 
 impl Waiting {
@@ -189,6 +206,7 @@ impl Waiting {
             Self::InvalidConfiguration => "InvalidConfiguration",
             Self::RestoringSchemas => "RestoringSchemas",
             Self::RestoreNotAccepted => "RestoreNotAccepted",
+            Self::VolumeNotFound => "VolumeNotFound",
         }
     }
 }
@@ -212,6 +230,10 @@ pub enum Failure {
     InvalidArchive,
     /// The archive is larger than the operator downloads (its archive bound).
     ArchiveTooLarge,
+    /// The Job copying the archive between the server and its claim failed.
+    CopyFailed,
+    /// A PersistentVolumeClaim of the Backup's name exists that is not the Backup's.
+    VolumeConflict,
 }
 
 impl Failure {
@@ -225,7 +247,49 @@ impl Failure {
             Self::InvalidSelection => "InvalidSelection",
             Self::InvalidArchive => "InvalidArchive",
             Self::ArchiveTooLarge => "ArchiveTooLarge",
+            Self::CopyFailed => "CopyFailed",
+            Self::VolumeConflict => "VolumeConflict",
         }
+    }
+
+    /// The failure a copy Job reported by its reason; one it cannot name is `CopyFailed`.
+    pub fn from_reason(reason: &str) -> Self {
+        [
+            Self::ServerFailed,
+            Self::ServerRejected,
+            Self::JobLost,
+            Self::BackupFailed,
+            Self::ArchiveUnavailable,
+            Self::InvalidSelection,
+            Self::InvalidArchive,
+            Self::ArchiveTooLarge,
+            Self::VolumeConflict,
+        ]
+        .into_iter()
+        .find(|f| f.as_str() == reason)
+        .unwrap_or(Self::CopyFailed)
+    }
+}
+
+/// Where an archive is: for people (the status' `archive`), and its claim when it is on one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub label: String,
+    pub volume: Option<ArchiveVolume>,
+}
+
+impl From<String> for Location {
+    fn from(label: String) -> Self {
+        Location {
+            label,
+            volume: None,
+        }
+    }
+}
+
+impl From<&str> for Location {
+    fn from(label: &str) -> Self {
+        label.to_string().into()
     }
 }
 
@@ -237,7 +301,7 @@ pub enum Observation {
     /// The server job was started now (or found started: adopted). `note` says more in the
     /// Event (e.g. caches left out).
     Started {
-        archive: Option<String>,
+        archive: Option<Location>,
         note: Option<String>,
     },
     /// The server job runs.
@@ -245,7 +309,9 @@ pub enum Observation {
     /// The job is running but its server cannot be asked right now.
     Unreachable { message: String },
     /// The job finished successfully.
-    Succeeded { archive: Option<String> },
+    Succeeded { archive: Option<Location> },
+    /// The server job is done and a Job copies the archive between the server and a claim.
+    Copying { message: String },
     /// The job failed, or can never run.
     Failed { why: Failure, message: String },
 }
@@ -342,6 +408,7 @@ pub fn decide(
         Observation::Running => step.running(next),
         Observation::Unreachable { message } => step.unreachable(next, message, attempt),
         Observation::Succeeded { archive } => step.succeeded(next, archive),
+        Observation::Copying { message } => step.copying(next, message),
         Observation::Failed { why, message } => step.failed(next, why, message),
     }
 }
@@ -412,16 +479,14 @@ impl Step<'_> {
     fn started(
         &self,
         mut next: Progress,
-        archive: Option<String>,
+        archive: Option<Location>,
         note: Option<String>,
     ) -> Decision {
         next.phase = Some(Phase::Running);
         if next.start_time.is_none() {
             next.start_time = Some(self.now.clone());
         }
-        if archive.is_some() {
-            next.archive = archive;
-        }
+        next.locate(archive);
         let message = running_message(self.kind);
         set_condition(
             &mut next.conditions,
@@ -480,13 +545,26 @@ impl Step<'_> {
         }
     }
 
+    /// The server job is done, a Job copies the archive: still Running, polled like the job.
+    fn copying(&self, mut next: Progress, message: String) -> Decision {
+        next.phase = Some(Phase::Running);
+        set_condition(
+            &mut next.conditions,
+            self.complete(ConditionStatus::False, "CopyingArchive", message),
+        );
+        Decision {
+            requeue: Some(poll_delay(age(next.start_time.as_ref(), self.now))),
+            progress: next,
+            event: None,
+            retrying: false,
+        }
+    }
+
     /// The job succeeded: final, with the archive.
-    fn succeeded(&self, mut next: Progress, archive: Option<String>) -> Decision {
+    fn succeeded(&self, mut next: Progress, archive: Option<Location>) -> Decision {
         next.phase = Some(Phase::Succeeded);
         next.completion_time = Some(self.now.clone());
-        if archive.is_some() {
-            next.archive = archive;
-        }
+        next.locate(archive);
         let message = match &next.archive {
             Some(a) => format!("the {} completed; archive {a}", self.kind.lower()),
             None => format!("the {} completed", self.kind.lower()),

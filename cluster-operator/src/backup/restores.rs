@@ -18,21 +18,24 @@
 
 use std::sync::Arc;
 
+use common_crds::backup::ArchiveVolume;
 use common_crds::backup::Phase;
 use common_crds::conditions::{ConditionType, find_condition};
 use common_crds::{Backup, Restore};
 use infinispan_rest::{BackupResources, Error as RestError, JobStatus};
-use kube::Api;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::controller::Action;
+use kube::{Api, Resource};
 
 use super::archive::{self, ArchiveFile};
-use super::phase::{self, Failure, JobKind, Observation, Progress, Waiting};
+use super::phase::{self, Failure, JobKind, Location, Observation, Progress, Waiting};
 use super::schemas_step::{self, SchemasStep};
 use super::selection;
 use super::slots::Holder;
+use super::volume::{self, Copy, JobState, Report};
 use super::{
-    Context, ReconcileError, access_waiting, cluster, conclude, identity, job_server, names,
-    rest_waiting,
+    Context, ReconcileError, access_waiting, cluster, conclude, copy_job, identity, job_server,
+    names, rest_waiting,
 };
 
 const KIND: &str = "Restore";
@@ -83,11 +86,10 @@ struct SucceededBackup {
 
 /// The Restore's Backup, or what to do while it is not ready.
 async fn backup_of(
-    restore: &Restore,
+    name: &str,
     namespace: &str,
     ctx: &Context,
 ) -> Result<Result<SucceededBackup, Observation>, ReconcileError> {
-    let name = &restore.spec.backup;
     let found = Api::<Backup>::namespaced(ctx.client.clone(), namespace)
         .get_opt(name)
         .await
@@ -131,15 +133,115 @@ async fn backup_of(
     }))
 }
 
-/// Streams the archive and starts the restore job, or says why it cannot start yet.
+/// Where a Restore's archive is.
+enum Source {
+    /// On pod 0 of the Backup's cluster (`storage: ServerNode`): streamed through the operator.
+    ServerNode {
+        backup: String,
+        backup_job: String,
+        archive: Option<String>,
+        cluster: String,
+    },
+    /// On a claim: uploaded by a Job ([`volume`]).
+    Volume {
+        volume: ArchiveVolume,
+        /// The cluster it was taken from, when known (a Backup's, or the claim's label).
+        cluster: Option<String>,
+        /// What it is, for messages.
+        what: String,
+    },
+}
+
+impl Source {
+    fn cluster(&self) -> Option<&str> {
+        match self {
+            Source::ServerNode { cluster, .. } => Some(cluster),
+            Source::Volume { cluster, .. } => cluster.as_deref(),
+        }
+    }
+}
+
+/// The Restore's archive, or what to do while it is not there.
+async fn source_of(
+    restore: &Restore,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<Result<Source, Observation>, ReconcileError> {
+    if let Some(name) = &restore.spec.backup {
+        let SucceededBackup {
+            backup,
+            job,
+            archive,
+        } = match backup_of(name, namespace, ctx).await? {
+            Ok(backup) => backup,
+            Err(observation) => return Ok(Err(observation)),
+        };
+        let status = backup.status.clone().unwrap_or_default();
+        // A Backup that succeeded without saying where its archive is was not taken by this
+        // operator: infinispan-operator's, whose CR stays valid here; its archive is on the
+        // claim of its name, in the same layout.
+        let volume = status.volume.or_else(|| {
+            status.archive.is_none().then(|| ArchiveVolume {
+                claim_name: name.clone(),
+                path: volume::archive_path(name),
+                bytes: None,
+                sha256: None,
+            })
+        });
+        return Ok(Ok(match volume {
+            Some(volume) => Source::Volume {
+                volume,
+                cluster: Some(backup.spec.cluster.clone()),
+                what: format!("Backup {name}"),
+            },
+            None => Source::ServerNode {
+                backup: name.clone(),
+                backup_job: job,
+                archive,
+                cluster: backup.spec.cluster.clone(),
+            },
+        }));
+    }
+    let Some(source) = &restore.spec.source else {
+        return Ok(Err(Observation::Failed {
+            why: Failure::InvalidSelection,
+            message: "the Restore names neither spec.backup nor spec.source".to_string(),
+        }));
+    };
+    let claim_name = &source.persistent_volume_claim;
+    let claim = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), namespace)
+        .get_opt(claim_name)
+        .await
+        .map_err(ReconcileError::kube(format!(
+            "reading the PersistentVolumeClaim {namespace}/{claim_name}"
+        )))?;
+    let Some(claim) = claim else {
+        return Ok(Err(Observation::Waiting {
+            why: Waiting::VolumeNotFound,
+            message: format!(
+                "there is no PersistentVolumeClaim {claim_name} in namespace {namespace} (spec.source)"
+            ),
+        }));
+    };
+    let path = source.archive_path();
+    Ok(Ok(Source::Volume {
+        what: volume::archive_label(claim_name, &path),
+        volume: ArchiveVolume {
+            claim_name: claim_name.clone(),
+            path,
+            bytes: None,
+            sha256: None,
+        },
+        cluster: volume::claim_backed_up_cluster(&claim).map(str::to_string),
+    }))
+}
+
+/// Starts the restore job (streaming the archive, or through a Job from a claim), or says why
+/// it cannot start yet.
 async fn start(restore: &Restore, job: &str, ctx: &Context) -> Result<Observation, ReconcileError> {
     let (namespace, name, uid) = identity(restore, KIND)?;
-    let SucceededBackup {
-        backup,
-        job: backup_job,
-        archive,
-    } = match backup_of(restore, &namespace, ctx).await? {
-        Ok(backup) => backup,
+    let source = match source_of(restore, &namespace, ctx).await? {
+        Ok(source) => source,
         Err(observation) => return Ok(observation),
     };
     let target_name = &restore.spec.cluster;
@@ -151,9 +253,10 @@ async fn start(restore: &Restore, job: &str, ctx: &Context) -> Result<Observatio
             ),
         });
     };
-    let source_name = &backup.spec.cluster;
     // Another cluster's data goes only into a cluster that says it takes it.
-    if !target.spec.accepts_restores_from(target_name, source_name) {
+    if let Some(source_name) = source.cluster()
+        && !target.spec.accepts_restores_from(target_name, source_name)
+    {
         return Ok(Observation::Waiting {
             why: Waiting::RestoreNotAccepted,
             message: format!(
@@ -163,12 +266,30 @@ async fn start(restore: &Restore, job: &str, ctx: &Context) -> Result<Observatio
             ),
         });
     }
+    let (backup_name, backup_job, archive, source_name) = match source {
+        Source::ServerNode {
+            backup,
+            backup_job,
+            archive,
+            cluster,
+        } => (backup, backup_job, archive, cluster),
+        Source::Volume { volume, what, .. } => {
+            let start = FromVolume {
+                restore,
+                job,
+                volume,
+                what,
+                target: &target,
+            };
+            return start.run(ctx).await;
+        }
+    };
+    let source_name = &source_name;
     let Some(source) = cluster(ctx, &namespace, source_name).await? else {
         return Ok(Observation::Failed {
             why: Failure::ArchiveUnavailable,
             message: format!(
-                "the Infinispan cluster {source_name} that holds the archive of Backup {} no longer exists",
-                restore.spec.backup
+                "the Infinispan cluster {source_name} that holds the archive of Backup {backup_name} no longer exists"
             ),
         });
     };
@@ -203,7 +324,7 @@ async fn start(restore: &Restore, job: &str, ctx: &Context) -> Result<Observatio
         restore,
         job,
         backup_job: &backup_job,
-        archive,
+        archive: archive.map(Location::from),
         source_name,
         target_context: &target_context,
         source_context: &source_context,
@@ -224,11 +345,11 @@ async fn start(restore: &Restore, job: &str, ctx: &Context) -> Result<Observatio
 }
 
 /// What a [`Transfer`] comes to.
-struct Outcome {
-    observation: Observation,
+pub(crate) struct Outcome {
+    pub observation: Observation,
     /// A job of ours may still run on the target although the Restore has not started (its
     /// schemas step): the cluster stays held.
-    job_on_target: bool,
+    pub job_on_target: bool,
 }
 
 impl From<Observation> for Outcome {
@@ -245,7 +366,7 @@ struct Transfer<'a> {
     restore: &'a Restore,
     job: &'a str,
     backup_job: &'a str,
-    archive: Option<String>,
+    archive: Option<Location>,
     source_name: &'a str,
     target_context: &'a str,
     source_context: &'a str,
@@ -310,59 +431,199 @@ impl Transfer<'_> {
             }
             Err(error) => return rest_waiting(source_context, &error).into(),
         };
-        let contents = match archive::contents(file.path()).await {
+        let note = format!("{size} bytes streamed from cluster {source_name}");
+        let archive_name = format!(
+            "Backup {}",
+            restore.spec.backup.as_deref().unwrap_or_default()
+        );
+        let step = FromFile {
+            target,
+            file: file.path(),
+            job,
+            resources: restore.spec.resources.as_ref(),
+            archive_name: &archive_name,
+            target_context,
+        };
+        match step.run().await {
+            Ok(started) => Observation::Started {
+                archive,
+                note: Some(format!("{started}; {note}")),
+            }
+            .into(),
+            Err(outcome) => outcome,
+        }
+    }
+}
+
+/// A restore from an archive on a claim: the target reached, its job slot taken, then a Job
+/// uploads the archive ([`volume`]); the Restore runs from then on, the Job looked at first.
+struct FromVolume<'a> {
+    restore: &'a Restore,
+    job: &'a str,
+    volume: ArchiveVolume,
+    what: String,
+    target: &'a common_crds::Infinispan,
+}
+
+impl FromVolume<'_> {
+    async fn run(self, ctx: &Context) -> Result<Observation, ReconcileError> {
+        let FromVolume {
+            restore,
+            job,
+            volume,
+            what,
+            target,
+        } = self;
+        let (namespace, name, uid) = identity(restore, KIND)?;
+        let target_name = &restore.spec.cluster;
+        let target_context = format!("target cluster {target_name}: ");
+        let server = match ctx.servers.node_client_for(&ctx.client, target).await {
+            Ok(server) => server,
+            Err(error) => return Ok(access_waiting(&target_context, &error)),
+        };
+        let holder = Holder {
+            kind: JobKind::Restore,
+            name: name.clone(),
+            uid: uid.clone(),
+        };
+        let running = ctx.running_on(&namespace, target_name, &uid);
+        if let Err(other) = ctx
+            .slots
+            .try_acquire(&namespace, target_name, holder, running)
+        {
+            return Ok(Observation::Waiting {
+                why: Waiting::ClusterBusy,
+                message: format!(
+                    "{other} runs on cluster {target_name}: one backup or restore runs at a time per cluster"
+                ),
+            });
+        }
+        let location = Location {
+            label: volume::archive_label(&volume.claim_name, &volume.path),
+            volume: Some(volume.clone()),
+        };
+        // A job of ours on the target already: the upload happened before a crash.
+        match server.restore_status(job).await {
+            Ok(_) => {
+                return Ok(Observation::Started {
+                    archive: Some(location),
+                    note: Some(format!("restore job {job} found running on the server")),
+                });
+            }
+            Err(RestError::NotFound { .. }) => {}
+            Err(error) => {
+                ctx.slots.release(&uid);
+                return Ok(rest_waiting(&target_context, &error));
+            }
+        }
+        let resources = restore
+            .spec
+            .resources
+            .as_ref()
+            .map(|r| serde_json::to_string(r).unwrap_or_default());
+        let copy = Copy::Restore {
+            job: job.to_string(),
+            path: volume.path.clone(),
+            resources,
+        };
+        let copy_name = volume::job_name(&name, &uid, "upload");
+        let Some(owner) = restore.controller_owner_ref(&()) else {
+            return Err(ReconcileError::MissingMetadata {
+                kind: KIND,
+                field: "uid",
+            });
+        };
+        match copy_job::create(ctx, target, &copy_name, owner, &volume.claim_name, copy).await? {
+            Ok(()) => {
+                ctx.stats
+                    .jobs_started
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(Observation::Started {
+                    archive: Some(location),
+                    note: Some(format!(
+                        "restore job {job}: the Job {copy_name} uploads the archive of {what}"
+                    )),
+                })
+            }
+            Err(error) => {
+                ctx.slots.release(&uid);
+                Ok(access_waiting(&target_context, &error))
+            }
+        }
+    }
+}
+
+/// A restore from an archive file: its listing, the selection checked against it, the schemas
+/// step when needed, then the upload of the rest (the restore job started). Shared by the
+/// operator (an archive it downloaded) and the restore Job (an archive on a claim,
+/// [`super::archive_job`]).
+pub(crate) struct FromFile<'a> {
+    pub target: &'a infinispan_rest::Client,
+    pub file: &'a std::path::Path,
+    pub job: &'a str,
+    pub resources: Option<&'a common_crds::common::SelectedResources>,
+    /// What the archive is, for messages (`Backup x`, `pvc/c:path`).
+    pub archive_name: &'a str,
+    pub target_context: &'a str,
+}
+
+impl FromFile<'_> {
+    /// `Ok`: the restore job was started (or was there already), with a note for the Event.
+    pub(crate) async fn run(self) -> Result<String, Outcome> {
+        let FromFile {
+            target,
+            file,
+            job,
+            resources,
+            archive_name,
+            target_context,
+        } = self;
+        let contents = match archive::contents(file).await {
             Ok(contents) => contents,
             Err(error) => {
-                return Observation::Failed {
+                return Err(Observation::Failed {
                     why: Failure::InvalidArchive,
                     message: error.to_string(),
                 }
-                .into();
+                .into());
             }
         };
-        let resources =
-            match selection::restore_resources(restore.spec.resources.as_ref(), &contents) {
-                Ok(resources) => resources,
-                Err(error) => {
-                    return Observation::Failed {
-                        why: Failure::InvalidSelection,
-                        message: format!("Backup {}: {error}", restore.spec.backup),
-                    }
-                    .into();
+        let resources = match selection::restore_resources(resources, &contents) {
+            Ok(resources) => resources,
+            Err(error) => {
+                return Err(Observation::Failed {
+                    why: Failure::InvalidSelection,
+                    message: format!("{archive_name}: {error}"),
                 }
-            };
+                .into());
+            }
+        };
         let selection::RestoreSteps { schemas, rest } = selection::restore_steps(resources);
-        let mut note =
-            format!("restore job {job}: {size} bytes streamed from cluster {source_name}");
+        let mut note = format!("restore job {job}");
         if let Some(schemas) = schemas {
             let schemas_job = names::schemas_restore_job(job);
             note = format!("proto schemas restored first by restore job {schemas_job}; {note}");
             let step = SchemasStepJob {
                 target,
                 job: schemas_job,
-                archive: file.path(),
+                archive: file,
                 resources: &schemas,
                 target_context,
             };
-            if let Err(outcome) = step.run().await {
-                return outcome;
-            }
+            step.run().await?;
         }
         match target
-            .start_restore_upload_file(job, file.path(), Some(&rest))
+            .start_restore_upload_file(job, file, Some(&rest))
             .await
         {
-            Ok(()) | Err(RestError::AlreadyExists { .. }) => Observation::Started {
-                archive,
-                note: Some(note),
-            },
-            Err(error @ RestError::Rejected { .. }) => Observation::Failed {
+            Ok(()) | Err(RestError::AlreadyExists { .. }) => Ok(note),
+            Err(error @ RestError::Rejected { .. }) => Err(Observation::Failed {
                 why: Failure::ServerRejected,
                 message: error.to_string(),
-            },
-            Err(error) => rest_waiting(target_context, &error),
+            }
+            .into()),
+            Err(error) => Err(rest_waiting(target_context, &error).into()),
         }
-        .into()
     }
 }
 
@@ -451,10 +712,33 @@ impl SchemasStepJob<'_> {
     }
 }
 
-/// Looks at the restore job.
+/// Looks at the Job uploading the archive (from a claim), then at the restore job.
 async fn poll(restore: &Restore, job: &str, ctx: &Context) -> Result<Observation, ReconcileError> {
     let (namespace, name, uid) = identity(restore, KIND)?;
     let target_name = &restore.spec.cluster;
+    let volume = restore.status.as_ref().and_then(|s| s.volume.as_ref());
+    let copy_name = volume::job_name(&name, &uid, "upload");
+    if let Some(volume) = volume
+        && let Some(state) = copy_job::state(ctx, &namespace, &copy_name).await?
+    {
+        match state {
+            JobState::Running => {
+                return Ok(Observation::Copying {
+                    message: format!(
+                        "the Job {copy_name} uploads the archive from {}",
+                        volume::archive_label(&volume.claim_name, &volume.path)
+                    ),
+                });
+            }
+            JobState::Finished(Report::Failed { reason, message }) => {
+                return Ok(Observation::Failed {
+                    why: Failure::from_reason(&reason),
+                    message: format!("the Job {copy_name} uploading the archive: {message}"),
+                });
+            }
+            JobState::Finished(Report::Started { .. } | Report::Saved { .. }) => {}
+        }
+    }
     let holder = Holder {
         kind: JobKind::Restore,
         name,

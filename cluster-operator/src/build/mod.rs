@@ -15,7 +15,7 @@
 
 pub mod expose;
 mod identity;
-mod pod;
+pub(crate) mod pod;
 pub mod resources_operator;
 pub mod security;
 pub mod server;

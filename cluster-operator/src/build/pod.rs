@@ -41,7 +41,7 @@ pub(crate) fn restricted_container(read_only_root: bool) -> SecurityContext {
 /// A pod's security context under the restricted Pod Security profile: a non-root user, the
 /// runtime's default seccomp profile and, when given, the `fsGroup` new volumes get (changed
 /// only where the volume's root does not have it already).
-pub(super) fn restricted_pod(fs_group: Option<i64>) -> PodSecurityContext {
+pub(crate) fn restricted_pod(fs_group: Option<i64>) -> PodSecurityContext {
     PodSecurityContext {
         run_as_non_root: Some(true),
         seccomp_profile: Some(runtime_default()),

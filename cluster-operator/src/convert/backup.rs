@@ -1,6 +1,8 @@
 //! `Backup` v2alpha1 of infinispan-operator to this project's `Backup` v2alpha1
-//! (docs/migration.md, "Backup and Restore"): no volume, no pod; the archive stays on the server.
+//! (docs/migration.md, "Backup and Restore"): the same PersistentVolumeClaim (`spec.volume`), no
+//! pod of its own.
 
+use common_crds::backup::BackupVolume;
 use common_crds::{Backup, BackupSpec};
 
 use super::fields::{FieldError, Fields};
@@ -25,17 +27,27 @@ pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Backup, FieldError> {
         return Err(FieldError::new("spec.cluster", "missing"));
     };
     log.mapped("spec.cluster", "");
-    log.drop_field(
-        &mut fields,
-        "volume",
-        "no volume: the archive stays on the server node that took it, until that node restarts",
-    );
+    let volume: Option<BackupVolume> = fields.take_as("volume")?;
+    if volume.is_some() {
+        log.mapped(
+            "spec.volume",
+            "the archive's PersistentVolumeClaim, named like the Backup, with the same layout",
+        );
+    }
     let resources = selected::convert(&mut fields, log)?;
     log.drop_field(&mut fields, "container", CONTAINER_REASON);
     log.unknown(fields);
     metadata::omit_status(root, log);
-    log.note("creating it takes a new backup of the cluster at once; the other operator's archive (on its volume) is not carried over: download it as in docs/migration.md, \"Moving the data\"");
-    let mut cr = Backup::new(&name, BackupSpec { cluster, resources });
+    log.note("creating it takes a new backup of the cluster at once, onto a PersistentVolumeClaim of the Backup's name: one the other operator left under that name must be deleted first (a Restore can read it with spec.source before)");
+    let mut cr = Backup::new(
+        &name,
+        BackupSpec {
+            cluster,
+            resources,
+            volume,
+            ..BackupSpec::default()
+        },
+    );
     cr.metadata = metadata;
     Ok(cr)
 }
@@ -80,7 +92,19 @@ mod tests {
             Some("spec.resources.counters"),
             "took none of them",
         );
-        assert_field(&report, "spec.volume", Outcome::Dropped, None, "no volume");
+        assert_field(
+            &report,
+            "spec.volume",
+            Outcome::Mapped,
+            Some("spec.volume"),
+            "PersistentVolumeClaim",
+        );
+        assert_eq!(
+            backup.spec.volume.clone().and_then(|v| v.storage),
+            Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+                "1Gi".into()
+            ))
+        );
         assert_field(&report, "spec.container", Outcome::Dropped, None, "no pod");
     }
 
@@ -153,5 +177,17 @@ mod tests {
                 .contains("old is added to new's spec.acceptRestoresFrom")
         );
         assert!(!conversion.report.dropped_anything());
+        let Some(Converted::Restore(restore)) = conversion.objects.get(2) else {
+            panic!("a Restore");
+        };
+        assert_eq!(restore.spec.backup.as_deref(), Some("b"));
+        assert!(restore.spec.source.is_none());
+        assert_field(
+            &conversion.report.objects[2],
+            "spec.backup",
+            Outcome::Mapped,
+            Some("spec.backup"),
+            "converted too",
+        );
     }
 }

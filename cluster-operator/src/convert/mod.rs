@@ -156,8 +156,61 @@ pub fn convert_documents(documents: Vec<Document>) -> Result<Conversion, Convert
         }
         conversion.report.objects.push(object_report);
     }
+    restore_converted_backups(&mut conversion);
     accept_restores(&mut conversion);
     Ok(conversion)
+}
+
+/// A Restore converts to one of the archive the other operator left on its claim
+/// (`spec.source`); when its Backup is in the input too (converted: a Backup of this operator),
+/// it restores that Backup instead (`spec.backup`), as the manifests meant together.
+fn restore_converted_backups(conversion: &mut Conversion) {
+    let backups: Vec<(Option<String>, String)> = conversion
+        .objects
+        .iter()
+        .filter_map(|object| match object {
+            Converted::Backup(backup) => Some((
+                backup.metadata.namespace.clone(),
+                backup.metadata.name.clone().unwrap_or_default(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let mut switched = Vec::new();
+    for object in &mut conversion.objects {
+        let Converted::Restore(restore) = object else {
+            continue;
+        };
+        let Some(claim) = restore
+            .spec
+            .source
+            .as_ref()
+            .map(|s| s.persistent_volume_claim.clone())
+        else {
+            continue;
+        };
+        if backups.contains(&(restore.metadata.namespace.clone(), claim.clone())) {
+            restore.spec.source = None;
+            restore.spec.backup = Some(claim);
+            switched.push((
+                restore.metadata.namespace.clone(),
+                restore.metadata.name.clone(),
+            ));
+        }
+    }
+    for report in &mut conversion.report.objects {
+        if report.kind != "Restore"
+            || !switched.contains(&(report.namespace.clone(), report.name.clone()))
+        {
+            continue;
+        }
+        if let Some(field) = report.fields.iter_mut().find(|f| f.field == "spec.backup") {
+            field.outcome = Outcome::Mapped;
+            field.to = Some("spec.backup".to_string());
+            field.note = "its Backup is converted too: the Backup this operator takes is restored"
+                .to_string();
+        }
+    }
 }
 
 /// A Restore into cluster `b` of a Backup of cluster `a` waits here until `b` accepts restores
@@ -194,7 +247,7 @@ fn accept_restores(conversion: &mut Conversion) {
                 return None;
             };
             let (namespace, name) = key(&restore.metadata);
-            let backup = (namespace.clone(), restore.spec.backup.clone());
+            let backup = (namespace.clone(), restore.spec.backup.clone()?);
             let (_, source) = backups.iter().find(|(key, _)| *key == backup)?;
             (*source != restore.spec.cluster).then(|| CrossRestore {
                 namespace,

@@ -1,6 +1,8 @@
 //! `Restore` v2alpha1 of infinispan-operator to this project's `Restore` v2alpha1
-//! (docs/migration.md, "Backup and Restore"): it restores a Backup of this operator.
+//! (docs/migration.md, "Backup and Restore"): it restores the archive the other operator's Backup
+//! left on its PersistentVolumeClaim.
 
+use common_crds::restore::RestoreSource;
 use common_crds::{Restore, RestoreSpec};
 
 use super::backup::CONTAINER_REASON;
@@ -27,9 +29,10 @@ pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Restore, FieldError> 
     let cluster = required("cluster")?;
     let backup = required("backup")?;
     log.mapped("spec.cluster", "");
-    log.mapped(
+    log.changed(
         "spec.backup",
-        "must name a Backup CR of this operator in the same namespace; an archive the other operator wrote to a volume is restored with the server's REST API (docs/migration.md, \"Moving the data\")",
+        "spec.source.persistentVolumeClaim",
+        "the archive the other operator's Backup left on its PersistentVolumeClaim of that name (<name>/<name>.zip); to restore a Backup of this operator instead, write spec.backup",
     );
     let resources = selected::convert(&mut fields, log)?;
     log.drop_field(&mut fields, "container", CONTAINER_REASON);
@@ -39,7 +42,11 @@ pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Restore, FieldError> 
         &name,
         RestoreSpec {
             cluster,
-            backup,
+            backup: None,
+            source: Some(RestoreSource {
+                persistent_volume_claim: backup,
+                path: None,
+            }),
             resources,
         },
     );
@@ -60,19 +67,25 @@ mod tests {
         let Some(Converted::Restore(restore)) = objects.first() else {
             panic!("a Restore");
         };
+        let source = restore.spec.source.clone().expect("source");
         assert_eq!(
-            (restore.spec.cluster.as_str(), restore.spec.backup.as_str()),
+            (
+                restore.spec.cluster.as_str(),
+                source.persistent_volume_claim.as_str()
+            ),
             ("c", "b")
         );
+        assert_eq!(source.archive_path(), "b/b.zip");
+        assert!(restore.spec.backup.is_none());
         let resources = restore.spec.resources.clone().unwrap_or_default();
         assert_eq!(resources.tasks, Some(vec!["s".to_string()]));
         assert_eq!(resources.caches, Some(vec![]));
         assert_field(
             &report,
             "spec.backup",
-            Outcome::Mapped,
-            Some("spec.backup"),
-            "a Backup CR of this operator",
+            Outcome::Changed,
+            Some("spec.source.persistentVolumeClaim"),
+            "left on its PersistentVolumeClaim",
         );
         assert_field(
             &report,

@@ -240,14 +240,24 @@ impl Servers {
         self.client_at(client, cluster, Target::FirstPod).await
     }
 
-    async fn client_at(
+    /// What reaching pod 0 of `cluster` as the operators takes, for a pod of the operator's
+    /// (the archive Jobs): the endpoint, the credentials Secret and the CA bundle.
+    pub async fn node_access(
+        &self,
+        client: &kube::Client,
+        cluster: &Infinispan,
+    ) -> Result<Access, ServerAccessError> {
+        self.access(client, cluster, Target::FirstPod).await
+    }
+
+    async fn access(
         &self,
         client: &kube::Client,
         cluster: &Infinispan,
         target: Target,
-    ) -> Result<infinispan_rest::Client, ServerAccessError> {
+    ) -> Result<Access, ServerAccessError> {
         let endpoint = self.endpoint(cluster, target)?;
-        let (name, namespace) = name_and_namespace(cluster)?;
+        let (_, namespace) = name_and_namespace(cluster)?;
         let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
         let read = async |secret: &str| {
             secrets
@@ -259,7 +269,7 @@ impl Servers {
                     source,
                 })
         };
-        let credentials = match credentials_secret_name(cluster)? {
+        let (credentials, credentials_secret) = match credentials_secret_name(cluster)? {
             Some(secret) => {
                 let found = read(secret).await?.ok_or_else(|| {
                     ServerAccessError::CredentialsSecretNotFound {
@@ -267,9 +277,12 @@ impl Servers {
                         secret: secret.to_string(),
                     }
                 })?;
-                Some(credentials_from_secret(&found)?)
+                (
+                    Some(credentials_from_secret(&found)?),
+                    Some(secret.to_string()),
+                )
             }
-            None => None,
+            None => (None, None),
         };
         let resolved = security::resolved(cluster, &security::recorded(cluster));
         let certificate_ca = match security::endpoint_certificate_secret(&resolved) {
@@ -284,11 +297,32 @@ impl Servers {
             }
             None => None,
         };
+        Ok(Access {
+            endpoint,
+            credentials,
+            credentials_secret,
+            ca_pem: trust_bundle(certificate_ca, self.ca_bundle_pem.as_deref()),
+        })
+    }
+
+    async fn client_at(
+        &self,
+        client: &kube::Client,
+        cluster: &Infinispan,
+        target: Target,
+    ) -> Result<infinispan_rest::Client, ServerAccessError> {
+        let (name, namespace) = name_and_namespace(cluster)?;
+        let Access {
+            endpoint,
+            credentials,
+            ca_pem,
+            ..
+        } = self.access(client, cluster, target).await?;
         let mut config = ClientConfig::new(&endpoint.url);
         if let Some(credentials) = credentials {
             config = config.with_credentials(credentials);
         }
-        if let Some(bundle) = trust_bundle(certificate_ca, self.ca_bundle_pem.as_deref()) {
+        if let Some(bundle) = ca_pem {
             config = config.with_ca_bundle_pem(bundle);
         }
         if let Some(tls_name) = endpoint.tls_server_name {
@@ -300,6 +334,17 @@ impl Servers {
             source,
         })
     }
+}
+
+/// How the operators reach a server ([`Servers::node_access`]).
+#[derive(Debug)]
+pub struct Access {
+    pub endpoint: Endpoint,
+    pub credentials: Option<infinispan_rest::Credentials>,
+    /// The Secret the credentials come from.
+    pub credentials_secret: Option<String>,
+    /// The CAs to trust (PEM); `None`: the system's roots.
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 pub(crate) fn name_and_namespace(cluster: &Infinispan) -> Result<(&str, &str), ServerAccessError> {

@@ -104,6 +104,8 @@ fn environment() -> Vec<EnvVar> {
             "CLUSTER_OPERATOR_RESOURCES_OPERATOR_IMAGE",
             DEFAULT_RESOURCES_OPERATOR_IMAGE,
         ),
+        // The Backup archive Jobs run the operator's own image.
+        value_env("CLUSTER_OPERATOR_ARCHIVE_IMAGE", OPERATOR_IMAGE),
         value_env("CLUSTER_OPERATOR_SERVER_IMAGES", &server_images_env()),
         value_env(
             "CLUSTER_OPERATOR_DEFAULT_SERVER_VERSION",

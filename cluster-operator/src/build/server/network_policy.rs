@@ -2,7 +2,8 @@
 //! the server pods:
 //! - the JGroups ports (7800, and 57800 of failure detection) only from the cluster's own pods:
 //!   no other pod may join the cluster or receive its state transfer;
-//! - the endpoint (11222: REST, Hot Rod, metrics) from the cluster's own pods, its resources
+//! - the endpoint (11222: REST, Hot Rod, metrics) from the cluster's own pods, its Backup archive
+//!   Jobs (label `infinispan.org/archive-of`), its resources
 //!   operator's pods, the cluster operator's namespace (backups, restores, the server's checks)
 //!   and `spec.networkPolicy.endpointPeers` (default: every pod of the namespace); from anywhere
 //!   when `spec.expose` publishes the endpoint outside the Kubernetes cluster.
@@ -57,6 +58,14 @@ impl Cx<'_> {
             let mut peers = vec![
                 own_pods.clone(),
                 pods(crate::build::resources_operator::selector_labels(self.name)),
+                // The Jobs copying its Backup archives to and from their volumes.
+                pods(
+                    [(
+                        crate::backup::volume::ARCHIVE_OF_LABEL.to_string(),
+                        self.name.to_string(),
+                    )]
+                    .into(),
+                ),
             ];
             if let Some(namespace) = &self.settings.operator_namespace {
                 peers.push(NetworkPolicyPeer {
