@@ -55,6 +55,7 @@ pub struct BackupSpec {
 
     /// Where the archive is kept: `Volume` (default) or `ServerNode`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 16))]
     pub storage: Option<BackupStorage>,
 
     /// The PersistentVolumeClaim of `storage: Volume` (infinispan-operator's field): its size
@@ -66,6 +67,7 @@ pub struct BackupSpec {
     /// (its PersistentVolumeClaim, or the file on the server), `Retain` keeps the
     /// PersistentVolumeClaim (a Restore can still name it in `spec.source`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 16))]
     pub deletion_policy: Option<DeletionPolicy>,
 }
 
@@ -106,6 +108,7 @@ pub struct BackupVolume {
 
     /// Its StorageClass; absent means the cluster's default class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub storage_class_name: Option<String>,
 }
 

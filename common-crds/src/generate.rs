@@ -499,7 +499,7 @@ mod tests {
             2
         );
         assert_eq!(rule_messages("Backup", "/properties/spec").len(), 1);
-        assert_eq!(rule_messages("Restore", "/properties/spec").len(), 1);
+        assert_eq!(rule_messages("Restore", "/properties/spec").len(), 2);
     }
 
     #[test]
