@@ -21,11 +21,14 @@
 //!   operator's pod syncs both ways over TLS.
 //! - A new server image (`spec.image`: the second tag of the same server `make images` pushes)
 //!   rolls the two pods one by one: one of them is always Ready, both end on the new image.
-//! - A `Backup` of a two-server cluster and a `Restore` into a second cluster, carried out by the
-//!   cluster operator's pod (the server job on pod 0, reached through the headless Service and
-//!   CoreDNS; the archive streamed from one cluster to the other): the entry and the counter
-//!   value arrive, the target's resources operator pod mirrors the restored cache as a CR, and
-//!   deleting the Backup removes its archive.
+//! - A `Backup` of a two-server cluster and a `Restore` into a second cluster (issue 24, durable
+//!   backups): the server job on pod 0 (reached through the headless Service and CoreDNS), its
+//!   archive copied by a Job onto the Backup's own claim (`nightly/nightly.zip`, size and
+//!   SHA-256 in the status) and deleted on the server; every source pod deleted; the Restore's
+//!   Job uploads it from the claim: the entry and the counter value arrive, the target's
+//!   resources operator pod mirrors the restored cache as a CR; a real server archive written
+//!   onto a claim in infinispan-operator's layout restores with `spec.source`; deleting the
+//!   Backup deletes its claim.
 //! - Pod and Service metadata and tuning: the CR's pod and Service labels and annotations (its
 //!   fields and infinispan-operator's target annotations), a grace period and a probe timing on
 //!   the pods, Services and StatefulSet, selectors unchanged, an edited label restored by the
@@ -985,10 +988,10 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     let _only = CLUSTER.lock().await;
     let Installed {
         testbed,
+        images,
         client,
         ns,
         clusters,
-        ..
     } = install("in-pods", "pods-backup").await?;
     apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
     // The target takes restores of `demo`'s Backups (docs/backup-restore.md).
@@ -1031,7 +1034,8 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     rest.counter_add("visits", 7).await?;
 
     // The cluster operator's pod runs the server's backup on pod demo-0 (reached through the
-    // headless Service by the cluster's DNS), then streams the archive into `restored`.
+    // headless Service by the cluster's DNS), then a Job copies the archive onto the Backup's
+    // claim, from which another Job restores it into `restored`.
     let backups: Api<Backup> = Api::namespaced(client.clone(), &ns.name);
     let backup: Backup = serde_json::from_value(json!({
         "apiVersion": "infinispan.org/v2alpha1", "kind": "Backup",
@@ -1045,6 +1049,60 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
         )
         .await?;
     wait_succeeded(&backups, "nightly").await?;
+
+    // `storage: Volume` (the default): the archive is on the Backup's own claim, in
+    // infinispan-operator's layout, copied there by a Job; the server's copy is gone.
+    let saved = backups.get("nightly").await?;
+    let volume = saved
+        .status
+        .as_ref()
+        .and_then(|s| s.volume.clone())
+        .context("the Backup's status names no volume")?;
+    ensure!(
+        volume.claim_name == "nightly"
+            && volume.path == "nightly/nightly.zip"
+            && volume.bytes.unwrap_or(0) > 0
+            && volume.sha256.as_ref().is_some_and(|s| s.len() == 64),
+        "{volume:?}"
+    );
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
+    let claim = claims.get("nightly").await?;
+    ensure!(
+        claim
+            .owner_references()
+            .iter()
+            .any(|o| o.kind == "Backup" && o.name == "nightly"),
+        "the claim is not the Backup's: {:?}",
+        claim.owner_references()
+    );
+    let pod_0 = pods_ip(&client, &ns.name, "demo-0").await?;
+    let job = cluster_operator::backup::names::backup_job(
+        &ns.name,
+        "nightly",
+        &saved.uid().unwrap_or_default(),
+    );
+    let on_pod_0 = rest_client_at(&client, &ns.name, &source, &pod_0).await?;
+    eventually("the server's copy of the archive deleted", WAIT, || {
+        let on_pod_0 = on_pod_0.clone();
+        let job = job.clone();
+        async move {
+            Ok(matches!(
+                on_pod_0.backup_status(&job).await,
+                Err(infinispan_rest::Error::NotFound { .. })
+            )
+            .then_some(()))
+        }
+    })
+    .await?;
+    // Every server pod of the source goes: the archive does not live on them.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    pods.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default()
+            .labels("app.kubernetes.io/instance=demo,app.kubernetes.io/name=infinispan"),
+    )
+    .await?;
+
     let restores: Api<Restore> = Api::namespaced(client.clone(), &ns.name);
     let restore: Restore = serde_json::from_value(json!({
         "apiVersion": "infinispan.org/v2alpha1", "kind": "Restore",
@@ -1094,17 +1152,133 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     )
     .await?;
 
-    // Deleting the Backup deletes its archive on the server (the finalizer), then the CR.
+    // An archive infinispan-operator's Backup left on its claim (`<name>/<name>.zip`; here a
+    // real 16.0.7 server archive) restores with `spec.source`.
+    restore_legacy_archive(&client, &ns.name, &images.helper, &target_rest).await?;
+
+    // Deleting the Backup deletes its archive (its claim, by the garbage collector), then the CR.
     backups.delete("nightly", &DeleteParams::default()).await?;
-    eventually("the Backup gone with its archive", WAIT, || {
+    eventually("the Backup gone with its claim", WAIT, || {
         let backups = backups.clone();
-        async move { Ok(backups.get_opt("nightly").await?.is_none().then_some(())) }
+        let claims = claims.clone();
+        async move {
+            Ok((backups.get_opt("nightly").await?.is_none()
+                && claims.get_opt("nightly").await?.is_none())
+            .then_some(()))
+        }
     })
     .await?;
 
     delete_cluster(&client, &clusters, "restored").await?;
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
+}
+
+/// The IP of the pod `name`, once it has one.
+async fn pods_ip(client: &Client, namespace: &str, name: &str) -> anyhow::Result<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    eventually(&format!("the pod {name}'s IP"), WAIT, || {
+        let pods = pods.clone();
+        async move { Ok(pods.get_opt(name).await?.and_then(|p| p.status?.pod_ip)) }
+    })
+    .await
+}
+
+/// Writes a real server archive onto a new claim `legacy` as infinispan-operator's Backup
+/// `legacy` would have (`legacy/legacy.zip`, by a pod of the testbed's helper image from a
+/// ConfigMap), restores its cache `plain` and template `tmpl1` into the cluster `restored`
+/// with a Restore naming the claim in `spec.source`, and checks the server has them.
+async fn restore_legacy_archive(
+    client: &Client,
+    namespace: &str,
+    helper_image: &str,
+    target: &infinispan_rest::Client,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let archive =
+        std::fs::read(repo_root().join("cluster-operator/src/backup/testdata/backup-16.0.7.zip"))?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let config_map: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "legacy-archive"},
+        "binaryData": {"legacy.zip": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &archive)},
+    }))?;
+    config_maps.create(&Default::default(), &config_map).await?;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "legacy"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "64Mi"}}},
+    }))?;
+    claims.create(&Default::default(), &claim).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let writer: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "legacy-writer"},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "write",
+                "image": helper_image,
+                "command": ["/bin/sh", "-c", "mkdir -p /claim/legacy && cp /archive/legacy.zip /claim/legacy/legacy.zip"],
+                "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+                "volumeMounts": [{"name": "archive", "mountPath": "/archive"}, {"name": "claim", "mountPath": "/claim"}],
+            }],
+            "volumes": [
+                {"name": "archive", "configMap": {"name": "legacy-archive"}},
+                {"name": "claim", "persistentVolumeClaim": {"claimName": "legacy"}},
+            ],
+        },
+    }))?;
+    pods.create(&Default::default(), &writer).await?;
+    eventually("the archive written onto the claim legacy", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get("legacy-writer").await?;
+            match pod.status.and_then(|s| s.phase).as_deref() {
+                Some("Succeeded") => Ok(Some(())),
+                Some("Failed") => bail!("the pod writing the archive failed"),
+                _ => Ok(None),
+            }
+        }
+    })
+    .await?;
+    let restores: Api<Restore> = Api::namespaced(client.clone(), namespace);
+    let restore: Restore = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Restore",
+        "metadata": {"name": "legacy-into-restored"},
+        "spec": {
+            "cluster": "restored",
+            "source": {"persistentVolumeClaim": "legacy"},
+            "resources": {"caches": ["plain"], "templates": ["tmpl1"], "counters": [], "schemas": [], "tasks": []},
+        },
+    }))?;
+    restores
+        .patch(
+            "legacy-into-restored",
+            &PatchParams::apply("e2e-user"),
+            &Patch::Apply(&restore),
+        )
+        .await?;
+    wait_succeeded(&restores, "legacy-into-restored").await?;
+    let done = restores.get("legacy-into-restored").await?;
+    let volume = done
+        .status
+        .and_then(|s| s.volume)
+        .context("no status.volume")?;
+    ensure!(
+        volume.claim_name == "legacy" && volume.path == "legacy/legacy.zip",
+        "{volume:?}"
+    );
+    let caches = target.list_caches().await?;
+    ensure!(
+        caches.iter().any(|c| c == "plain"),
+        "caches after the restore: {caches:?}"
+    );
+    let templates = target.list_templates().await?;
+    ensure!(
+        templates.iter().any(|t| t.name == "tmpl1"),
+        "templates after the restore: {templates:?}"
+    );
+    Ok(())
 }
 
 /// The server image's XML of a stranger that tries to join the cluster `demo` the way its pods
