@@ -57,6 +57,7 @@ pub mod pods;
 pub mod referenced;
 pub mod report;
 pub mod retry;
+pub mod rolling;
 pub mod status;
 pub mod teardown;
 pub mod upgrade;
@@ -387,8 +388,32 @@ async fn apply_cluster(
             desired
         })
     };
-    // 5. Apply.
-    let mut applied = apply_desired(context, &resolved, build(&resolved, &stop)).await?;
+    // 5. Apply, a new pod template gated (`rolling`).
+    let rollout = existing.as_ref().map(rolling::State::of);
+    let applied_digest = existing.as_ref().and_then(|sts| {
+        sts.metadata
+            .annotations
+            .as_ref()?
+            .get(rolling::TEMPLATE_ANNOTATION)
+            .cloned()
+    });
+    let mut desired = build(&resolved, &stop);
+    let mut rolling_on = false;
+    if let Ok(Desired {
+        server: Ok(server), ..
+    }) = &mut desired
+    {
+        rolling_on = gate(
+            context,
+            cluster,
+            server,
+            rollout,
+            applied_digest.as_deref(),
+            stop.hold.is_some(),
+        )
+        .await;
+    }
+    let mut applied = apply_desired(context, &resolved, desired).await?;
     // 5b. Stopping: the server's container shut down cluster-wide, then the pods.
     if stop.shutdown && applied.problem.is_none() {
         let pods = running.map_or(0, |r| r.pods);
@@ -420,6 +445,9 @@ async fn apply_cluster(
     if shutdown_failing {
         return Ok(Action::requeue(graceful_stop::RETRY));
     }
+    if rolling_on && applied.problem.is_none() {
+        return Ok(Action::requeue(rolling::STEP_INTERVAL));
+    }
     let draining = applied.resources_operator == ResourcesOperator::Draining;
     let renew_in = renew_at.map(|at: Timestamp| {
         Duration::from_secs(
@@ -448,6 +476,64 @@ fn record(server: &mut desired::Server, stop: &graceful_stop::Plan) {
     );
     if let Some(pods) = stop.hold {
         upgrade::hold_template(sts, pods);
+    }
+}
+
+/// Step 5, the rolling gate: records the digest of the pod template applied and sets the
+/// update partition [`rolling::partition`] decides (the cluster's health asked only when it
+/// matters); `true` while a rollout is under way. A Shutdown upgrade (`held`) holds the pods
+/// itself.
+async fn gate(
+    context: &Context,
+    cluster: &Infinispan,
+    server: &mut desired::Server,
+    existing: Option<rolling::State>,
+    applied_digest: Option<&str>,
+    held: bool,
+) -> bool {
+    let sts = &mut server.objects.stateful_set;
+    let digest = rolling::template_digest(sts);
+    let changes = applied_digest != Some(digest.as_str());
+    sts.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(rolling::TEMPLATE_ANNOTATION.to_string(), digest);
+    if held {
+        return false;
+    }
+    let replicas = sts.spec.replicas.unwrap_or(1);
+    let health = if rolling::needs_health(existing, changes, replicas) {
+        cluster_health(context, cluster, replicas).await
+    } else {
+        rolling::Health::NotYet
+    };
+    let partition = rolling::partition(existing, changes, replicas, health);
+    if partition > 0 {
+        upgrade::hold_template(sts, partition);
+    }
+    rolling::rolling(existing, changes, partition)
+}
+
+/// Whether every one of `replicas` members is in the cluster's view and the server says
+/// `HEALTHY` (asked through the operators' Service: any member sees the whole cluster).
+async fn cluster_health(context: &Context, cluster: &Infinispan, replicas: i32) -> rolling::Health {
+    let Ok(server) = context.servers.client_for(&context.client, cluster).await else {
+        return rolling::Health::NotYet;
+    };
+    let healthy = matches!(
+        server.health().await,
+        Ok(infinispan_rest::HealthStatus::Healthy)
+    );
+    let members = server
+        .container_info()
+        .await
+        .map(|info| info.cluster_members.len())
+        .unwrap_or(0);
+    if healthy && i32::try_from(members).unwrap_or(0) >= replicas {
+        rolling::Health::Whole
+    } else {
+        tracing::debug!(cluster = %cluster.name_any(), healthy, members, replicas, "the rollout waits for the cluster");
+        rolling::Health::NotYet
     }
 }
 
