@@ -71,6 +71,7 @@ testbed-build: ## build (once, cached in ~/.cache/infinispan-operators) Kubernet
 
 .PHONY: testbed-up
 testbed-up: ## start etcd, kube-apiserver, kube-controller-manager, the node (TESTBED_NODE=0: without), OLM on it (TESTBED_OLM=0: without), Infinispan; writes target/testbed/env
+	$(TESTBED)/host-packages.sh
 	$(TESTBED)/up.sh
 
 .PHONY: testbed-down
