@@ -20,7 +20,9 @@
 //!   keystore, the kubelet's HTTPS probes pass, plain HTTP is refused, and the resources
 //!   operator's pod syncs both ways over TLS.
 //! - A new server image (`spec.image`: the second tag of the same server `make images` pushes)
-//!   rolls the two pods one by one: one of them is always Ready, both end on the new image.
+//!   rolls the two pods one by one (issue 24, the health gate: the update partition holds pod 0
+//!   until pod 1 is back and the cluster HEALTHY) while a client writes through the Service:
+//!   one pod is always Ready, both end on the new image, every acknowledged write is there.
 //! - A `Backup` of a two-server cluster and a `Restore` into a second cluster (issue 24, durable
 //!   backups): the server job on pod 0 (reached through the headless Service and CoreDNS), its
 //!   archive copied by a Job onto the Backup's own claim (`nightly/nightly.zip`, size and
@@ -678,6 +680,50 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
     apply_cluster(&clusters, "demo", json!({"replicas": 2})).await?;
     let cr = wait_cluster_ready(&client, &clusters, "demo", 2).await?;
     let rest = rest_client(&client, &ns.name, &cr).await?;
+    wait_members_and_ready(&rest, &clusters, 2).await?;
+
+    // A client writes throughout the roll, through the cluster's Service, into a distributed
+    // cache held in memory only (two owners): what it was told is written must all be there
+    // after the roll, which holds only if no pod was restarted while the other still received
+    // its share of the segments.
+    let config = infinispan_rest::ConfigDocument::json(
+        r#"{"distributed-cache":{"mode":"SYNC","owners":2,"encoding":{"media-type":"text/plain"}}}"#,
+    );
+    rest.create_cache("writes", &config, Default::default())
+        .await?;
+    for i in 0..200 {
+        rest.create_cache_entry("writes", &format!("pre{i}"), "v")
+            .await?;
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = tokio::spawn({
+        let rest = rest.clone();
+        let stop = stop.clone();
+        async move {
+            let mut written = Vec::new();
+            let mut failures = 0usize;
+            let mut i = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 20_000 {
+                let key = format!("k{i}");
+                // Put-if-absent: a retry after a reply lost on the way finds the entry (409).
+                match rest
+                    .create_cache_entry("writes", &key, &format!("v{i}"))
+                    .await
+                {
+                    Ok(_) => {
+                        written.push(i);
+                        i += 1;
+                    }
+                    // A pod going away: the write is tried again.
+                    Err(_) => {
+                        failures += 1;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+            (written, failures)
+        }
+    });
 
     // The same server, another image (the second tag `make images` pushes).
     apply_cluster(
@@ -687,8 +733,11 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
     )
     .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
-    let deadline = tokio::time::Instant::now() + WAIT * 2;
+    let statefulsets: Api<k8s_openapi::api::apps::v1::StatefulSet> =
+        Api::namespaced(client.clone(), &ns.name);
+    let deadline = tokio::time::Instant::now() + WAIT * 4;
     let mut least_ready = 2;
+    let mut partitions = std::collections::BTreeSet::new();
     loop {
         let mut ready = 0;
         let mut rolled = 0;
@@ -704,6 +753,16 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
                 ready += usize::from(is_ready);
                 rolled += usize::from(on_new && is_ready);
             }
+        }
+        if let Some(partition) = statefulsets
+            .get("demo")
+            .await?
+            .spec
+            .update_strategy
+            .and_then(|u| u.rolling_update)
+            .and_then(|r| r.partition)
+        {
+            partitions.insert(partition);
         }
         least_ready = least_ready.min(ready);
         ensure!(
@@ -724,7 +783,45 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
         least_ready == 1,
         "no pod was ever replaced (at least one must have been down)"
     );
+    // The operator held pod 0 on the old template while pod 1 rolled (the health gate).
+    ensure!(
+        partitions.contains(&1),
+        "the update partition never held pod 0: {partitions:?}"
+    );
     wait_members_and_ready(&rest, &clusters, 2).await?;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (written, failures) = writer.await?;
+    ensure!(
+        written.len() > 10,
+        "the writer wrote only {} entries",
+        written.len()
+    );
+    let mut lost = Vec::new();
+    for i in &written {
+        if rest.cache_entry("writes", &format!("k{i}")).await? != Some(format!("v{i}")) {
+            lost.push(*i);
+        }
+    }
+    for i in 0..200 {
+        if rest
+            .cache_entry("writes", &format!("pre{i}"))
+            .await?
+            .is_none()
+        {
+            lost.push(100_000 + i);
+        }
+    }
+    ensure!(
+        lost.is_empty(),
+        "{} of {} acknowledged writes lost during the roll (pre-roll ones are 100000+): {:?}",
+        lost.len(),
+        written.len() + 200,
+        &lost[..lost.len().min(20)]
+    );
+    eprintln!(
+        "rolling upgrade: {} writes acknowledged during the roll, {failures} retried, none lost; partitions seen {partitions:?}",
+        written.len()
+    );
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
 }
