@@ -387,6 +387,7 @@ fn context(client: &kube::Client, settings: Settings, servers: Arc<Servers>) -> 
             },
         ),
         backoff: Arc::default(),
+        versions: Default::default(),
     })
 }
 

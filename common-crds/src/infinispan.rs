@@ -874,6 +874,25 @@ pub struct InfinispanStatus {
     /// created with (kept, so that a new operator version never changes a running cluster's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security: Option<SecurityStatus>,
+
+    /// The version each Ready server pod runs, as its server reports it (`GET
+    /// /rest/v2/server`), not as its image is named; during a rolling upgrade, old and new side
+    /// by side. Empty while no pod is Ready, or when the operator reaches the cluster through
+    /// one URL (its pods cannot be told apart).
+    #[serde(default)]
+    #[schemars(length(max = 1000))]
+    pub server_versions: Vec<ServerVersion>,
+}
+
+/// The version one server pod runs.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct ServerVersion {
+    /// The pod.
+    pub pod: String,
+    /// The version its server reports, e.g. `16.0.7`.
+    pub version: String,
 }
 
 #[cfg(test)]

@@ -822,6 +822,27 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
         "rolling upgrade: {} writes acknowledged during the roll, {failures} retried, none lost; partitions seen {partitions:?}",
         written.len()
     );
+    // The status says what each pod's server runs, as the server reports it.
+    eventually("status.serverVersions of both pods", WAIT, || {
+        let clusters = clusters.clone();
+        async move {
+            let cr = clusters.get("demo").await?;
+            let versions: Vec<(String, String)> = cr
+                .status
+                .map(|s| s.server_versions)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|v| (v.pod, v.version))
+                .collect();
+            Ok((versions
+                == [
+                    ("demo-0".to_string(), SERVER_VERSION.to_string()),
+                    ("demo-1".to_string(), SERVER_VERSION.to_string()),
+                ])
+            .then_some(()))
+        }
+    })
+    .await?;
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
 }

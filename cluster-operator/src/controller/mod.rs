@@ -61,6 +61,7 @@ pub mod rolling;
 pub mod status;
 pub mod teardown;
 pub mod upgrade;
+pub mod versions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,6 +121,8 @@ pub struct Context {
     pub backoff: Arc<retry::Backoff<ObjectRef<Infinispan>>>,
     /// How the operator reaches the clusters' servers (the graceful stop).
     pub servers: Arc<crate::servers::Servers>,
+    /// What each server pod said its version is ([`versions`]).
+    pub versions: Arc<versions::Versions>,
 }
 
 impl std::fmt::Debug for Context {
@@ -194,6 +197,7 @@ async fn reconcile_cluster(cluster: &Infinispan, context: &Context) -> Result<Ac
     let api: Api<Infinispan> = Api::namespaced(context.client.clone(), &namespace);
     let has_finalizer = cluster.finalizers().iter().any(|f| f == CLUSTER_FINALIZER);
     if cluster.meta().deletion_timestamp.is_some() {
+        context.versions.forget(cluster);
         if !has_finalizer {
             return Ok(Action::await_change());
         }
@@ -439,6 +443,8 @@ async fn apply_cluster(
         }
     );
     applied.stop = Some(stop.phase);
+    applied.server_versions =
+        versions::server_versions(context, cluster, applied.stateful_set.as_ref()).await;
     // 6. Report.
     report::report(api, client, &context.recorder, cluster, &applied).await?;
     // 7. When to look again.
@@ -649,6 +655,7 @@ async fn apply_desired(
         security: None,
         replicas: cluster.spec.replicas,
         stop: None,
+        server_versions: None,
     })
 }
 

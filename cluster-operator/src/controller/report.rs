@@ -38,6 +38,8 @@ pub struct Applied {
     pub replicas: i32,
     /// Where a graceful stop or restart is.
     pub stop: Option<super::graceful_stop::Phase>,
+    /// The version each Ready server pod reports ([`super::versions`]); `None`: not known.
+    pub server_versions: Option<Vec<common_crds::infinispan::ServerVersion>>,
 }
 
 /// The conditions whose reason may say why pods cannot run.
@@ -76,6 +78,7 @@ pub async fn report(
         operator_credentials_secret: applied.operator_credentials_secret.clone(),
         security: applied.security.clone(),
         stop: applied.stop.clone(),
+        server_versions: applied.server_versions.clone(),
     };
     let before = cluster.status.as_ref();
     let previous = degraded_of(before);

@@ -137,6 +137,8 @@ pub struct Observed {
     pub security: Option<common_crds::infinispan::SecurityStatus>,
     /// Where a graceful stop or restart is ([`super::graceful_stop`]).
     pub stop: Option<Phase>,
+    /// The version each Ready server pod reports; `None`: not known (kept as it was).
+    pub server_versions: Option<Vec<common_crds::infinispan::ServerVersion>>,
 }
 
 /// The status `current` must become; equal to `current` when nothing changed.
@@ -179,6 +181,9 @@ pub fn compute(
     status.selector = Some(observed.selector.clone());
     if observed.version.is_some() {
         status.version = observed.version.clone();
+    }
+    if let Some(versions) = &observed.server_versions {
+        status.server_versions = versions.clone();
     }
     if observed.operator_credentials_secret.is_some() {
         status.operator_credentials_secret = observed.operator_credentials_secret.clone();
@@ -456,6 +461,7 @@ mod tests {
             operator_credentials_secret: Some("demo-operator-credentials".into()),
             security: None,
             stop: None,
+            server_versions: None,
         }
     }
 

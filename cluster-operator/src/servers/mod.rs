@@ -68,6 +68,8 @@ pub enum Target {
     Service,
     /// Always the same node, pod 0 (node-local work: backups and restores).
     FirstPod,
+    /// The pod of this ordinal (what each server reports of itself).
+    Pod(u32),
 }
 
 /// Where a cluster's server is reached: the base URL and, when it differs from the URL's
@@ -208,11 +210,15 @@ impl Servers {
             Target::Service => {
                 resources_operator::operator_service_url(cluster, &self.cluster_domain)?
             }
-            Target::FirstPod => {
+            Target::FirstPod | Target::Pod(_) => {
+                let ordinal = match target {
+                    Target::Pod(ordinal) => ordinal,
+                    _ => 0,
+                };
                 let scheme = resources_operator::endpoint_scheme(cluster);
                 let domain = self.cluster_domain.trim_end_matches('.');
                 let ping = ping_service_name(name);
-                format!("{scheme}://{name}-0.{ping}.{namespace}.svc.{domain}:{SERVER_PORT}")
+                format!("{scheme}://{name}-{ordinal}.{ping}.{namespace}.svc.{domain}:{SERVER_PORT}")
             }
         };
         Ok(Endpoint {
@@ -238,6 +244,23 @@ impl Servers {
         cluster: &Infinispan,
     ) -> Result<infinispan_rest::Client, ServerAccessError> {
         self.client_at(client, cluster, Target::FirstPod).await
+    }
+
+    /// A REST client for the pod of `ordinal` of `cluster`; `None` when an override names the
+    /// cluster's server (one URL: its pods cannot be told apart).
+    pub async fn pod_client_for(
+        &self,
+        client: &kube::Client,
+        cluster: &Infinispan,
+        ordinal: u32,
+    ) -> Result<Option<infinispan_rest::Client>, ServerAccessError> {
+        let (name, namespace) = name_and_namespace(cluster)?;
+        if self.addresses.get(namespace, name).is_some() {
+            return Ok(None);
+        }
+        self.client_at(client, cluster, Target::Pod(ordinal))
+            .await
+            .map(Some)
     }
 
     /// What reaching pod 0 of `cluster` as the operators takes, for a pod of the operator's
