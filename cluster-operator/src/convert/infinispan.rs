@@ -596,7 +596,8 @@ fn security_spec(
 }
 
 /// `spec.upgrades.type`: `Shutdown` is the same here; `InPlaceRolling` is `Rolling`;
-/// `HotRodRolling` (a second cluster and a Hot Rod migration) has no equivalent.
+/// `HotRodRolling` (a second cluster and a Hot Rod migration, for versions the server cannot
+/// mix) is `Shutdown`, which is safe across such versions too, with the cluster down meanwhile.
 fn upgrade_type(fields: &mut Fields, log: &mut Log) -> Result<UpgradeType, FieldError> {
     let path = "spec.upgrades.type";
     Ok(match fields.take_as::<String>("type")?.as_deref() {
@@ -612,11 +613,19 @@ fn upgrade_type(fields: &mut Fields, log: &mut Log) -> Result<UpgradeType, Field
             log.changed(path, path, "InPlaceRolling -> Rolling: one pod at a time");
             UpgradeType::Rolling
         }
+        Some("HotRodRolling") => {
+            log.changed(
+                path,
+                path,
+                "HotRodRolling -> Shutdown: no second cluster fed over Hot Rod here; the cluster stops gracefully (its caches persisted) and starts on the new version, safe across versions the server cannot mix, but unavailable meanwhile (docs/upgrade.md)",
+            );
+            UpgradeType::Shutdown
+        }
         Some(other) => {
             log.dropped(
                 path,
                 &json!(other),
-                "not supported: no Hot Rod rolling upgrade to a second cluster here; the default Rolling (one pod at a time) applies, or set Shutdown (docs/upgrade.md)",
+                "not a strategy of infinispan-operator's API: the default Rolling (one pod at a time) applies, or set Shutdown (docs/upgrade.md)",
             );
             UpgradeType::default()
         }
@@ -1178,7 +1187,6 @@ mod conversion_tests {
             ("spec.autoscale", "scale subresource"),
             ("spec.cloudEvents", "not supported"),
             ("spec.dependencies", "build an image"),
-            ("spec.upgrades.type", "no Hot Rod rolling upgrade"),
             (
                 "spec.configListener.serviceAccountName",
                 "least-privilege ServiceAccount",
@@ -1194,6 +1202,13 @@ mod conversion_tests {
             assert_field(&report, field, Outcome::Dropped, None, reason);
         }
         assert!(report.dropped_anything());
+        assert_field(
+            &report,
+            "spec.upgrades.type",
+            Outcome::Changed,
+            Some("spec.upgrades.type"),
+            "HotRodRolling -> Shutdown",
+        );
     }
 
     #[test]
