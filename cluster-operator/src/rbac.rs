@@ -16,7 +16,7 @@
 //! | StatefulSets, Deployments (watched: owned objects) | get, list, watch, create, patch, delete |
 //! | reads why its clusters' pods cannot run (their status: image pull, crash loop, scheduling), watched by label | `pods`: get, list, watch |
 //! | a Backup's PersistentVolumeClaim (`storage: Volume`, deleted with it by the garbage collector), a Restore's `spec.source` claim | `persistentvolumeclaims`: get, create |
-//! | the Jobs copying archives to and from those claims (watched by label; they go by their TTL or with their owner) | `batch` `jobs`: get, list, watch, create |
+//! | the Jobs copying archives to and from those claims (watched by label; deleted once their CR recorded the outcome) | `batch` `jobs`: get, list, watch, create, delete |
 //! | PodDisruptionBudgets | `policy` `poddisruptionbudgets`: get, create, patch, delete |
 //! | `spec.expose` Ingress, the clusters' NetworkPolicies | `networking.k8s.io` `ingresses`, `networkpolicies`: get, create, patch, delete |
 //! | the clusters' ServiceMonitors (Prometheus Operator; only where its CRD is installed) | `monitoring.coreos.com` `servicemonitors`: get, create, patch, delete |
@@ -118,7 +118,11 @@ pub fn rules() -> Vec<PolicyRule> {
         ),
         rule("", &["pods"], &["get", "list", "watch"]),
         rule("", &["persistentvolumeclaims"], &["get", "create"]),
-        rule("batch", &["jobs"], &["get", "list", "watch", "create"]),
+        rule(
+            "batch",
+            &["jobs"],
+            &["get", "list", "watch", "create", "delete"],
+        ),
         rule(
             "policy",
             &["poddisruptionbudgets"],

@@ -65,6 +65,9 @@ async fn apply(
     let current = Progress::from(backup.status.clone().unwrap_or_default());
     if current.is_final() {
         ctx.forget(&uid);
+        if backup.spec.storage() == BackupStorage::Volume {
+            copy_job::delete(ctx, &namespace, &volume::job_name(&name, &uid, "archive")).await;
+        }
         return Ok(Action::await_change());
     }
     let job = names::backup_job(&namespace, &name, &uid);

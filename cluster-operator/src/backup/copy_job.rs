@@ -6,7 +6,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 
 use super::volume::{self, Copy, CopyJob, JobState};
 use super::{Context, ReconcileError};
@@ -91,5 +91,21 @@ pub(crate) async fn create(
             what: format!("creating the Job {namespace}/{name}"),
             source: error,
         }),
+    }
+}
+
+/// Deletes the copy Job `name` and its pod, if there is one (best effort: a Job left goes by
+/// its TTL). Done once the Backup or Restore recorded its outcome: the finished pod would
+/// otherwise keep the claim in use (its deletion waits for that).
+pub(crate) async fn delete(ctx: &Context, namespace: &str, name: &str) {
+    match Api::<Job>::namespaced(ctx.client.clone(), namespace)
+        .delete(name, &DeleteParams::background())
+        .await
+    {
+        Ok(_) => tracing::info!(%namespace, job = %name, "finished copy Job deleted"),
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(error) => {
+            tracing::warn!(%namespace, job = %name, %error, "cannot delete a finished copy Job (it goes by its TTL)")
+        }
     }
 }

@@ -52,6 +52,9 @@ pub(crate) async fn reconcile(
     let current = Progress::from(restore.status.clone().unwrap_or_default());
     if current.is_final() {
         ctx.forget(&uid);
+        if current.volume.is_some() {
+            copy_job::delete(&ctx, &namespace, &volume::job_name(&name, &uid, "upload")).await;
+        }
         return Ok(Action::await_change());
     }
     let job = names::restore_job(&namespace, &name, &uid);

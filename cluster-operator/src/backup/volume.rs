@@ -59,7 +59,8 @@ pub const PASSWORD_ENV: &str = "ARCHIVE_PASSWORD";
 pub const CA_ENV: &str = "ARCHIVE_CA_PEM";
 /// A Job runs at most this long.
 pub const JOB_DEADLINE_SECONDS: i64 = 3600;
-/// A finished Job (and its pod, with its log) is kept this long for people to look at.
+/// A finished Job left behind (the operator deletes it once its CR recorded the outcome) goes
+/// after this long.
 pub const JOB_TTL_SECONDS: i32 = 3600;
 
 /// `<name>/<name>.zip`: where a Backup's archive is on its claim (infinispan-operator's layout).
