@@ -201,6 +201,33 @@ impl Drop for TestNamespace {
         let file = dir.join(format!("{ns}.txt"));
         let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, report));
         let deleted = run(&["delete", "namespace", ns, "--wait=false"]);
+        // The project's CRs carry finalizers their operators release; the namespace's deletion
+        // takes those operators (the chart is in the namespace) at the same time, and the
+        // namespace would stay Terminating for good, in the way of the suites after it (OLM
+        // copies CSVs into every namespace). Released here, once their deletion began.
+        const KINDS: &str = "infinispans.infinispan.org,backups.infinispan.org,restores.infinispan.org,caches.infinispan.org,templates.infinispan.org,counters.infinispan.org,schemas.infinispan.org,tasks.infinispan.org";
+        for _ in 0..10 {
+            let listed = run(&["-n", ns, "get", KINDS, "-o", "name", "--ignore-not-found"]);
+            let objects: Vec<&str> = listed
+                .lines()
+                .filter(|l| l.contains(".infinispan.org/"))
+                .collect();
+            if objects.is_empty() {
+                break;
+            }
+            for object in objects {
+                run(&[
+                    "-n",
+                    ns,
+                    "patch",
+                    object,
+                    "--type=merge",
+                    "-p",
+                    r#"{"metadata":{"finalizers":null}}"#,
+                ]);
+            }
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
         eprintln!(
             "namespace {ns} of a failed test: described in {} ({}), {} (E2E_KEEP_NAMESPACES=1 keeps it)",
             file.display(),
