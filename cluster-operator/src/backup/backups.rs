@@ -108,6 +108,11 @@ async fn start(backup: &Backup, job: &str, ctx: &Context) -> Result<Observation,
         Ok(server) => server,
         Err(error) => return Ok(access_waiting("", &error)),
     };
+    // The claim first (`storage: Volume`): one of that name that is someone else's fails the
+    // Backup before anything runs on the server.
+    if let Some(refused) = ensure_claim(backup, ctx).await? {
+        return Ok(refused);
+    }
     let holder = Holder {
         kind: JobKind::Backup,
         name,
@@ -125,10 +130,7 @@ async fn start(backup: &Backup, job: &str, ctx: &Context) -> Result<Observation,
             ),
         });
     }
-    let observation = match ensure_claim(backup, ctx).await? {
-        Some(refused) => refused,
-        None => start_job(backup, job, &server).await,
-    };
+    let observation = start_job(backup, job, &server).await;
     if !matches!(observation, Observation::Started { .. }) {
         ctx.slots.release(&uid);
     } else {

@@ -18,6 +18,11 @@
 //!   else are restored first, in a job of their own that is waited for: the server restores
 //!   the kinds of one job concurrently, and an indexed cache restored before its schema fails
 //!   the job (ISPN028022).
+//! - [`volume`] (pure) and [`archive_job`]: `storage: Volume` (the default): the archive copied
+//!   by a Job onto a claim of the Backup's own, and a Restore of it (or of `spec.source`, an
+//!   archive infinispan-operator left on its claim) uploaded by a Job from there; the Jobs run
+//!   the operator's own image (`cluster-operator archive`) and report in their termination
+//!   message, read back by `copy_job`.
 //! - [`selection`]: what `spec.resources` means to the server, without the resources operator's
 //!   epoch markers.
 //! - [`names`]: server-side job names. [`slots`]: one job per cluster.
@@ -34,8 +39,9 @@
 //!   of a failed Backup, names not in the archive, nothing selected) makes it `Failed`, which is
 //!   final: create another CR to retry.
 //! - **Where jobs run**: on pod 0 of the cluster ([`crate::servers::Target::FirstPod`]), since
-//!   jobs and archives exist only on the node that took them. The archive stays there until the
-//!   Backup is deleted. Infinispan 16.0.7 forgets its jobs when the node restarts (the zip file
+//!   jobs and archives exist only on the node that took them. With `storage: ServerNode` the
+//!   archive stays there until the Backup is deleted; with `Volume` it is copied onto the
+//!   Backup's claim and deleted on the server. Infinispan 16.0.7 forgets its jobs when the node restarts (the zip file
 //!   stays on its volume, unreachable over REST): a Backup `Running` across a restart fails
 //!   (`JobLost`), a Restore of a Backup whose node restarted since fails (`ArchiveUnavailable`).
 //! - **Server job names** derive from namespace, name and uid ([`names`]): never shared, and
@@ -52,7 +58,7 @@
 //!   `ISPN012042: Backup failed`, the cause is only in its log); a failed restore has no text
 //!   over REST, the condition says where to look. Checks the operator can make itself (names
 //!   in the archive) are made before the job, with a precise message.
-//! - **Restores stream through the operator**: download to
+//! - **`ServerNode` restores stream through the operator**: download to
 //!   `<archive dir>/infinispan-restore-<job>.zip` ([`Settings::archive_dir`]; in a pod an
 //!   `emptyDir` as large as the largest archive), upload from it, delete it; left-overs of a
 //!   killed operator are deleted at start. A Restore has no finalizer: the server keeps nothing

@@ -536,7 +536,10 @@ impl FromVolume<'_> {
                 field: "uid",
             });
         };
-        match copy_job::create(ctx, target, &copy_name, owner, &volume.claim_name, copy).await? {
+        let created = copy_job::create(ctx, target, &copy_name, owner, &volume.claim_name, copy)
+            .await
+            .inspect_err(|_| ctx.slots.release(&uid))?;
+        match created {
             Ok(()) => {
                 ctx.stats
                     .jobs_started

@@ -51,7 +51,7 @@ impl std::fmt::Debug for Issued {
 }
 
 /// Certificates start this long before they are issued: clocks of the nodes may be behind.
-const BACKDATE: SignedDuration = SignedDuration::from_mins(5);
+pub(crate) const BACKDATE: SignedDuration = SignedDuration::from_mins(5);
 
 fn rcgen_time(at: Timestamp) -> Result<time::OffsetDateTime, CertificateError> {
     time::OffsetDateTime::from_unix_timestamp(at.as_second())

@@ -49,10 +49,13 @@ pub enum Verdict {
     Issue(Reason),
 }
 
-/// Two thirds into the validity.
+/// Two thirds into the lifetime the certificate was issued for: from its issue (`not_before`
+/// is backdated by [`super::issue::BACKDATE`] for clocks behind) to `not_after`. Counting the
+/// backdate in, a certificate of 5 minutes was renewed after 100 s instead of 200 s.
 pub fn renew_at(not_before: Timestamp, not_after: Timestamp) -> Timestamp {
-    let lifetime = not_after.duration_since(not_before);
-    not_before + lifetime / 3 * 2
+    let issued = (not_before + super::issue::BACKDATE).min(not_after);
+    let lifetime = not_after.duration_since(issued);
+    issued + lifetime / 3 * 2
 }
 
 /// The verdict on a Secret that recorded `recorded` (`None`: no Secret; `Some(None)`: a Secret
@@ -93,7 +96,8 @@ mod tests {
 
     fn recorded() -> Recorded {
         Recorded {
-            not_before: at(0),
+            // Issued at 0 for 300 s, backdated as issue.rs does.
+            not_before: at(0) - super::super::issue::BACKDATE,
             not_after: at(300),
             names: "n".into(),
             issuer: "ca".into(),
@@ -115,10 +119,17 @@ mod tests {
             verdict(Some(Some(&r)), "n", "ca", at(200)),
             Verdict::Issue(Reason::DueForRenewal)
         );
+        let backdate = super::super::issue::BACKDATE;
         assert_eq!(
-            renew_at(at(0), at(0) + SignedDuration::from_hours(24 * 365)),
+            renew_at(
+                at(0) - backdate,
+                at(0) + SignedDuration::from_hours(24 * 365)
+            ),
             at(0) + SignedDuration::from_hours(24 * 365) / 3 * 2
         );
+        // A record without the backdate (not_before later than expected) renews no later than
+        // its end.
+        assert!(renew_at(at(100), at(200)) <= at(200));
     }
 
     #[test]
