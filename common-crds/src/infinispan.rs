@@ -609,7 +609,9 @@ pub struct SecurityStatus {
     validation = Rule::new("self.type == 'NodePort' || !has(self.nodePort)")
         .message("spec.expose.nodePort is only allowed when type is NodePort"),
     validation = Rule::new("self.type == 'Ingress' || !has(self.host)")
-        .message("spec.expose.host is only allowed when type is Ingress")
+        .message("spec.expose.host is only allowed when type is Ingress"),
+    validation = Rule::new("self.type == 'LoadBalancer' || !has(self.port)")
+        .message("spec.expose.port is only allowed when type is LoadBalancer")
 )]
 pub struct ExposeSpec {
     /// NodePort, LoadBalancer or Ingress.
@@ -620,6 +622,12 @@ pub struct ExposeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 30000, max = 32767))]
     pub node_port: Option<i32>,
+
+    /// Port the load balancer listens on (type LoadBalancer only; infinispan-operator's
+    /// field); absent means 11222. The pods keep listening on 11222.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
 
     /// Host name of the Ingress (type Ingress only); absent means every host.
     #[serde(default, skip_serializing_if = "Option::is_none")]

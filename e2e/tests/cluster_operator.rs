@@ -525,10 +525,39 @@ async fn changes_update_exactly_what_they_must() -> anyhow::Result<()> {
         .and_then(|p| p.first())
         .context("port")?;
     ensure!(port.node_port == Some(31222), "{port:?}");
+    // A LoadBalancer on infinispan-operator's `port`, sending to the pods' 11222.
     env.merge_spec(
         &ns,
         "demo",
-        json!({ "expose": { "type": "Ingress", "nodePort": null, "host": "ispn.example.com" } }),
+        json!({ "expose": { "type": "LoadBalancer", "nodePort": null, "port": 443 } }),
+    )
+    .await?;
+    eventually("the LoadBalancer Service on port 443", WAIT, || async {
+        let service: Option<Service> = get(client, &ns, "demo-external").await?;
+        let spec = service.and_then(|s| s.spec);
+        let port = spec
+            .as_ref()
+            .and_then(|s| s.ports.as_ref())
+            .and_then(|p| p.first());
+        Ok(
+            (spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+                && port.is_some_and(|p| {
+                    p.port == 443
+                        && p.target_port
+                            == Some(
+                                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(
+                                    "infinispan".into(),
+                                ),
+                            )
+                }))
+            .then_some(()),
+        )
+    })
+    .await?;
+    env.merge_spec(
+        &ns,
+        "demo",
+        json!({ "expose": { "type": "Ingress", "port": null, "host": "ispn.example.com" } }),
     )
     .await?;
     env.wait_status(&ns, "demo", "status after expose Ingress", |_| true)

@@ -2,8 +2,9 @@
 //! reachable from outside the Kubernetes cluster (pure).
 //!
 //! - `NodePort` / `LoadBalancer`: a Service `<cluster>-external` of that type selecting the
-//!   server pods, `spec.expose.nodePort` when given, `spec.expose.annotations` on the Service
-//!   (load-balancer settings live there).
+//!   server pods, `spec.expose.nodePort` when given, the load balancer's port
+//!   `spec.expose.port` (default 11222; the pods' port stays 11222), `spec.expose.annotations`
+//!   on the Service (load-balancer settings live there).
 //! - `Ingress`: an Ingress `<cluster>` routing `/` of `spec.expose.host` (every host when
 //!   absent) to the client Service `<cluster>:11222`, `spec.expose.annotations` and `labels` on
 //!   it. An Ingress
@@ -83,7 +84,10 @@ pub fn build(cluster: &Infinispan, added: &Added) -> Exposed {
                         selector: Some(selector_labels(&name)),
                         ports: Some(vec![ServicePort {
                             name: Some(SERVER_PORT_NAME.to_string()),
-                            port: i32::from(SERVER_PORT),
+                            port: expose
+                                .port
+                                .filter(|_| type_ == "LoadBalancer")
+                                .unwrap_or(i32::from(SERVER_PORT)),
                             target_port: Some(IntOrString::String(SERVER_PORT_NAME.to_string())),
                             node_port: expose.node_port.filter(|_| type_ == "NodePort"),
                             protocol: Some("TCP".to_string()),
@@ -216,6 +220,25 @@ mod tests {
         });
         let ingress = built(&cr).ingress.expect("ingress");
         assert_eq!(ingress.metadata.labels, Some(expected));
+    }
+
+    #[test]
+    fn a_load_balancer_listens_on_its_port_and_sends_to_the_pods_11222() {
+        let port = |expose: serde_json::Value| {
+            let service = built(&cluster(expose)).service.expect("service");
+            let port = service.spec.expect("spec").ports.expect("ports")[0].clone();
+            (port.port, port.target_port)
+        };
+        let target = Some(IntOrString::String(SERVER_PORT_NAME.to_string()));
+        assert_eq!(
+            port(json!({ "type": "LoadBalancer", "port": 443 })),
+            (443, target.clone())
+        );
+        assert_eq!(
+            port(json!({ "type": "LoadBalancer" })),
+            (11222, target.clone())
+        );
+        assert_eq!(port(json!({ "type": "NodePort" })), (11222, target));
     }
 
     #[test]

@@ -758,6 +758,7 @@ fn expose_spec(fields: &mut Fields, log: &mut Log) -> Result<Option<ExposeSpec>,
     let mut expose = ExposeSpec {
         type_,
         node_port: None,
+        port: None,
         host: None,
         annotations: BTreeMap::new(),
         labels: BTreeMap::new(),
@@ -789,17 +790,15 @@ fn expose_spec(fields: &mut Fields, log: &mut Log) -> Result<Option<ExposeSpec>,
         }
     }
     if let Some(port) = fields.take_as::<i32>("port")? {
-        if port == 11222 {
+        if type_ != ExposeType::LoadBalancer || port == 11222 {
+            // The other operator used it only for LoadBalancer; 11222 is the default.
             log.removed(
                 "spec.expose.port",
-                "11222: the external Service listens on it",
+                "used only by a LoadBalancer, whose port is 11222 by default",
             );
         } else {
-            log.dropped(
-                "spec.expose.port",
-                &json!(port),
-                "not supported (the external Service listens on 11222)",
-            );
+            log.mapped("spec.expose.port", "the load balancer's port");
+            expose.port = Some(port);
         }
     }
     if let Some(annotations) = fields.take_as::<BTreeMap<String, String>>("annotations")? {
@@ -1182,7 +1181,6 @@ mod conversion_tests {
                 "spec.security.endpointEncryption.clientCertSecretName",
                 "no client certificate",
             ),
-            ("spec.expose.port", "listens on 11222"),
             ("spec.logging.pattern", "not supported"),
             ("spec.autoscale", "scale subresource"),
             ("spec.cloudEvents", "not supported"),
@@ -1208,6 +1206,13 @@ mod conversion_tests {
             Outcome::Changed,
             Some("spec.upgrades.type"),
             "HotRodRolling -> Shutdown",
+        );
+        assert_field(
+            &report,
+            "spec.expose.port",
+            Outcome::Mapped,
+            Some("spec.expose.port"),
+            "load balancer",
         );
     }
 
