@@ -514,6 +514,11 @@ pub struct SecuritySpec {
     /// TLS of the cluster transport (JGroups) between the server pods.
     #[serde(default)]
     pub transport_encryption: TransportEncryption,
+
+    /// Roles of the server's authorization beside its predefined ones (`admin`, `application`,
+    /// `deployer`, `monitor`, `observer`); users get them by the `roles` of their identities.
+    #[serde(default)]
+    pub authorization: Authorization,
 }
 
 impl Default for SecuritySpec {
@@ -523,6 +528,94 @@ impl Default for SecuritySpec {
             endpoint_secret_name: None,
             endpoint_encryption: EndpointEncryption::default(),
             transport_encryption: TransportEncryption::default(),
+            authorization: Authorization::default(),
+        }
+    }
+}
+
+/// The server's authorization (on whenever clients authenticate).
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct Authorization {
+    /// Custom roles (infinispan-operator's field); `admin` and `monitor`, which the operators'
+    /// own users hold, cannot be redefined.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = Rule::new("self.all(r, r.name != 'admin' && r.name != 'monitor')").message("spec.security.authorization.roles: admin and monitor are the operators' roles and cannot be redefined"))]
+    #[x_kube(validation = Rule::new("self.all(r, self.exists_one(o, o.name == r.name))").message("spec.security.authorization.roles: each role name once"))]
+    pub roles: Vec<AuthorizationRole>,
+}
+
+/// A custom role: its name and the server permissions it grants.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct AuthorizationRole {
+    /// The role's name, as identities name it in their `roles`.
+    #[schemars(
+        length(min = 1, max = 64),
+        regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    )]
+    pub name: String,
+
+    /// The server's permissions it grants (Infinispan 16's AuthorizationPermission names).
+    #[schemars(length(min = 1, max = 14))]
+    pub permissions: Vec<Permission>,
+}
+
+/// A permission of the server's authorization.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Permission {
+    /// Start and stop caches.
+    Lifecycle,
+    /// Read entries.
+    Read,
+    /// Write entries.
+    Write,
+    /// Run code (tasks, scripts).
+    Exec,
+    /// Register listeners.
+    Listen,
+    /// Read in bulk (key sets, queries).
+    BulkRead,
+    /// Write in bulk (clear).
+    BulkWrite,
+    /// Administrative operations.
+    Admin,
+    /// Create and remove caches, counters, schemas, tasks.
+    Create,
+    /// Read statistics and metrics.
+    Monitor,
+    /// Every permission.
+    All,
+    /// Every read permission.
+    AllRead,
+    /// Every write permission.
+    AllWrite,
+    /// No permission.
+    None,
+}
+
+impl Permission {
+    /// The server's name of the permission.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Lifecycle => "LIFECYCLE",
+            Self::Read => "READ",
+            Self::Write => "WRITE",
+            Self::Exec => "EXEC",
+            Self::Listen => "LISTEN",
+            Self::BulkRead => "BULK_READ",
+            Self::BulkWrite => "BULK_WRITE",
+            Self::Admin => "ADMIN",
+            Self::Create => "CREATE",
+            Self::Monitor => "MONITOR",
+            Self::All => "ALL",
+            Self::AllRead => "ALL_READ",
+            Self::AllWrite => "ALL_WRITE",
+            Self::None => "NONE",
         }
     }
 }

@@ -544,8 +544,19 @@ pub async fn rest_client_at(
     cr: &Infinispan,
     ip: &str,
 ) -> anyhow::Result<infinispan_rest::Client> {
-    use common_crds::infinispan::EncryptionType;
     let credentials = operator_credentials(client, namespace, cr).await?;
+    rest_client_as(client, namespace, cr, ip, credentials).await
+}
+
+/// [`rest_client_at`] as the user of `credentials`.
+pub async fn rest_client_as(
+    client: &Client,
+    namespace: &str,
+    cr: &Infinispan,
+    ip: &str,
+    credentials: infinispan_rest::Credentials,
+) -> anyhow::Result<infinispan_rest::Client> {
+    use common_crds::infinispan::EncryptionType;
     let security = cr.status.as_ref().and_then(|s| s.security.clone());
     let ca = match security.as_ref().map(|s| s.endpoint_encryption) {
         None | Some(EncryptionType::None) => None,

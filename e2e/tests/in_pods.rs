@@ -31,6 +31,8 @@
 //!   resources operator pod mirrors the restored cache as a CR; a real server archive written
 //!   onto a claim in infinispan-operator's layout restores with `spec.source`; deleting the
 //!   Backup deletes its claim.
+//! - Custom roles: a role without CREATE, held by an application identity, is refused a cache
+//!   by the server while the operators' user keeps admin and the sync goes on.
 //! - Pod and Service metadata and tuning: the CR's pod and Service labels and annotations (its
 //!   fields and infinispan-operator's target annotations), a grace period and a probe timing on
 //!   the pods, Services and StatefulSet, selectors unchanged, an edited label restored by the
@@ -840,6 +842,101 @@ async fn a_new_server_image_rolls_the_pods_one_by_one() -> anyhow::Result<()> {
                     ("demo-1".to_string(), SERVER_VERSION.to_string()),
                 ])
             .then_some(()))
+        }
+    })
+    .await?;
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}
+
+/// Custom roles (issue 25, `spec.security.authorization.roles`): a role granting reads only,
+/// held by an application identity of the user's Secret, is refused a cache creation by the
+/// server (403) but reads; the operators' own user keeps `admin` (creates a cache), and the
+/// resources operator still mirrors a cache created over REST as a CR.
+#[tokio::test]
+async fn a_custom_role_without_create_is_refused_a_cache_while_the_operators_keep_admin()
+-> anyhow::Result<()> {
+    let _only = CLUSTER.lock().await;
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = install("in-pods", "pods-roles").await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    let identities: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "app-identities",
+                     "annotations": {"infinispan.org/allow-clusters": "demo"}},
+        "stringData": {"identities.yaml":
+            "credentials:\n- username: reader\n  password: Re4derPassw0rd-long\n  roles: [reader]\n"},
+    }))?;
+    secrets.create(&Default::default(), &identities).await?;
+    apply_cluster(
+        &clusters,
+        "demo",
+        json!({
+            "replicas": 1,
+            "security": {
+                "endpointSecretName": "app-identities",
+                "authorization": {"roles": [{"name": "reader", "permissions": ["READ", "BULK_READ"]}]},
+            },
+        }),
+    )
+    .await?;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 1).await?;
+    let ip = Api::<Service>::namespaced(client.clone(), &ns.name)
+        .get("demo")
+        .await?
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no cluster IP")?;
+    let admin = rest_client_at(&client, &ns.name, &cr, &ip).await?;
+    let reader = e2e::pods::rest_client_as(
+        &client,
+        &ns.name,
+        &cr,
+        &ip,
+        infinispan_rest::Credentials::new("reader", "Re4derPassw0rd-long"),
+    )
+    .await?;
+    eventually("the operators' user creates a cache", WAIT, || {
+        let admin = admin.clone();
+        async move {
+            Ok(admin
+                .create_cache_from_template("by-admin", "org.infinispan.LOCAL", Default::default())
+                .await
+                .ok())
+        }
+    })
+    .await?;
+    let refused = reader
+        .create_cache_from_template("by-reader", "org.infinispan.LOCAL", Default::default())
+        .await;
+    ensure!(
+        matches!(refused, Err(infinispan_rest::Error::Forbidden { .. })),
+        "the reader's cache creation: {refused:?}"
+    );
+    let caches = reader.list_caches().await?;
+    ensure!(
+        caches.iter().any(|c| c == "by-admin") && !caches.iter().any(|c| c == "by-reader"),
+        "what the reader sees: {caches:?}"
+    );
+    // The resources operator (the operators' admin) mirrors the admin's cache as a CR.
+    let caches: Api<Cache> = Api::namespaced(client.clone(), &ns.name);
+    eventually("a Cache CR for by-admin", WAIT, || {
+        let caches = caches.clone();
+        async move {
+            let list = caches
+                .list(&ListParams::default().labels("infinispan.org/cluster=demo"))
+                .await?;
+            Ok(list
+                .items
+                .iter()
+                .any(|c| {
+                    c.spec.common.name.as_deref() == Some("by-admin") || c.name_any() == "by-admin"
+                })
+                .then_some(()))
         }
     })
     .await?;

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use common_crds::infinispan::{
-    ContainerSpec, EncryptionType, EndpointEncryption, ExposeSpec, ExposeType, LogLevel,
-    LoggingSpec, MonitoringSpec, ProbeSpec, ResourcesOperatorSpec, SchedulingSpec, SecuritySpec,
-    ServiceContainerSpec, ServiceSpec, UpgradeType,
+    Authorization, AuthorizationRole, ContainerSpec, EncryptionType, EndpointEncryption,
+    ExposeSpec, ExposeType, LogLevel, LoggingSpec, MonitoringSpec, Permission, ProbeSpec,
+    ResourcesOperatorSpec, SchedulingSpec, SecuritySpec, ServiceContainerSpec, ServiceSpec,
+    UpgradeType,
 };
 use common_crds::labels::{
     POD_TARGET_ANNOTATIONS_ANNOTATION, POD_TARGET_LABELS_ANNOTATION, TARGET_ANNOTATIONS_ANNOTATION,
@@ -573,26 +574,78 @@ fn security_spec(
         security.endpoint_encryption = endpoint_encryption(&mut encryption, name, log)?;
         log.unknown(encryption);
     }
-    if let Some(authorization) = fields.take("authorization") {
-        let enabled = authorization.get("enabled") == Some(&Value::Bool(true));
-        let roles = authorization
-            .get("roles")
-            .is_some_and(|roles| !super::fields::is_empty(roles));
-        if enabled && !roles && security.endpoint_authentication {
-            log.removed(
-                "spec.security.authorization",
-                "with authentication on, authorization is always on here, with the server's predefined roles",
-            );
-        } else {
-            log.dropped(
-                "spec.security.authorization",
-                &authorization,
-                "not supported as fields: with authentication on, authorization is always on, with the server's predefined roles; a user without roles gets admin",
-            );
-        }
+    if let Some(mut authorization) = fields.take_object("authorization")? {
+        security.authorization =
+            convert_authorization(&mut authorization, security.endpoint_authentication, log)?;
+        log.unknown(authorization);
     }
     log.drop_field(fields, "credentialStoreSecretName", "not supported");
     Ok(security)
+}
+
+/// `spec.security.authorization`: on whenever clients authenticate here; its custom roles
+/// carried over (a permission the server does not know, or the operators' `admin` and
+/// `monitor` redefined, dropped with the reason); `roleMapper` is the default mapper or needs
+/// client certificates.
+fn convert_authorization(
+    fields: &mut Fields,
+    authentication: bool,
+    log: &mut Log,
+) -> Result<Authorization, FieldError> {
+    let mut authorization = Authorization::default();
+    match fields.take_as::<bool>("enabled")? {
+        Some(true) if authentication => log.removed(
+            "spec.security.authorization.enabled",
+            "with authentication on, authorization is always on here",
+        ),
+        Some(enabled) => log.dropped(
+            "spec.security.authorization.enabled",
+            &json!(enabled),
+            "authorization follows endpointAuthentication here: on with it, off without",
+        ),
+        None => {}
+    }
+    if let Some(mapper) = log.take_text(fields, "roleMapper")? {
+        if mapper == "cluster" {
+            log.removed(
+                "spec.security.authorization.roleMapper",
+                "the cluster role mapper is the server's default here",
+            );
+        } else {
+            log.dropped(
+                "spec.security.authorization.roleMapper",
+                &json!(mapper),
+                "users get their roles from their identities (the cluster role mapper)",
+            );
+        }
+    }
+    let roles: Option<Vec<Value>> = fields.take_as("roles")?;
+    for (i, role) in roles.unwrap_or_default().into_iter().enumerate() {
+        let path = format!("spec.security.authorization.roles[{i}]");
+        let name = role["name"].as_str().unwrap_or_default().to_string();
+        if name.is_empty() || name == "admin" || name == "monitor" {
+            log.dropped(
+                &path,
+                &role,
+                "admin and monitor are the operators' roles here and cannot be redefined (a role needs a name)",
+            );
+            continue;
+        }
+        let permissions: Result<Vec<Permission>, _> =
+            serde_json::from_value(role["permissions"].clone());
+        match permissions {
+            Ok(permissions) if !permissions.is_empty() => {
+                log.mapped(&path, "");
+                authorization.roles.push(AuthorizationRole { name, permissions });
+            }
+            _ => log.dropped(
+                &path,
+                &role,
+                "permissions must be Infinispan 16's names (READ, WRITE, EXEC, LISTEN, BULK_READ, BULK_WRITE, LIFECYCLE, ADMIN, CREATE, MONITOR, ALL, ALL_READ, ALL_WRITE, NONE)",
+            ),
+        }
+    }
+    Ok(authorization)
 }
 
 /// `spec.upgrades.type`: `Shutdown` is the same here; `InPlaceRolling` is `Rolling`;
@@ -1172,7 +1225,6 @@ mod conversion_tests {
                 "set owners in your cache configurations",
             ),
             ("spec.security.credentialStoreSecretName", "not supported"),
-            ("spec.security.authorization", "predefined roles"),
             (
                 "spec.security.endpointEncryption.clientCert",
                 "no client certificate",
@@ -1213,6 +1265,13 @@ mod conversion_tests {
             Outcome::Mapped,
             Some("spec.expose.port"),
             "load balancer",
+        );
+        assert_field(
+            &report,
+            "spec.security.authorization.roles[0]",
+            Outcome::Mapped,
+            Some("spec.security.authorization.roles[0]"),
+            "",
         );
     }
 

@@ -163,8 +163,28 @@ impl Cx<'_> {
             ),
         );
         if self.identities.is_some() {
+            let roles = &self.cluster.spec.security.authorization.roles;
             xml.line(2, "<security>");
-            xml.line(3, "<authorization/>");
+            if roles.is_empty() {
+                xml.line(3, "<authorization/>");
+            } else {
+                // Custom roles come beside the predefined ones (16.0.7: `GET
+                // /rest/v2/security/roles` lists both), so the operators' `admin` stays.
+                xml.line(3, "<authorization>");
+                for role in roles {
+                    let permissions: Vec<&str> =
+                        role.permissions.iter().map(|p| p.as_str()).collect();
+                    xml.line(
+                        4,
+                        &format!(
+                            r#"<role name="{}" permissions="{}"/>"#,
+                            xml_escape(&role.name),
+                            permissions.join(" ")
+                        ),
+                    );
+                }
+                xml.line(3, "</authorization>");
+            }
             xml.line(2, "</security>");
         }
         xml.line(1, "</cache-container>");
@@ -596,6 +616,27 @@ mod tests {
         assert_eq!(
             args.last().map(String::as_str),
             Some("--logging-config=/etc/infinispan/config/log4j2.xml")
+        );
+    }
+
+    #[test]
+    fn custom_roles_are_declared_beside_the_predefined_ones() {
+        let mut cr = cluster("demo", "team-a");
+        cr.spec.security.authorization = serde_json::from_value(serde_json::json!({
+            "roles": [
+                {"name": "reader", "permissions": ["READ", "BULK_READ"]},
+                {"name": "a&b", "permissions": ["ALL_WRITE"]},
+            ],
+        }))
+        .expect("roles");
+        let objects = built(&cr, &settings(), &referenced());
+        let xml = data(&objects.config_map, SERVER_CONFIG_KEY);
+        let expected = "      <authorization>\n        <role name=\"reader\" permissions=\"READ BULK_READ\"/>\n        <role name=\"a&amp;b\" permissions=\"ALL_WRITE\"/>\n      </authorization>\n";
+        assert!(xml.contains(expected), "{xml}");
+        // The roles are configuration: they roll the pods.
+        assert_ne!(
+            hash(&objects.stateful_set),
+            hash(&default_objects().stateful_set)
         );
     }
 
