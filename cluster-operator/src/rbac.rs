@@ -19,6 +19,7 @@
 //! | the Jobs copying archives to and from those claims (watched by label; deleted once their CR recorded the outcome) | `batch` `jobs`: get, list, watch, create, delete |
 //! | PodDisruptionBudgets | `policy` `poddisruptionbudgets`: get, create, patch, delete |
 //! | `spec.expose` Ingress, the clusters' NetworkPolicies | `networking.k8s.io` `ingresses`, `networkpolicies`: get, create, patch, delete |
+//! | `spec.expose.type: Route` (OpenShift; only where Routes are served), its host | `route.openshift.io` `routes`: get, create, patch, delete; `routes/custom-host`: create |
 //! | the clusters' ServiceMonitors (Prometheus Operator; only where its CRD is installed) | `monitoring.coreos.com` `servicemonitors`: get, create, patch, delete |
 //! | the resources operator's Role and RoleBinding | `roles`, `rolebindings`: get, create, patch, delete |
 //! | deletes a drained resources operator's Lease | `leases`: delete (with the get, update, create below) |
@@ -138,6 +139,13 @@ pub fn rules() -> Vec<PolicyRule> {
             &["servicemonitors"],
             &["get", "create", "patch", "delete"],
         ),
+        rule(
+            "route.openshift.io",
+            &["routes"],
+            &["get", "create", "patch", "delete"],
+        ),
+        // OpenShift asks for it to set a Route's host (spec.expose.host).
+        rule("route.openshift.io", &["routes/custom-host"], &["create"]),
         rule(
             "rbac.authorization.k8s.io",
             &["roles", "rolebindings"],

@@ -701,13 +701,13 @@ pub struct SecurityStatus {
 #[x_kube(
     validation = Rule::new("self.type == 'NodePort' || !has(self.nodePort)")
         .message("spec.expose.nodePort is only allowed when type is NodePort"),
-    validation = Rule::new("self.type == 'Ingress' || !has(self.host)")
-        .message("spec.expose.host is only allowed when type is Ingress"),
+    validation = Rule::new("self.type == 'Ingress' || self.type == 'Route' || !has(self.host)")
+        .message("spec.expose.host is only allowed when type is Ingress or Route"),
     validation = Rule::new("self.type == 'LoadBalancer' || !has(self.port)")
         .message("spec.expose.port is only allowed when type is LoadBalancer")
 )]
 pub struct ExposeSpec {
-    /// NodePort, LoadBalancer or Ingress.
+    /// NodePort, LoadBalancer, Ingress or Route.
     #[serde(rename = "type")]
     pub type_: ExposeType,
 
@@ -722,7 +722,8 @@ pub struct ExposeSpec {
     #[schemars(range(min = 1, max = 65535))]
     pub port: Option<i32>,
 
-    /// Host name of the Ingress (type Ingress only); absent means every host.
+    /// Host name of the Ingress or the Route (types Ingress and Route only); absent means
+    /// every host (Ingress), or the one the router generates (Route).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
 
@@ -748,6 +749,10 @@ pub enum ExposeType {
     LoadBalancer,
     /// An Ingress.
     Ingress,
+    /// An OpenShift Route (`route.openshift.io/v1`) when the API server serves it: TLS
+    /// passthrough when the endpoint has TLS (Hot Rod and REST through the router, by SNI);
+    /// an Ingress otherwise.
+    Route,
 }
 
 /// Server log levels.

@@ -310,6 +310,37 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Installs the test CRD `name` of another project (`e2e/testdata/<name>.yaml`: its field names,
+/// unknown fields pruned; cluster-wide) when it is missing, and waits until it is established
+/// and discovery lists `plural` in `group_version`; whether it installed it.
+pub async fn ensure_test_crd(
+    client: &Client,
+    name: &str,
+    group_version: &str,
+    plural: &str,
+) -> anyhow::Result<bool> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds.get_opt(name).await?.is_some() {
+        return Ok(false);
+    }
+    let text = std::fs::read_to_string(repo_root().join(format!("e2e/testdata/{name}.yaml")))?;
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&text)?;
+    crds.create(&PostParams::default(), &crd).await?;
+    let wait = Duration::from_secs(60);
+    wait_established(&crds, name, wait).await?;
+    // Discovery lists the new resource a moment later.
+    eventually(&format!("{plural} in discovery"), wait, || async move {
+        Ok(client
+            .list_api_group_resources(group_version)
+            .await
+            .ok()
+            .filter(|l| l.resources.iter().any(|r| r.name == plural))
+            .map(|_| ()))
+    })
+    .await?;
+    Ok(true)
+}
+
 /// Waits until the CRD `name` says `Established=True`.
 pub async fn wait_established(
     api: &Api<CustomResourceDefinition>,

@@ -315,27 +315,11 @@ pub const SERVICE_MONITOR_CRD: &str = "servicemonitors.monitoring.coreos.com";
 /// fields pruned; cluster-wide) when it is missing, and waits until it is established and
 /// discovery lists it; whether it installed it.
 pub async fn ensure_service_monitor_crd(client: &kube::Client) -> anyhow::Result<bool> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
-    if crds.get_opt(SERVICE_MONITOR_CRD).await?.is_some() {
-        return Ok(false);
-    }
-    let text = std::fs::read_to_string(
-        crate::repo_root().join("e2e/testdata/servicemonitors.monitoring.coreos.com.yaml"),
-    )?;
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(&text)?;
-    crds.create(&Default::default(), &crd).await?;
-    let wait = Duration::from_secs(60);
-    crate::wait_established(&crds, SERVICE_MONITOR_CRD, wait).await?;
-    // Discovery lists the new resource a moment later.
-    crate::eventually("servicemonitors in discovery", wait, || async move {
-        Ok(client
-            .list_api_group_resources("monitoring.coreos.com/v1")
-            .await
-            .ok()
-            .filter(|l| l.resources.iter().any(|r| r.name == "servicemonitors"))
-            .map(|_| ()))
-    })
-    .await?;
-    Ok(true)
+    crate::ensure_test_crd(
+        client,
+        SERVICE_MONITOR_CRD,
+        "monitoring.coreos.com/v1",
+        "servicemonitors",
+    )
+    .await
 }

@@ -570,10 +570,84 @@ async fn changes_update_exactly_what_they_must() -> anyhow::Result<()> {
     );
     let ingress: Ingress = get(client, &ns, "demo").await?.context("Ingress")?;
     ensure!(serde_json::to_value(&ingress.spec)?["rules"][0]["host"] == "ispn.example.com");
+    // type Route: an Ingress while the API server serves no Routes; once it does (OpenShift's
+    // kind, a test CRD with its field names), a Route to the client Service, passing TLS
+    // through when the endpoint has TLS, and the Ingress goes.
+    use cluster_operator::build::expose::Route;
+    env.merge_spec(&ns, "demo", json!({ "expose": { "type": "Route" } }))
+        .await?;
+    eventually(
+        "the Ingress of type Route without Routes served",
+        WAIT,
+        || async {
+            let ingress: Option<Ingress> = get(client, &ns, "demo").await?;
+            Ok(ingress
+                .and_then(|i| i.spec)
+                .and_then(|s| s.rules)
+                .is_some_and(|rules| {
+                    rules
+                        .iter()
+                        .all(|r| r.host.as_deref() == Some("ispn.example.com"))
+                })
+                .then_some(()))
+        },
+    )
+    .await?;
+    e2e::ensure_test_crd(
+        client,
+        "routes.route.openshift.io",
+        "route.openshift.io/v1",
+        "routes",
+    )
+    .await?;
+    let cr: Infinispan = get(client, &ns, "demo").await?.context("the CR")?;
+    let tls =
+        cr.status.clone().and_then(|s| s.security).is_some_and(|s| {
+            s.endpoint_encryption != common_crds::infinispan::EncryptionType::None
+        });
+    // Discovery is asked at each reconcile: a change of the CR brings one.
+    env.merge_spec(
+        &ns,
+        "demo",
+        json!({ "expose": { "type": "Route", "host": "ispn.apps.example.com" } }),
+    )
+    .await?;
+    let route: Route = eventually("the Route", WAIT, || async {
+        get::<Route>(client, &ns, "demo").await
+    })
+    .await?;
+    let spec = serde_json::to_value(&route.spec)?;
+    ensure!(
+        spec["host"] == "ispn.apps.example.com"
+            && spec["to"] == json!({"kind": "Service", "name": "demo", "weight": 100})
+            && spec["port"]["targetPort"] == "infinispan",
+        "{spec}"
+    );
+    ensure!(
+        (spec["tls"]
+            == json!({"termination": "passthrough", "insecureEdgeTerminationPolicy": "None"}))
+            == tls,
+        "endpoint TLS {tls}, the Route's: {spec}"
+    );
+    ensure!(controlled_by(&route, &cr), "the Route is not the CR's");
+    eventually("the Ingress gone for the Route", WAIT, || async {
+        Ok(get::<Ingress>(client, &ns, "demo")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
     env.merge_spec(&ns, "demo", json!({ "expose": null }))
         .await?;
     env.wait_status(&ns, "demo", "status without expose", |_| true)
         .await?;
+    eventually("the Route gone without expose", WAIT, || async {
+        Ok(get::<Route>(client, &ns, "demo")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
     ensure!(
         get::<Ingress>(client, &ns, "demo").await?.is_none(),
         "the Ingress stayed"

@@ -13,10 +13,21 @@
 //!   pass TLS through: that is controller-specific (for ingress-nginx,
 //!   `nginx.ingress.kubernetes.io/backend-protocol: HTTPS`), so it is the user's annotation.
 //!
+//! - `Route`: when the API server serves `route.openshift.io/v1` (OpenShift), a Route `<cluster>`
+//!   to the client Service's port, `spec.expose.host` when given (else the router's), TLS
+//!   passthrough when the endpoint has TLS: the router forwards the TLS connection by its SNI,
+//!   so Hot Rod clients get through too, and the server's own certificate is what clients see
+//!   (it names the Services, not the Route's host: clients that check the name need a
+//!   certificate of their own, `type: Secret`). Without TLS, a plain HTTP Route (REST only).
+//!   Where Routes are not served: the Ingress above.
+//!
 //! The controller deletes the object of a type the CR no longer asks for.
+
+use std::borrow::Cow;
 
 use common_crds::Infinispan;
 use common_crds::infinispan::ExposeType;
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule,
@@ -24,7 +35,8 @@ use k8s_openapi::api::networking::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
+use serde::{Deserialize, Serialize};
 
 use super::server::{SERVER_PORT, SERVER_PORT_NAME, client_service_name, labels, selector_labels};
 use super::user_metadata::Added;
@@ -34,6 +46,95 @@ use super::user_metadata::Added;
 pub struct Exposed {
     pub service: Option<Service>,
     pub ingress: Option<Ingress>,
+    pub route: Option<Route>,
+}
+
+/// The API group and version of OpenShift's Route, as discovery lists it.
+pub const ROUTE_API_GROUP_VERSION: &str = "route.openshift.io/v1";
+/// The resource (plural) discovery lists for Routes.
+pub const ROUTE_PLURAL: &str = "routes";
+
+/// `route.openshift.io/v1` `Route`, the fields the operator sets.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Route {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: RouteSpec,
+}
+
+/// `spec` of a [`Route`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    pub to: RouteTarget,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<RoutePort>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<RouteTls>,
+}
+
+/// The Service a [`Route`] sends to.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteTarget {
+    pub kind: String,
+    pub name: String,
+    pub weight: i32,
+}
+
+/// The Service port a [`Route`] sends to.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutePort {
+    pub target_port: IntOrString,
+}
+
+/// How a [`Route`] carries TLS.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteTls {
+    /// `passthrough`: the router forwards the connection as it is, by SNI.
+    pub termination: String,
+    /// `None`: plain HTTP to the host is refused.
+    pub insecure_edge_termination_policy: String,
+}
+
+impl Resource for Route {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Route".into()
+    }
+
+    fn group(_: &()) -> Cow<'_, str> {
+        "route.openshift.io".into()
+    }
+
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+
+    fn plural(_: &()) -> Cow<'_, str> {
+        ROUTE_PLURAL.into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Name of the Route of `cluster`.
+pub fn route_name(cluster: &str) -> String {
+    cluster.to_string()
 }
 
 /// Name of the external Service of `cluster`.
@@ -64,13 +165,40 @@ fn metadata(cluster: &Infinispan, name: String, added: &Added) -> ObjectMeta {
 }
 
 /// The objects `spec.expose` asks for (none when it is absent), with the labels and
-/// annotations `added` ([`super::user_metadata::UserMetadata::exposing`]).
-pub fn build(cluster: &Infinispan, added: &Added) -> Exposed {
+/// annotations `added` ([`super::user_metadata::UserMetadata::exposing`]); a Route only when
+/// `routes_served`, an Ingress instead otherwise.
+pub fn build(cluster: &Infinispan, added: &Added, routes_served: bool) -> Exposed {
     let Some(expose) = &cluster.spec.expose else {
         return Exposed::default();
     };
     let name = cluster.name_any();
     match expose.type_ {
+        ExposeType::Route if routes_served => {
+            let tls = super::security::endpoint_tls(cluster).then(|| RouteTls {
+                termination: "passthrough".to_string(),
+                insecure_edge_termination_policy: "None".to_string(),
+            });
+            Exposed {
+                route: Some(Route {
+                    api_version: ROUTE_API_GROUP_VERSION.to_string(),
+                    kind: "Route".to_string(),
+                    metadata: metadata(cluster, route_name(&name), added),
+                    spec: RouteSpec {
+                        host: expose.host.clone(),
+                        to: RouteTarget {
+                            kind: "Service".to_string(),
+                            name: client_service_name(&name),
+                            weight: 100,
+                        },
+                        port: Some(RoutePort {
+                            target_port: IntOrString::String(SERVER_PORT_NAME.to_string()),
+                        }),
+                        tls,
+                    },
+                }),
+                ..Exposed::default()
+            }
+        }
         ExposeType::NodePort | ExposeType::LoadBalancer => {
             let type_ = match expose.type_ {
                 ExposeType::NodePort => "NodePort",
@@ -98,10 +226,12 @@ pub fn build(cluster: &Infinispan, added: &Added) -> Exposed {
                     status: None,
                 }),
                 ingress: None,
+                route: None,
             }
         }
-        ExposeType::Ingress => Exposed {
+        ExposeType::Ingress | ExposeType::Route => Exposed {
             service: None,
+            route: None,
             ingress: Some(Ingress {
                 metadata: metadata(cluster, ingress_name(&name), added),
                 spec: Some(IngressSpec {
@@ -141,7 +271,7 @@ mod tests {
     /// What `cr` asks for, exposed.
     fn built(cr: &Infinispan) -> Exposed {
         let added = crate::build::user_metadata::of(cr).expect("no reserved key");
-        build(cr, &added.exposing)
+        build(cr, &added.exposing, false)
     }
 
     fn cluster(expose: serde_json::Value) -> Infinispan {
@@ -239,6 +369,44 @@ mod tests {
             (11222, target.clone())
         );
         assert_eq!(port(json!({ "type": "NodePort" })), (11222, target));
+    }
+
+    #[test]
+    fn a_route_passes_tls_through_to_the_client_service_where_routes_are_served() {
+        let mut cr = cluster(json!({ "type": "Route", "host": "ispn.apps.example.com" }));
+        cr.spec.security.endpoint_encryption.type_ =
+            Some(common_crds::infinispan::EncryptionType::Generated);
+        let added = crate::build::user_metadata::of(&cr).expect("no reserved key");
+        let exposed = build(&cr, &added.exposing, true);
+        assert!(exposed.service.is_none() && exposed.ingress.is_none());
+        let route = serde_json::to_value(exposed.route.expect("route")).expect("json");
+        assert_eq!(route["apiVersion"], "route.openshift.io/v1");
+        assert_eq!(route["metadata"]["name"], "demo");
+        assert_eq!(
+            route["spec"],
+            json!({
+                "host": "ispn.apps.example.com",
+                "to": {"kind": "Service", "name": "demo", "weight": 100},
+                "port": {"targetPort": SERVER_PORT_NAME},
+                "tls": {"termination": "passthrough", "insecureEdgeTerminationPolicy": "None"},
+            })
+        );
+        // Without TLS on the endpoint: plain HTTP.
+        let mut plain = cr.clone();
+        plain.spec.security.endpoint_encryption.type_ =
+            Some(common_crds::infinispan::EncryptionType::None);
+        let route = build(&plain, &added.exposing, true).route.expect("route");
+        assert_eq!(route.spec.tls, None);
+        // Where Routes are not served: an Ingress.
+        let fallback = build(&cr, &added.exposing, false);
+        assert!(fallback.route.is_none());
+        assert_eq!(
+            fallback
+                .ingress
+                .and_then(|i| i.spec?.rules?[0].host.clone())
+                .as_deref(),
+            Some("ispn.apps.example.com")
+        );
     }
 
     #[test]

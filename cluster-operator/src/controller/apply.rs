@@ -95,17 +95,27 @@ where
 }
 
 /// Applies the server's objects in order (ConfigMap, identities Secret, Services: headless,
-/// client and the operators', the `spec.expose` Service or Ingress, StatefulSet,
-/// PodDisruptionBudget, NetworkPolicy, and, when `service_monitors_served`, the
-/// ServiceMonitor), deleting a left-over optional one and the metrics user's Secret when the
-/// realm no longer has that user; returns the StatefulSet as applied.
+/// client and the operators', the `spec.expose` Service, Ingress or (where `served`) Route,
+/// StatefulSet, PodDisruptionBudget, NetworkPolicy, and, where `served`, the ServiceMonitor),
+/// deleting a left-over optional one and the metrics user's Secret when the realm no longer
+/// has that user; returns the StatefulSet as applied.
+/// The optional kinds the API server serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Served {
+    /// The Prometheus Operator's ServiceMonitors.
+    pub service_monitors: bool,
+    /// OpenShift's Routes.
+    pub routes: bool,
+}
+
 pub async fn apply_server(
     client: &kube::Client,
     cluster: &Infinispan,
     objects: &server::Objects,
     exposed: &expose::Exposed,
-    service_monitors_served: bool,
+    served: Served,
 ) -> Result<StatefulSet, ApplyError> {
+    let service_monitors_served = served.service_monitors;
     let name = cluster.name_any();
     apply(client, &objects.config_map).await?;
     let identities = server::identities_secret_name(&name);
@@ -118,6 +128,10 @@ pub async fn apply_server(
     apply_or_remove(client, cluster, exposed.service.as_ref(), &external).await?;
     let ingress = expose::ingress_name(&name);
     apply_or_remove(client, cluster, exposed.ingress.as_ref(), &ingress).await?;
+    if served.routes {
+        let route = expose::route_name(&name);
+        apply_or_remove(client, cluster, exposed.route.as_ref(), &route).await?;
+    }
     let stateful_set = apply(client, &objects.stateful_set).await?;
     let budget = objects.pod_disruption_budget.as_ref();
     let budget_name = server::stateful_set_name(&name);

@@ -22,6 +22,9 @@ pub struct Server {
     /// The API server serves ServiceMonitors: the one of `objects.monitoring` is applied (or a
     /// left-over one deleted); otherwise nothing is done about it.
     pub service_monitors_served: bool,
+    /// The API server serves OpenShift Routes: the Route of `exposed` is applied (or a
+    /// left-over one deleted); otherwise nothing is done about Routes.
+    pub routes_served: bool,
 }
 
 /// Everything a live CR asks for, built from the CR, the operator's settings and what the CR
@@ -93,9 +96,10 @@ fn build_server(
     let added = user_metadata::of(cluster).map_err(|reserved| invalid(reserved.into()))?;
     Ok(Server {
         objects,
-        exposed: expose::build(cluster, &added.exposing),
+        exposed: expose::build(cluster, &added.exposing, read.routes_served),
         version: image.version,
         service_monitors_served: read.service_monitors_served,
+        routes_served: read.routes_served,
     })
 }
 

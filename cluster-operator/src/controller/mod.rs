@@ -371,8 +371,11 @@ async fn apply_cluster(
         )
         .await
         {
-            Ok(read) => {
+            Ok(mut read) => {
                 renew_at = read.renew_at;
+                // Asked at every reconcile, like ServiceMonitors: a Route left by an earlier
+                // `spec.expose` is deleted wherever Routes are served.
+                read.routes_served = monitoring::routes_served(client).await?;
                 Ok(read)
             }
             Err(error) => Err(error.into_problem()?),
@@ -628,7 +631,10 @@ async fn apply_desired(
                 cluster,
                 &server.objects,
                 &server.exposed,
-                server.service_monitors_served,
+                apply::Served {
+                    service_monitors: server.service_monitors_served,
+                    routes: server.routes_served,
+                },
             )
             .await,
         )? {

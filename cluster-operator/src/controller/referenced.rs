@@ -100,6 +100,8 @@ pub struct Read {
     pub renew_at: Option<k8s_openapi::jiff::Timestamp>,
     /// The API server serves ServiceMonitors (the Prometheus Operator's CRD is installed).
     pub service_monitors_served: bool,
+    /// The API server serves OpenShift Routes (set by the controller after [`read`]).
+    pub routes_served: bool,
     /// The metrics user's credentials Secret, when the realm has that user
     /// ([`crate::build::server::metrics_user_needed`] and ServiceMonitors served).
     pub metrics_credentials: Option<Secret>,
@@ -290,6 +292,7 @@ pub async fn read(
         server_ca,
         renew_at: generated.renew_at,
         service_monitors_served,
+        routes_served: false,
         metrics_credentials,
     })
 }

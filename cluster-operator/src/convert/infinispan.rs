@@ -793,12 +793,11 @@ fn expose_spec(fields: &mut Fields, log: &mut Log) -> Result<Option<ExposeSpec>,
             ExposeType::LoadBalancer
         }
         Some("Route") => {
-            log.changed(
+            log.mapped(
                 path,
-                path,
-                "Route -> Ingress: an Ingress <name> to port 11222: REST only; Hot Rod clients need NodePort or LoadBalancer",
+                "a Route <name> (TLS passthrough when the endpoint has TLS) where the API server serves Routes; an Ingress (REST only) elsewhere",
             );
-            ExposeType::Ingress
+            ExposeType::Route
         }
         Some(other) => {
             return Err(FieldError::new(
@@ -835,11 +834,11 @@ fn expose_spec(fields: &mut Fields, log: &mut Log) -> Result<Option<ExposeSpec>,
     }
     if let Some(host) = log.take_text(fields, "host")? {
         let path = "spec.expose.host";
-        if type_ == ExposeType::Ingress {
-            log.mapped(path, "the Ingress's host");
+        if type_ == ExposeType::Route {
+            log.mapped(path, "the Route's host");
             expose.host = Some(host);
         } else {
-            log.dropped(path, &json!(host), "only with Route (Ingress here)");
+            log.dropped(path, &json!(host), "only with Route");
         }
     }
     if let Some(port) = fields.take_as::<i32>("port")? {
@@ -1149,9 +1148,9 @@ mod conversion_tests {
         assert_field(
             &report,
             "spec.expose.type",
-            Outcome::Changed,
+            Outcome::Mapped,
             Some("spec.expose.type"),
-            "Route -> Ingress",
+            "a Route <name>",
         );
         assert_field(
             &report,
