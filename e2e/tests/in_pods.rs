@@ -474,8 +474,10 @@ async fn check_drained(
 }
 
 /// A CA and a server certificate for the client Service's name `demo.<namespace>.svc.cluster.local`
-/// (the name the resources operator checks, `--tls-server-name`): `(ca.crt, tls.crt, tls.key)`.
-fn server_certificate(namespace: &str) -> anyhow::Result<(String, String, String)> {
+/// (the name the resources operator checks, `--tls-server-name`): `(ca.crt, tls.crt, tls.key)`,
+/// and the same key and chain as a PKCS#12 keystore (alias `server`, password
+/// [`P12_PASSWORD`]) written by openssl, as users make them.
+fn server_certificate(namespace: &str) -> anyhow::Result<((String, String, String), Vec<u8>)> {
     let dir = repo_root().join(format!("target/e2e-logs/in-pods/{namespace}-pki"));
     std::fs::create_dir_all(&dir)?;
     let host = format!("demo.{namespace}.svc.cluster.local");
@@ -485,7 +487,8 @@ fn server_certificate(namespace: &str) -> anyhow::Result<(String, String, String
            -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
          printf 'basicConstraints=CA:FALSE\\nkeyUsage=critical,digitalSignature,keyEncipherment\\nextendedKeyUsage=serverAuth\\nsubjectAltName=DNS:{host},DNS:demo-operator.{namespace}.svc.cluster.local\\n' >server.ext
          openssl req -newkey rsa:2048 -nodes -keyout tls.key -out server.csr -subj /CN={host}
-         openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext -out tls.crt"
+         openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext -out tls.crt
+         openssl pkcs12 -export -inkey tls.key -in tls.crt -certfile ca.crt -name server -passout pass:{P12_PASSWORD} -out keystore.p12"
     );
     let output = std::process::Command::new("sh")
         .args(["-c", &script])
@@ -498,12 +501,16 @@ fn server_certificate(namespace: &str) -> anyhow::Result<(String, String, String
     );
     let read = |name: &str| std::fs::read_to_string(dir.join(name));
     let pem = (read("ca.crt")?, read("tls.crt")?, read("tls.key")?);
+    let p12 = std::fs::read(dir.join("keystore.p12"))?;
     std::fs::remove_dir_all(&dir)?;
-    Ok(pem)
+    Ok((pem, p12))
 }
 
+/// The password of [`server_certificate`]'s PKCS#12 keystore.
+const P12_PASSWORD: &str = "p12-Passw0rd";
+
 #[tokio::test]
-async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still_sync()
+async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still_sync_and_a_pkcs12_keystore_works()
 -> anyhow::Result<()> {
     let _only = CLUSTER.lock().await;
     let Installed {
@@ -513,7 +520,7 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
         ..
     } = install("in-pods", "pods-tls").await?;
 
-    let (ca, certificate, key) = server_certificate(&ns.name)?;
+    let ((ca, certificate, key), p12) = server_certificate(&ns.name)?;
     let secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "demo-tls", "annotations": {"infinispan.org/allow-clusters": "demo"}},
@@ -568,6 +575,53 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
     // The resources operator's pod syncs both ways over TLS.
     wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
     sync_both_ways(&client, &ns.name, &rest, "over-tls", "from-rest-tls").await?;
+
+    // The same certificate as infinispan-operator's PKCS#12 Secret (issue 25): the pod rolls
+    // onto it without the init container (the server reads the keystore itself), and the
+    // endpoint still serves the certificate, the operators still sync.
+    let p12_secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "demo-p12", "annotations": {"infinispan.org/allow-clusters": "demo"}},
+        "data": {"keystore.p12": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &p12)},
+        "stringData": {"password": P12_PASSWORD, "alias": "server", "ca.crt": ca},
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), &ns.name)
+        .create(&Default::default(), &p12_secret)
+        .await?;
+    let before = Api::<Pod>::namespaced(client.clone(), &ns.name)
+        .get("demo-0")
+        .await?
+        .uid();
+    apply_cluster(&clusters, "demo", json!({"replicas": 1, "security": {"endpointEncryption": {"type": "Secret", "certSecretName": "demo-p12"}}}),
+    )
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    eventually(
+        "demo-0 restarted on the PKCS#12 keystore and Ready",
+        WAIT * 2,
+        || {
+            let pods = pods.clone();
+            let before = before.clone();
+            async move {
+                let Some(pod) = pods.get_opt("demo-0").await? else {
+                    return Ok(None);
+                };
+                let no_init = pod
+                    .spec
+                    .as_ref()
+                    .is_some_and(|s| s.init_containers.as_ref().is_none_or(Vec::is_empty));
+                Ok((pod.uid() != before && no_init && e2e::pods::is_ready(&pod)).then_some(()))
+            }
+        },
+    )
+    .await?;
+    wait_cluster_ready(&client, &clusters, "demo", 1).await?;
+    eventually("REST over TLS from the PKCS#12 keystore", WAIT, || {
+        let rest = rest.clone();
+        async move { Ok(rest.container_info().await.ok().map(|_| ())) }
+    })
+    .await?;
+    sync_both_ways(&client, &ns.name, &rest, "over-p12", "from-rest-p12").await?;
 
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await

@@ -701,7 +701,7 @@ fn endpoint_encryption(
 ) -> Result<EndpointEncryption, FieldError> {
     let mut encryption = EndpointEncryption::default();
     let cert_secret = log.take_text(fields, "certSecretName")?;
-    let pem_note = "a Secret with tls.key (unencrypted PEM) and tls.crt (PEM chain); keystore.p12 with alias and password is not supported: convert it to PEM";
+    let pem_note = "a Secret with tls.key (unencrypted PEM) and tls.crt (PEM chain), or keystore.p12 with password and alias as the other operator read it";
     let type_path = "spec.security.endpointEncryption.type";
     let secret_path = "spec.security.endpointEncryption.certSecretName";
     match fields.take_as::<String>("type")?.as_deref() {

@@ -12,9 +12,10 @@ use sha2::{Digest, Sha256};
 use super::inputs::Cx;
 use super::referenced::hash_part;
 use super::{
-    GROUPS_KEY, IDENTITIES_DIR, JGROUPS_STACK, JGROUPS_TLS_STACK, LOGGING_CONFIG_KEY, PEM_FILE,
-    SECURITY_REALM, SERVER_CONFIG_KEY, SERVER_PORT, TLS_DIR, TRANSPORT_TLS_DIR,
-    TRANSPORT_TLS_PASSWORD_ENV, TlsCertificate, USERS_KEY, config_map_name, identities_secret_name,
+    GROUPS_KEY, IDENTITIES_DIR, JGROUPS_STACK, JGROUPS_TLS_STACK, KEYSTORE_P12_KEY,
+    KEYSTORE_PASSWORD_ENV, LOGGING_CONFIG_KEY, PEM_FILE, SECURITY_REALM, SERVER_CONFIG_KEY,
+    SERVER_PORT, TLS_DIR, TRANSPORT_TLS_DIR, TRANSPORT_TLS_PASSWORD_ENV, TlsCertificate, USERS_KEY,
+    config_map_name, identities_secret_name,
 };
 use crate::certificates::objects::{KEYSTORE_KEY, TRUSTSTORE_KEY};
 
@@ -225,10 +226,19 @@ impl Cx<'_> {
         if tls {
             xml.line(5, "<server-identities>");
             xml.line(6, "<ssl>");
-            xml.line(
-                7,
-                &format!(r#"<keystore path="{TLS_DIR}/{PEM_FILE}" password=""/>"#),
-            );
+            let keystore = match self.tls.as_ref().and_then(|(_, t)| t.pkcs12_alias()) {
+                // The user's PKCS#12 keystore as it is, its password from the environment.
+                Some(alias) => format!(
+                    r#"<keystore path="{TLS_DIR}/{KEYSTORE_P12_KEY}" password="${{env.{KEYSTORE_PASSWORD_ENV}}}"{}/>"#,
+                    if alias.is_empty() {
+                        String::new()
+                    } else {
+                        format!(r#" alias="{alias}""#)
+                    }
+                ),
+                None => format!(r#"<keystore path="{TLS_DIR}/{PEM_FILE}" password=""/>"#),
+            };
+            xml.line(7, &keystore);
             xml.line(6, "</ssl>");
             xml.line(5, "</server-identities>");
         }

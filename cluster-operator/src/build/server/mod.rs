@@ -98,6 +98,14 @@ pub const TLS_SECRET_DIR: &str = "/etc/infinispan/tls-secret";
 pub const TLS_DIR: &str = "/etc/infinispan/tls";
 /// The PEM keystore (private key and certificate chain) in [`TLS_DIR`].
 pub const PEM_FILE: &str = "server.pem";
+/// Key of a TLS Secret holding a PKCS#12 keystore instead of PEM (infinispan-operator's).
+pub const KEYSTORE_P12_KEY: &str = "keystore.p12";
+/// Key of the PKCS#12 keystore's password in that Secret.
+pub const KEYSTORE_PASSWORD_KEY: &str = "password";
+/// Key of the alias of the server's entry in that keystore (optional).
+pub const KEYSTORE_ALIAS_KEY: &str = "alias";
+/// Variable of the PKCS#12 keystore's password, read by the server configuration.
+pub const KEYSTORE_PASSWORD_ENV: &str = "INFINISPAN_KEYSTORE_PASSWORD";
 /// Mount path of the transport's PKCS#12 stores (the generated transport Secret).
 pub const TRANSPORT_TLS_DIR: &str = "/etc/infinispan/transport-tls";
 /// The environment variable holding the transport stores' password.

@@ -310,12 +310,24 @@ pub struct TlsCertificate {
     digest: String,
     /// The Secret has a `ca.crt` (the CA clients should trust).
     has_ca: bool,
+    /// `Some`: a PKCS#12 keystore (`keystore.p12`, `password`), with the alias of the server's
+    /// entry when the Secret names one (`alias`; empty: the keystore's only entry).
+    pkcs12_alias: Option<String>,
 }
 
 impl TlsCertificate {
     /// A `kubernetes.io/tls`-shaped Secret: `tls.key` an unencrypted PEM private key (the
-    /// server's PEM keystore has an empty password), `tls.crt` a PEM certificate chain.
+    /// server's PEM keystore has an empty password), `tls.crt` a PEM certificate chain; or
+    /// infinispan-operator's PKCS#12 form: `keystore.p12`, its `password` and maybe the `alias`
+    /// of the server's entry.
     pub fn from_secret(secret: &Secret) -> Result<Self, BuildError> {
+        let has_p12 = secret
+            .data
+            .as_ref()
+            .is_some_and(|data| data.contains_key(super::KEYSTORE_P12_KEY));
+        if has_p12 {
+            return Self::pkcs12(secret);
+        }
         let name = secret_name(secret);
         let key = secret_text(secret, TLS_KEY_KEY)?;
         let cert = secret_text(secret, TLS_CERT_KEY)?;
@@ -340,11 +352,54 @@ impl TlsCertificate {
         }
         Ok(Self {
             digest: format!("{:x}", hasher.finalize()),
-            has_ca: secret
-                .data
-                .as_ref()
-                .is_some_and(|data| data.contains_key(crate::certificates::objects::CA_CERT_KEY)),
+            has_ca: has_ca(secret),
+            pkcs12_alias: None,
         })
+    }
+
+    /// infinispan-operator's PKCS#12 form: `keystore.p12` (a PKCS#12 file, read by the server
+    /// itself), its `password` (non-empty: the server opens the keystore with it) and maybe the
+    /// `alias` of the server's entry.
+    fn pkcs12(secret: &Secret) -> Result<Self, BuildError> {
+        let name = secret_name(secret);
+        let invalid = |problem: &str| BuildError::InvalidTlsSecret {
+            secret: name.clone(),
+            problem: problem.to_string(),
+        };
+        let data = secret.data.as_ref();
+        let bytes = |key: &str| data.and_then(|d| d.get(key)).map(|b| b.0.as_slice());
+        let keystore = bytes(super::KEYSTORE_P12_KEY).unwrap_or_default();
+        // A PKCS#12 file is a DER SEQUENCE.
+        if keystore.first() != Some(&0x30) {
+            return Err(invalid("keystore.p12 is not a PKCS#12 file"));
+        }
+        let password = secret_text(secret, super::KEYSTORE_PASSWORD_KEY)?;
+        let alias = match bytes(super::KEYSTORE_ALIAS_KEY) {
+            None => String::new(),
+            Some(alias) => std::str::from_utf8(alias)
+                .map_err(|_| invalid("alias is not UTF-8"))?
+                .trim()
+                .to_string(),
+        };
+        if alias.contains(['"', '<', '>', '&']) {
+            return Err(invalid("alias holds a character XML would need escaped"));
+        }
+        let mut hasher = Sha256::new();
+        hasher.update((keystore.len() as u64).to_be_bytes());
+        hasher.update(keystore);
+        for part in [password, alias.as_str()] {
+            hash_part(&mut hasher, part);
+        }
+        Ok(Self {
+            digest: format!("{:x}", hasher.finalize()),
+            has_ca: has_ca(secret),
+            pkcs12_alias: Some(alias),
+        })
+    }
+
+    /// `Some`: a PKCS#12 keystore, with its alias (empty: none given).
+    pub fn pkcs12_alias(&self) -> Option<&str> {
+        self.pkcs12_alias.as_deref()
     }
 
     /// SHA-256 (hex) of the key and the certificate.
@@ -356,6 +411,13 @@ impl TlsCertificate {
     pub fn has_ca(&self) -> bool {
         self.has_ca
     }
+}
+
+fn has_ca(secret: &Secret) -> bool {
+    secret
+        .data
+        .as_ref()
+        .is_some_and(|data| data.contains_key(crate::certificates::objects::CA_CERT_KEY))
 }
 
 /// Adds `part` to `hasher`, length-prefixed (so that parts cannot run into each other).

@@ -21,8 +21,9 @@ use super::inputs::Cx;
 use super::{
     CONFIG_DIR, CONFIG_HASH_ANNOTATION, CONFIG_VOLUME, CONTAINER_NAME, DATA_DIR, DATA_VOLUME,
     IDENTITIES_DIR, IDENTITIES_VOLUME, JGROUPS_FD_PORT, JGROUPS_PORT, JGROUPS_PORT_NAME,
-    LOGGING_CONFIG_KEY, PEM_FILE, SERVER_CONFIG_KEY, SERVER_PORT, SERVER_PORT_NAME, TLS_CERT_KEY,
-    TLS_DIR, TLS_INIT_CONTAINER_NAME, TLS_KEY_KEY, TLS_SECRET_DIR, TLS_SECRET_VOLUME, TLS_VOLUME,
+    KEYSTORE_P12_KEY, KEYSTORE_PASSWORD_ENV, KEYSTORE_PASSWORD_KEY, LOGGING_CONFIG_KEY, PEM_FILE,
+    SERVER_CONFIG_KEY, SERVER_PORT, SERVER_PORT_NAME, TLS_CERT_KEY, TLS_DIR,
+    TLS_INIT_CONTAINER_NAME, TLS_KEY_KEY, TLS_SECRET_DIR, TLS_SECRET_VOLUME, TLS_VOLUME,
     TRANSPORT_TLS_DIR, TRANSPORT_TLS_PASSWORD_ENV, TRANSPORT_TLS_VOLUME, config_hash,
     config_map_name, identities_secret_name, labels, ping_service_name, selector_labels,
     stateful_set_name,
@@ -45,10 +46,19 @@ impl Cx<'_> {
             .unwrap_or_else(|| self.settings.default_resources.clone());
         let (mut volumes, mut mounts) = self.configuration_volumes();
         let mut init_containers = Vec::new();
-        if let Some((secret, _)) = &self.tls {
-            volumes.extend(tls_volumes(secret));
+        if let Some((secret, certificate)) = &self.tls {
+            if certificate.pkcs12_alias().is_some() {
+                // The server reads the user's PKCS#12 keystore itself: no PEM to assemble.
+                volumes.push(secret_volume(
+                    TLS_VOLUME,
+                    secret.clone(),
+                    &[KEYSTORE_P12_KEY],
+                ));
+            } else {
+                volumes.extend(tls_volumes(secret));
+                init_containers.push(self.tls_init_container(resources.clone()));
+            }
             mounts.push(mount(TLS_VOLUME, TLS_DIR, true));
-            init_containers.push(self.tls_init_container(resources.clone()));
         }
         if let Some(transport) = self.transport {
             volumes.push(secret_volume(
@@ -282,6 +292,23 @@ impl Cx<'_> {
                 }),
             });
         }
+        if let Some((secret, certificate)) = &self.tls
+            && certificate.pkcs12_alias().is_some()
+        {
+            // The PKCS#12 keystore's password, read by the server configuration (`${env.…}`).
+            env.push(EnvVar {
+                name: KEYSTORE_PASSWORD_ENV.to_string(),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: secret.clone(),
+                        key: KEYSTORE_PASSWORD_KEY.to_string(),
+                        optional: Some(false),
+                    }),
+                    ..EnvVarSource::default()
+                }),
+            });
+        }
         if let Some(options) = container
             .and_then(|container| container.extra_jvm_opts.as_deref())
             .map(str::trim)
@@ -508,6 +535,65 @@ mod tests {
         cr.spec.service.container.readiness_probe = Some(Default::default());
         let set = built(&cr, &settings(), &referenced()).stateful_set;
         assert_eq!(set, default);
+    }
+
+    #[test]
+    fn a_pkcs12_keystore_is_mounted_as_it_is_with_its_password_from_the_secret() {
+        // A DER SEQUENCE is all the check asks of the file; the server reads it.
+        let p12 = "0\u{82}\u{1}\u{2}";
+        let certificate = TlsCertificate::from_secret(&secret(
+            "demo-p12",
+            &[
+                (KEYSTORE_P12_KEY, p12),
+                (KEYSTORE_PASSWORD_KEY, "s3cret"),
+                ("alias", "server"),
+            ],
+        ))
+        .expect("a PKCS#12 Secret");
+        let mut referenced = full_referenced();
+        referenced.tls = Some(certificate);
+        let objects = built(&full_cluster(), &full_settings(), &referenced);
+        let xml = data(&objects.config_map, SERVER_CONFIG_KEY);
+        assert!(
+            xml.contains(r#"<keystore path="/etc/infinispan/tls/keystore.p12" password="${env.INFINISPAN_KEYSTORE_PASSWORD}" alias="server"/>"#),
+            "{xml}"
+        );
+        assert!(
+            !xml.contains("s3cret"),
+            "the password is in the ConfigMap:\n{xml}"
+        );
+        let pod = pod_spec(&objects.stateful_set);
+        assert!(pod.init_containers.unwrap_or_default().is_empty());
+        let volume = pod
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .find(|v| v.name == TLS_VOLUME)
+            .and_then(|v| v.secret)
+            .expect("the keystore's Secret volume");
+        assert_eq!(volume.secret_name.as_deref(), Some("demo-p12"));
+        assert_eq!(
+            volume.items.unwrap_or_default()[0].key,
+            KEYSTORE_P12_KEY.to_string()
+        );
+        let env = container(&objects.stateful_set).env.unwrap_or_default();
+        let password = env
+            .iter()
+            .find(|e| e.name == KEYSTORE_PASSWORD_ENV)
+            .and_then(|e| e.value_from.clone())
+            .and_then(|v| v.secret_key_ref)
+            .expect("the password variable");
+        assert_eq!(
+            (password.name.as_str(), password.key.as_str()),
+            ("demo-p12", KEYSTORE_PASSWORD_KEY)
+        );
+        // Not a PKCS#12 file, or no password: refused with the reason.
+        for data in [
+            vec![(KEYSTORE_P12_KEY, "PEM?"), (KEYSTORE_PASSWORD_KEY, "x")],
+            vec![(KEYSTORE_P12_KEY, p12)],
+        ] {
+            assert!(TlsCertificate::from_secret(&secret("bad", &data)).is_err());
+        }
     }
 
     #[test]
