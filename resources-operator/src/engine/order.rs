@@ -9,8 +9,9 @@
 //! dependencies (a Cache's Template and Schemas) are waited for exactly, by D1's
 //! `DependencyMissing`; this only orders the rest.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common_crds::ResourceKind;
@@ -24,6 +25,23 @@ const POLL: Duration = Duration::from_millis(50);
 struct Inner {
     ready: [AtomicBool; ResourceKind::COUNT],
     busy: [AtomicUsize; ResourceKind::COUNT],
+    /// CRs (by rank and uid) whose creation on the server follows the finalizer their last
+    /// reconcile added: between that reconcile and the next one (brought by the finalizer's
+    /// own watch event) no reconcile of their kind may run, yet a creation is on its way. Their
+    /// kind counts as busy until their next reconcile begins, at most [`BOUND`].
+    expected: Mutex<HashMap<(usize, String), tokio::time::Instant>>,
+}
+
+impl Inner {
+    fn expected<T>(
+        &self,
+        f: impl FnOnce(&mut HashMap<(usize, String), tokio::time::Instant>) -> T,
+    ) -> T {
+        match self.expected.lock() {
+            Ok(mut map) => f(&mut map),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
 }
 
 /// The shared state of the order (cheap to clone).
@@ -55,6 +73,23 @@ impl BulkOrder {
         }
     }
 
+    /// The CR `uid` of `kind` added its finalizer and is to be created on the server by its
+    /// next reconcile: its kind stays busy until then ([`Self::begin_for`]), at most [`BOUND`].
+    pub fn expect_creation(&self, kind: ResourceKind, uid: &str) {
+        let key = (kind.creation_rank(), uid.to_string());
+        self.inner
+            .expected(|map| map.insert(key, tokio::time::Instant::now()));
+    }
+
+    /// A reconcile of the CR `uid` of `kind` starts (what it was expected to do, it does now);
+    /// it ends when the guard is dropped.
+    pub fn begin_for(&self, kind: ResourceKind, uid: &str) -> Busy {
+        let key = (kind.creation_rank(), uid.to_string());
+        let busy = self.begin(kind);
+        self.inner.expected(|map| map.remove(&key));
+        busy
+    }
+
     /// A reconcile of `kind` starts; it ends when the guard is dropped.
     pub fn begin(&self, kind: ResourceKind) -> Busy {
         let rank = kind.creation_rank();
@@ -67,11 +102,18 @@ impl BulkOrder {
         }
     }
 
-    /// Every kind before `kind` is ready and idle.
+    /// Every kind before `kind` is ready and idle: no reconcile runs and no creation is
+    /// expected ([`Self::expect_creation`]).
     pub fn is_turn_of(&self, kind: ResourceKind) -> bool {
-        (0..kind.creation_rank().min(ResourceKind::COUNT)).all(|earlier| {
+        let rank = kind.creation_rank().min(ResourceKind::COUNT);
+        let idle = (0..rank).all(|earlier| {
             self.inner.ready[earlier].load(Ordering::Relaxed)
                 && self.inner.busy[earlier].load(Ordering::Relaxed) == 0
+        });
+        idle && self.inner.expected(|map| {
+            let now = tokio::time::Instant::now();
+            map.retain(|_, at| now.duration_since(*at) < BOUND);
+            !map.keys().any(|(earlier, _)| *earlier < rank)
         })
     }
 
@@ -116,6 +158,30 @@ mod tests {
         assert!(order.is_turn_of(ResourceKind::Schema));
         drop(busy);
         assert!(order.is_turn_of(ResourceKind::Task));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_expected_creation_keeps_its_kind_busy_until_its_reconcile_or_the_bound() {
+        let order = BulkOrder::default();
+        for kind in ResourceKind::ALL {
+            order.set_ready(kind);
+        }
+        // A Schema added its finalizer: its creation follows, Templates wait for it.
+        order.expect_creation(ResourceKind::Schema, "s-1");
+        assert!(!order.is_turn_of(ResourceKind::Template));
+        assert!(order.is_turn_of(ResourceKind::Schema));
+        let busy = order.begin_for(ResourceKind::Schema, "s-1");
+        assert!(
+            !order.is_turn_of(ResourceKind::Template),
+            "its reconcile runs"
+        );
+        drop(busy);
+        assert!(order.is_turn_of(ResourceKind::Template));
+        // An expectation no reconcile fulfils ends with the bound.
+        order.expect_creation(ResourceKind::Counter, "c-1");
+        assert!(!order.is_turn_of(ResourceKind::Cache));
+        tokio::time::advance(BOUND).await;
+        assert!(order.is_turn_of(ResourceKind::Cache));
     }
 
     #[tokio::test]

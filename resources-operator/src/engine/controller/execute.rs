@@ -109,6 +109,12 @@ impl<A: KindAdapter> Engine<A> {
                 let mut finalizers = cr.finalizers().to_vec();
                 finalizers.push(RESOURCES_FINALIZER.to_string());
                 self.patch_finalizers(cr, finalizers).await?;
+                // The server has no object: the next reconcile creates it, and the kinds after
+                // this one wait for it (bulk order), not only for reconciles running now.
+                if known.is_none() {
+                    self.order
+                        .expect_creation(A::KIND, cr.uid().as_deref().unwrap_or_default());
+                }
             }
             Action::RecordSynced => {
                 if let Some(known) = known {

@@ -115,7 +115,9 @@ impl<A: KindAdapter> Engine<A> {
         }
         // The reconcile starts: its request leaves the engine's queue.
         self.requests.remove(&ObjectRef::from_obj(cr.as_ref()));
-        let _busy = self.order.begin(A::KIND);
+        let _busy = self
+            .order
+            .begin_for(A::KIND, cr.uid().as_deref().unwrap_or_default());
         let started = Instant::now();
         let in_flight = self
             .metrics
