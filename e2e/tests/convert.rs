@@ -127,6 +127,8 @@ spec:
       level: info
   upgrades:
     type: HotRodRolling
+  jmx:
+    enabled: true
 "#;
 
 #[tokio::test]
@@ -140,12 +142,17 @@ async fn a_cluster_created_from_a_converted_manifest_becomes_ready() -> anyhow::
     } = install("convert", "convert-ready").await?;
     let documents = convert::parse_documents("upstream", UPSTREAM_CLUSTER)?;
     let conversion = convert::convert_documents(documents)?;
-    // `upgrades.type: HotRodRolling` has no equivalent: reported dropped, the cluster is
-    // still written.
+    // `jmx` has no equivalent: reported dropped, the cluster is still written;
+    // `upgrades.type: HotRodRolling` becomes Shutdown.
     anyhow::ensure!(conversion.report.dropped_anything());
     let [Converted::Infinispan(cr)] = &conversion.objects[..] else {
         bail!("one Infinispan expected: {:?}", conversion.objects);
     };
+    anyhow::ensure!(
+        cr.spec.upgrades.type_ == common_crds::infinispan::UpgradeType::Shutdown,
+        "{:?}",
+        cr.spec.upgrades
+    );
     let mut cr: Infinispan = (**cr).clone();
     cr.metadata.namespace = Some(ns.name.clone());
     clusters
