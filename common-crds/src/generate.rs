@@ -496,6 +496,14 @@ mod tests {
         );
         assert_eq!(
             rule_messages("Infinispan", "/properties/spec/properties/expose").len(),
+            3
+        );
+        assert_eq!(
+            rule_messages(
+                "Infinispan",
+                "/properties/spec/properties/security/properties/authorization/properties/roles"
+            )
+            .len(),
             2
         );
         assert_eq!(rule_messages("Backup", "/properties/spec").len(), 1);

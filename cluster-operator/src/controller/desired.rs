@@ -132,6 +132,7 @@ mod tests {
             server_ca: false,
             renew_at: None,
             service_monitors_served: false,
+            routes_served: false,
             metrics_credentials: None,
         }
     }

@@ -857,7 +857,7 @@ fn expose_spec(fields: &mut Fields, log: &mut Log) -> Result<Option<ExposeSpec>,
         if !annotations.is_empty() {
             log.mapped(
                 "spec.expose.annotations",
-                "on the Service or the Ingress; each must start with an allowed prefix (--allowed-expose-annotation-prefix)",
+                "on the Service, the Ingress or the Route; each must start with an allowed prefix (--allowed-expose-annotation-prefix)",
             );
         }
         expose.annotations = annotations;

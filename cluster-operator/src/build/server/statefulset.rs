@@ -421,7 +421,7 @@ fn probe(path: &str, scheme: &str, period_seconds: i32, failure_threshold: i32) 
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::{DEFAULT_FS_GROUP, Objects, default_resources};
+    use super::super::{DEFAULT_FS_GROUP, Objects, TlsCertificate, default_resources};
     use super::*;
     use crate::build::test_support::{assert_restricted, port};
     use k8s_openapi::api::core::v1::LocalObjectReference;
@@ -571,7 +571,8 @@ mod tests {
             .find(|v| v.name == TLS_VOLUME)
             .and_then(|v| v.secret)
             .expect("the keystore's Secret volume");
-        assert_eq!(volume.secret_name.as_deref(), Some("demo-p12"));
+        // The CR's certSecretName (the fixture's), holding the keystore here.
+        assert_eq!(volume.secret_name.as_deref(), Some("demo-tls"));
         assert_eq!(
             volume.items.unwrap_or_default()[0].key,
             KEYSTORE_P12_KEY.to_string()
@@ -585,7 +586,7 @@ mod tests {
             .expect("the password variable");
         assert_eq!(
             (password.name.as_str(), password.key.as_str()),
-            ("demo-p12", KEYSTORE_PASSWORD_KEY)
+            ("demo-tls", KEYSTORE_PASSWORD_KEY)
         );
         // Not a PKCS#12 file, or no password: refused with the reason.
         for data in [
