@@ -50,7 +50,7 @@ pub enum Verdict {
 }
 
 /// Two thirds into the lifetime the certificate was issued for: from its issue (`not_before`
-/// is backdated by [`super::issue::BACKDATE`] for clocks behind) to `not_after`. Counting the
+/// is backdated five minutes by `issue.rs` for clocks behind) to `not_after`. Counting the
 /// backdate in, a certificate of 5 minutes was renewed after 100 s instead of 200 s.
 pub fn renew_at(not_before: Timestamp, not_after: Timestamp) -> Timestamp {
     let issued = (not_before + super::issue::BACKDATE).min(not_after);
