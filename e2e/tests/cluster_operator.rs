@@ -612,8 +612,10 @@ async fn changes_update_exactly_what_they_must() -> anyhow::Result<()> {
         json!({ "expose": { "type": "Route", "host": "ispn.apps.example.com" } }),
     )
     .await?;
-    let route: Route = eventually("the Route", WAIT, || async {
-        get::<Route>(client, &ns, "demo").await
+    let route: Route = eventually("the Route for ispn.apps.example.com", WAIT, || async {
+        Ok(get::<Route>(client, &ns, "demo")
+            .await?
+            .filter(|r| r.spec.host.as_deref() == Some("ispn.apps.example.com")))
     })
     .await?;
     let spec = serde_json::to_value(&route.spec)?;
