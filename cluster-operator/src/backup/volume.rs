@@ -27,16 +27,16 @@ use common_crds::Backup;
 use common_crds::backup::BackupVolume;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, LocalObjectReference, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec,
-    ResourceRequirements, SecretKeySelector, Volume, VolumeMount, VolumeResourceRequirements,
+    Container, EnvVar, LocalObjectReference, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec, ResourceRequirements, Volume,
+    VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::build::pod::{restricted_container, restricted_pod};
+use crate::build::pod::{restricted_container, restricted_pod, secret_env};
 
 /// Where a Job mounts the claim.
 pub const MOUNT_PATH: &str = "/archive";
@@ -215,22 +215,10 @@ impl CopyJob<'_> {
         if let Some(name) = self.tls_server_name {
             args.extend(["--tls-server-name".into(), name.to_string()]);
         }
-        let secret_env = |name: &str, key: &str, secret: &str| EnvVar {
-            name: name.to_string(),
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: secret.to_string(),
-                    key: key.to_string(),
-                    optional: Some(false),
-                }),
-                ..EnvVarSource::default()
-            }),
-            value: None,
-        };
         let mut env = Vec::new();
         if let Some(secret) = self.credentials_secret {
-            env.push(secret_env(USERNAME_ENV, "username", secret));
-            env.push(secret_env(PASSWORD_ENV, "password", secret));
+            env.push(secret_env(USERNAME_ENV, secret, "username"));
+            env.push(secret_env(PASSWORD_ENV, secret, "password"));
         }
         if let Some(ca) = self.ca_pem {
             env.push(EnvVar {

@@ -7,7 +7,7 @@ use common_crds::infinispan::ProbeSpec;
 use k8s_openapi::api::core::v1::{
     Capabilities, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath,
     LocalObjectReference, ObjectFieldSelector, PodSecurityContext, Probe, SeccompProfile,
-    SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -145,6 +145,23 @@ pub(super) fn field_env(name: &str, path: &str) -> EnvVar {
             field_ref: Some(ObjectFieldSelector {
                 field_path: path.to_string(),
                 api_version: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+        value: None,
+    }
+}
+
+/// A variable from the key `key` of the Secret `secret` (required: the pod does not start
+/// without it).
+pub(crate) fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_string(),
+                key: key.to_string(),
+                optional: Some(false),
             }),
             ..EnvVarSource::default()
         }),

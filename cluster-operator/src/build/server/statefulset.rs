@@ -10,9 +10,9 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm,
-    PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SecretKeySelector,
-    SecretVolumeSource, Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, SecretVolumeSource, Volume, VolumeMount,
+    VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -30,7 +30,7 @@ use super::{
 };
 use crate::build::pod::{
     container_port, field_env, http_probe, image_pull_secrets, mount, non_empty,
-    restricted_container, restricted_pod, secret_volume, tuned,
+    restricted_container, restricted_pod, secret_env, secret_volume, tuned,
 };
 use crate::build::security::{self, SECURITY_ANNOTATION};
 use crate::certificates::objects::{KEYSTORE_KEY, STORE_PASSWORD_KEY, TRUSTSTORE_KEY};
@@ -279,35 +279,21 @@ impl Cx<'_> {
         ];
         if let Some(transport) = self.transport {
             // The stores' password, read by the server configuration (`${env.…}`).
-            env.push(EnvVar {
-                name: TRANSPORT_TLS_PASSWORD_ENV.to_string(),
-                value: None,
-                value_from: Some(EnvVarSource {
-                    secret_key_ref: Some(SecretKeySelector {
-                        name: transport.secret.clone(),
-                        key: STORE_PASSWORD_KEY.to_string(),
-                        optional: Some(false),
-                    }),
-                    ..EnvVarSource::default()
-                }),
-            });
+            env.push(secret_env(
+                TRANSPORT_TLS_PASSWORD_ENV,
+                &transport.secret,
+                STORE_PASSWORD_KEY,
+            ));
         }
         if let Some((secret, certificate)) = &self.tls
             && certificate.pkcs12_alias().is_some()
         {
             // The PKCS#12 keystore's password, read by the server configuration (`${env.…}`).
-            env.push(EnvVar {
-                name: KEYSTORE_PASSWORD_ENV.to_string(),
-                value: None,
-                value_from: Some(EnvVarSource {
-                    secret_key_ref: Some(SecretKeySelector {
-                        name: secret.clone(),
-                        key: KEYSTORE_PASSWORD_KEY.to_string(),
-                        optional: Some(false),
-                    }),
-                    ..EnvVarSource::default()
-                }),
-            });
+            env.push(secret_env(
+                KEYSTORE_PASSWORD_ENV,
+                secret,
+                KEYSTORE_PASSWORD_KEY,
+            ));
         }
         if let Some(options) = container
             .and_then(|container| container.extra_jvm_opts.as_deref())
