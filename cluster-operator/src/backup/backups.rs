@@ -118,17 +118,8 @@ async fn start(backup: &Backup, job: &str, ctx: &Context) -> Result<Observation,
         name,
         uid: uid.clone(),
     };
-    let running = ctx.running_on(&namespace, cluster_name, &uid);
-    if let Err(other) = ctx
-        .slots
-        .try_acquire(&namespace, cluster_name, holder, running)
-    {
-        return Ok(Observation::Waiting {
-            why: Waiting::ClusterBusy,
-            message: format!(
-                "{other} runs on cluster {cluster_name}: one backup or restore runs at a time per cluster"
-            ),
-        });
+    if let Some(busy) = ctx.take_slot(&namespace, cluster_name, holder) {
+        return Ok(busy);
     }
     let observation = start_job(backup, job, &server).await;
     if !matches!(observation, Observation::Started { .. }) {

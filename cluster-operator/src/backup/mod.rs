@@ -276,6 +276,22 @@ impl Context {
         self.retries(|r| r.remove(uid));
     }
 
+    /// Takes the job slot of `namespace/cluster` for `holder`; `Some`: why it waits instead,
+    /// another Backup or Restore runs there (one job per cluster, [`slots`]).
+    fn take_slot(&self, namespace: &str, cluster: &str, holder: Holder) -> Option<Observation> {
+        let running = self.running_on(namespace, cluster, &holder.uid);
+        let other = self
+            .slots
+            .try_acquire(namespace, cluster, holder, running)
+            .err()?;
+        Some(Observation::Waiting {
+            why: Waiting::ClusterBusy,
+            message: format!(
+                "{other} runs on cluster {cluster}: one backup or restore runs at a time per cluster"
+            ),
+        })
+    }
+
     /// Backups and Restores other than `uid` that their status shows running on
     /// `namespace/cluster`.
     fn running_on(&self, namespace: &str, cluster: &str, uid: &str) -> Vec<Holder> {

@@ -311,17 +311,8 @@ async fn start(restore: &Restore, job: &str, ctx: &Context) -> Result<Observatio
         name,
         uid: uid.clone(),
     };
-    let running = ctx.running_on(&namespace, target_name, &uid);
-    if let Err(other) = ctx
-        .slots
-        .try_acquire(&namespace, target_name, holder, running)
-    {
-        return Ok(Observation::Waiting {
-            why: Waiting::ClusterBusy,
-            message: format!(
-                "{other} runs on cluster {target_name}: one backup or restore runs at a time per cluster"
-            ),
-        });
+    if let Some(busy) = ctx.take_slot(&namespace, target_name, holder) {
+        return Ok(busy);
     }
     let transfer = Transfer {
         restore,
@@ -489,17 +480,8 @@ impl FromVolume<'_> {
             name: name.clone(),
             uid: uid.clone(),
         };
-        let running = ctx.running_on(&namespace, target_name, &uid);
-        if let Err(other) = ctx
-            .slots
-            .try_acquire(&namespace, target_name, holder, running)
-        {
-            return Ok(Observation::Waiting {
-                why: Waiting::ClusterBusy,
-                message: format!(
-                    "{other} runs on cluster {target_name}: one backup or restore runs at a time per cluster"
-                ),
-            });
+        if let Some(busy) = ctx.take_slot(&namespace, target_name, holder) {
+            return Ok(busy);
         }
         let location = Location {
             label: volume::archive_label(&volume.claim_name, &volume.path),
