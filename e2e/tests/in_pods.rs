@@ -977,23 +977,7 @@ async fn a_custom_role_without_create_is_refused_a_cache_while_the_operators_kee
         "what the reader sees: {caches:?}"
     );
     // The resources operator (the operators' admin) mirrors the admin's cache as a CR.
-    let caches: Api<Cache> = Api::namespaced(client.clone(), &ns.name);
-    eventually("a Cache CR for by-admin", WAIT, || {
-        let caches = caches.clone();
-        async move {
-            let list = caches
-                .list(&ListParams::default().labels("infinispan.org/cluster=demo"))
-                .await?;
-            Ok(list
-                .items
-                .iter()
-                .any(|c| {
-                    c.spec.common.name.as_deref() == Some("by-admin") || c.name_any() == "by-admin"
-                })
-                .then_some(()))
-        }
-    })
-    .await?;
+    wait_cache_cr(&client, &ns.name, "demo", "by-admin").await?;
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
 }
@@ -1399,27 +1383,7 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
         target_rest.counter_value("visits").await? == 7,
         "the restored counter"
     );
-    let caches: Api<Cache> = Api::namespaced(client.clone(), &ns.name);
-    eventually(
-        "a Cache CR of `restored` for the restored cache",
-        WAIT,
-        || {
-            let caches = caches.clone();
-            async move {
-                let list = caches
-                    .list(&ListParams::default().labels("infinispan.org/cluster=restored"))
-                    .await?;
-                Ok(list
-                    .items
-                    .iter()
-                    .any(|c| {
-                        c.spec.common.name.as_deref() == Some("people") || c.name_any() == "people"
-                    })
-                    .then_some(()))
-            }
-        },
-    )
-    .await?;
+    wait_cache_cr(&client, &ns.name, "restored", "people").await?;
 
     // An archive infinispan-operator's Backup left on its claim (`<name>/<name>.zip`; here a
     // real 16.0.7 server archive) restores with `spec.source`.
@@ -1441,6 +1405,37 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     delete_cluster(&client, &clusters, "restored").await?;
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
+}
+
+/// Waits until a Cache CR of `cluster` stands for the server's cache `cache` (its
+/// `spec.name`, or its own name): the cluster's resources operator mirrored it.
+async fn wait_cache_cr(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+    cache: &str,
+) -> anyhow::Result<()> {
+    let caches: Api<Cache> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("infinispan.org/cluster={cluster}");
+    eventually(
+        &format!("a Cache CR of `{cluster}` for the cache {cache}"),
+        WAIT,
+        || {
+            let caches = caches.clone();
+            let selector = selector.clone();
+            async move {
+                let list = caches
+                    .list(&ListParams::default().labels(&selector))
+                    .await?;
+                Ok(list
+                    .items
+                    .iter()
+                    .any(|c| c.spec.common.name.as_deref() == Some(cache) || c.name_any() == cache)
+                    .then_some(()))
+            }
+        },
+    )
+    .await
 }
 
 /// The IP of the pod `name`, once it has one.
