@@ -492,7 +492,7 @@ mod tests {
                 "/properties/spec/properties/security/properties/endpointEncryption"
             )
             .len(),
-            1
+            4
         );
         assert_eq!(
             rule_messages("Infinispan", "/properties/spec/properties/expose").len(),

@@ -630,6 +630,12 @@ fn default_true() -> bool {
 #[schemars(transform = crate::common::unwrap_doc_lines)]
 #[x_kube(validation = Rule::new("!has(self.type) || self.type != 'Secret' || has(self.certSecretName)")
     .message("spec.security.endpointEncryption.certSecretName is required when type is Secret"))]
+#[x_kube(validation = Rule::new("!has(self.clientCert) || self.clientCert == 'None' || has(self.clientCertSecretName)")
+    .message("spec.security.endpointEncryption.clientCertSecretName is required when clientCert is Validate"))]
+#[x_kube(validation = Rule::new("!has(self.clientCert) || self.clientCert == 'None' || !has(self.type) || self.type != 'None'")
+    .message("spec.security.endpointEncryption.clientCert needs TLS on the endpoint: type Generated or Secret"))]
+#[x_kube(validation = Rule::new("!has(self.clientCert) || self.clientCert != 'Authenticate'")
+    .message("spec.security.endpointEncryption.clientCert: Authenticate is not supported (docs/security.md, client certificates): use Validate, where a client needs a certificate of a trusted CA and its credentials"))]
 pub struct EndpointEncryption {
     /// Generated: TLS with a certificate the operator issues from the cluster's own CA; Secret:
     /// TLS with the certificate of certSecretName; None: plain text. Absent: what the cluster
@@ -641,6 +647,34 @@ pub struct EndpointEncryption {
     /// required when type is Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cert_secret_name: Option<String>,
+
+    /// Client certificates (infinispan-operator's field). Validate: every client of the
+    /// endpoint (REST, Hot Rod, metrics) must present a certificate signed by a CA of
+    /// clientCertSecretName, besides its credentials; the operators present one of the
+    /// cluster's own CA. None (the default): no client certificate asked for. Changing it
+    /// rolls the pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<ClientCertType>,
+
+    /// Name of a Secret (same namespace, annotated infinispan.org/allow-clusters like
+    /// certSecretName's) with the CAs clients' certificates must be signed by: `trust.ca` (PEM,
+    /// one or more certificates) and maybe `trust.cert.<name>` (PEM), or `truststore.p12` and
+    /// its `truststore-password`; required when clientCert is Validate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert_secret_name: Option<String>,
+}
+
+/// Whether the endpoint asks clients for a certificate.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ClientCertType {
+    /// No client certificate.
+    #[default]
+    None,
+    /// A client must present a certificate signed by a trusted CA (and its credentials).
+    Validate,
+    /// infinispan-operator's: the certificate itself identifies the client (not supported
+    /// here: refused by the schema, see docs/security.md).
+    Authenticate,
 }
 
 /// Whether the server endpoint uses TLS, and with which certificate.

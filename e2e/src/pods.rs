@@ -556,6 +556,21 @@ pub async fn rest_client_as(
     ip: &str,
     credentials: infinispan_rest::Credentials,
 ) -> anyhow::Result<infinispan_rest::Client> {
+    Ok(infinispan_rest::Client::new(
+        rest_config_at(client, namespace, cr, ip)
+            .await?
+            .with_credentials(credentials),
+    )?)
+}
+
+/// The configuration of [`rest_client_at`] without credentials: the scheme, the CA and the
+/// name to check, as the cluster's status says.
+pub async fn rest_config_at(
+    client: &Client,
+    namespace: &str,
+    cr: &Infinispan,
+    ip: &str,
+) -> anyhow::Result<ClientConfig> {
     use common_crds::infinispan::EncryptionType;
     let security = cr.status.as_ref().and_then(|s| s.security.clone());
     let ca = match security.as_ref().map(|s| s.endpoint_encryption) {
@@ -595,15 +610,12 @@ pub async fn rest_client_as(
             )
         }
     };
-    let config = match ca {
+    Ok(match ca {
         None => ClientConfig::new(format!("http://{ip}:11222")),
         Some(ca) => ClientConfig::new(format!("https://{ip}:11222"))
             .with_ca_bundle_pem(ca.into_bytes())
             .with_tls_server_name(format!("{}.{namespace}.svc.cluster.local", cr.name_any())),
-    };
-    Ok(infinispan_rest::Client::new(
-        config.with_credentials(credentials),
-    )?)
+    })
 }
 
 /// A plain-HTTP REST client of `ip` as the operator's user (to check that TLS refuses it).

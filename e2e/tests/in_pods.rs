@@ -31,6 +31,11 @@
 //!   resources operator pod mirrors the restored cache as a CR; a real server archive written
 //!   onto a claim in infinispan-operator's layout restores with `spec.source`; deleting the
 //!   Backup deletes its claim.
+//! - Client certificates (`clientCert: Validate` with an openssl-made PKCS#12 truststore): a
+//!   client with a certificate of the truststore's CA and credentials is accepted, without
+//!   credentials it gets 401, without a certificate or with one of another CA it is refused at
+//!   the handshake; the pods' probes pass through the probes endpoint; the cluster operator
+//!   and the resources operator present their certificate of the cluster's CA and keep working.
 //! - Custom roles: a role without CREATE, held by an application identity, is refused a cache
 //!   by the server while the operators' user keeps admin and the sync goes on.
 //! - Pod and Service metadata and tuning: the CR's pod and Service labels and annotations (its
@@ -1829,6 +1834,188 @@ async fn generated_tls_encrypts_the_endpoint_with_the_published_ca_and_lets_only
     .await?;
     stop_rogue(&client, &other.name, "insider").await?;
     other.delete().await?;
+
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}
+
+/// A truststore as infinispan-operator users make one: `ca_pem` alone in a PKCS#12 store
+/// written by openssl (password [`P12_PASSWORD`]).
+fn openssl_truststore(name: &str, ca_pem: &str) -> anyhow::Result<Vec<u8>> {
+    let dir = repo_root().join(format!("target/e2e-logs/in-pods/{name}-truststore"));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("ca.crt"), ca_pem)?;
+    let output = std::process::Command::new("openssl")
+        .args([
+            "pkcs12",
+            "-export",
+            "-nokeys",
+            "-in",
+            "ca.crt",
+            "-name",
+            "clients-ca",
+        ])
+        .args([
+            "-passout",
+            &format!("pass:{P12_PASSWORD}"),
+            "-out",
+            "truststore.p12",
+        ])
+        .current_dir(&dir)
+        .output()?;
+    ensure!(
+        output.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let store = std::fs::read(dir.join("truststore.p12"))?;
+    std::fs::remove_dir_all(&dir)?;
+    Ok(store)
+}
+
+#[tokio::test]
+async fn a_cluster_that_validates_client_certificates_accepts_only_clients_with_one_and_the_operators_keep_syncing()
+-> anyhow::Result<()> {
+    use cluster_operator::certificates::{Purpose, issue};
+    use infinispan_rest::ClientIdentity;
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    let _only = CLUSTER.lock().await;
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = install("in-pods", "pods-client-cert").await?;
+
+    // The users' CA, in a PKCS#12 truststore made by openssl, in infinispan-operator's Secret
+    // form (truststore.p12, truststore-password), allowed for the cluster.
+    let now = Timestamp::now();
+    let day = SignedDuration::from_hours(24);
+    let clients_ca = issue::new_ca("e2e clients CA", now, day)?;
+    let alice = issue::issue(&clients_ca, Purpose::Client, &["alice".into()], now, day)?;
+    let stranger_ca = issue::new_ca("e2e stranger CA", now, day)?;
+    let stranger = issue::issue(&stranger_ca, Purpose::Client, &["mallory".into()], now, day)?;
+    let truststore = openssl_truststore(&ns.name, &clients_ca.cert_pem)?;
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "client-cas", "annotations": {"infinispan.org/allow-clusters": "demo"}},
+        "data": {"truststore.p12": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &truststore)},
+        "stringData": {"truststore-password": P12_PASSWORD},
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), &ns.name)
+        .create(&Default::default(), &secret)
+        .await?;
+    apply_cluster(
+        &clusters,
+        "demo",
+        json!({"replicas": 1, "security": {"endpointEncryption": {
+            "type": "Generated", "clientCert": "Validate", "clientCertSecretName": "client-cas",
+        }}}),
+    )
+    .await?;
+    // Ready: the kubelet's probes pass (they go to the probes endpoint, without a certificate).
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 1).await?;
+    let set = Api::<StatefulSet>::namespaced(client.clone(), &ns.name)
+        .get("demo")
+        .await?;
+    let probe_port = set
+        .spec
+        .template
+        .spec
+        .and_then(|p| p.containers.into_iter().next())
+        .and_then(|c| c.readiness_probe)
+        .and_then(|p| p.http_get)
+        .map(|g| g.port);
+    ensure!(
+        probe_port
+            == Some(
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("probes".into())
+            ),
+        "the readiness probe goes to {probe_port:?}"
+    );
+
+    let ip = Api::<Service>::namespaced(client.clone(), &ns.name)
+        .get("demo")
+        .await?
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no cluster IP")?;
+    let credentials = operator_credentials(&client, &ns.name, &cr).await?;
+    let config = e2e::pods::rest_config_at(&client, &ns.name, &cr, &ip).await?;
+    let identity = |issued: &issue::Issued, ca: &issue::Ca| ClientIdentity {
+        cert_chain_pem: format!("{}{}", issued.cert_pem, ca.cert_pem).into_bytes(),
+        key_pem: issued.key_pem.clone().into_bytes(),
+    };
+    // A certificate of the users' CA and credentials: accepted.
+    let rest = infinispan_rest::Client::new(
+        config
+            .clone()
+            .with_credentials(credentials.clone())
+            .with_client_identity(identity(&alice, &clients_ca)),
+    )?;
+    rest.container_info()
+        .await
+        .context("a client with a certificate of the truststore's CA and credentials")?;
+    // The same certificate without credentials: authenticated by nothing (401).
+    let anonymous = infinispan_rest::Client::new(
+        config
+            .clone()
+            .with_client_identity(identity(&alice, &clients_ca)),
+    )?;
+    match anonymous.container_info().await {
+        Err(infinispan_rest::Error::Unauthorized { .. }) => {}
+        other => bail!("a certificate without credentials: {other:?}"),
+    }
+    // Without a certificate, or with one of another CA: refused at the TLS handshake, before
+    // the credentials are asked for.
+    for (what, config) in [
+        ("no certificate", config.clone()),
+        (
+            "a certificate of another CA",
+            config
+                .clone()
+                .with_client_identity(identity(&stranger, &stranger_ca)),
+        ),
+    ] {
+        let refused = infinispan_rest::Client::new(config.with_credentials(credentials.clone()))?;
+        match refused.container_info().await {
+            Ok(_) => bail!("a client with {what} was accepted"),
+            Err(infinispan_rest::Error::Unauthorized { .. }) => {
+                bail!("a client with {what} reached the authentication (401), not refused by TLS")
+            }
+            Err(_) => {}
+        }
+    }
+
+    // The operators present their certificate of the cluster's CA: the cluster operator reads
+    // each pod's version, the resources operator syncs both ways.
+    eventually(
+        "status.serverVersions read by the cluster operator",
+        WAIT,
+        || {
+            let clusters = clusters.clone();
+            async move {
+                let cr = clusters.get("demo").await?;
+                Ok(cr
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| !s.server_versions.is_empty())
+                    .then_some(()))
+            }
+        },
+    )
+    .await?;
+    wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
+    sync_both_ways(
+        &client,
+        &ns.name,
+        &rest,
+        "over-client-certificates",
+        "from-rest-client-certificates",
+    )
+    .await?;
 
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await

@@ -175,6 +175,7 @@ fn prepare(name: &str, spec: serde_json::Value) -> anyhow::Result<Cluster> {
         overlay: None,
         tls,
         transport: None,
+        client_trust: None,
     };
     let objects = server::build(&cr, &settings, &referenced)?;
     let realm = objects

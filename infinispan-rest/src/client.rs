@@ -243,19 +243,29 @@ fn build_connector(config: &ClientConfig) -> Result<Connector, Error> {
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = hyper_rustls::HttpsConnectorBuilder::new();
-    let builder = match &config.ca_bundle_pem {
-        Some(pem) => {
-            let roots = ca_roots(pem)?;
+    let builder = match (&config.ca_bundle_pem, &config.client_identity) {
+        (None, None) => builder
+            .with_provider_and_native_roots(provider)
+            .map_err(|e| Error::Config(format!("system CA roots: {e}")))?,
+        (ca_bundle, identity) => {
+            let roots = match ca_bundle {
+                Some(pem) => ca_roots(pem)?,
+                None => crate::tls::native_roots()?,
+            };
             let tls = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
                 .map_err(|e| Error::Config(format!("TLS: {e}")))?
-                .with_root_certificates(roots)
-                .with_no_client_auth();
+                .with_root_certificates(roots);
+            let tls = match identity {
+                Some(identity) => {
+                    let (chain, key) = crate::tls::client_identity(identity)?;
+                    tls.with_client_auth_cert(chain, key)
+                        .map_err(|e| Error::Config(format!("client certificate: {e}")))?
+                }
+                None => tls.with_no_client_auth(),
+            };
             builder.with_tls_config(tls)
         }
-        None => builder
-            .with_provider_and_native_roots(provider)
-            .map_err(|e| Error::Config(format!("system CA roots: {e}")))?,
     };
     let builder = builder.https_or_http();
     let builder = match &config.tls_server_name {

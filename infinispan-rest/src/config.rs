@@ -26,6 +26,23 @@ impl Default for TcpKeepalive {
     }
 }
 
+/// A client certificate (PEM chain, the client's first) and its private key (unencrypted PEM).
+/// Checked when a client is built ([`crate::Client::new`]); `Debug` never shows the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientIdentity {
+    pub cert_chain_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+}
+
+impl std::fmt::Debug for ClientIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientIdentity")
+            .field("cert_chain_pem", &self.cert_chain_pem.len())
+            .field("key_pem", &"<redacted>")
+            .finish()
+    }
+}
+
 /// Configuration of a [`crate::Client`].
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -40,6 +57,9 @@ pub struct ClientConfig {
     /// (one pod of a cluster reached by its own address, its certificate issued for the
     /// cluster's Service name). `None`: the base URL's host.
     pub tls_server_name: Option<String>,
+    /// The certificate the client presents when the server asks for one (a server that
+    /// requires client certificates refuses the connection without it); `None`: none.
+    pub client_identity: Option<ClientIdentity>,
     /// Bound on one whole ordinary request (headers and body). Not applied to the event stream.
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
@@ -70,6 +90,7 @@ impl ClientConfig {
             auth: AuthMethod::Auto,
             ca_bundle_pem: None,
             tls_server_name: None,
+            client_identity: None,
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             tcp_keepalive: Some(TcpKeepalive::default()),
@@ -124,6 +145,12 @@ impl ClientConfig {
     /// none at all).
     pub fn check_ca_bundle_pem(pem: &[u8]) -> Result<usize, crate::Error> {
         crate::tls::ca_roots(pem).map(|roots| roots.len())
+    }
+
+    /// Presents `identity` to a server that asks for a client certificate.
+    pub fn with_client_identity(mut self, identity: ClientIdentity) -> Self {
+        self.client_identity = Some(identity);
+        self
     }
 
     /// Verifies the server's certificate against `name` instead of the base URL's host.

@@ -38,7 +38,7 @@ pub use auth::{AuthMethod, Credentials};
 pub use backups::{BackupResources, JobStatus, backup_archive_path};
 pub use caches::{Comparison, ConfigDocument, ConfigFormat, CreateCacheOptions, MutableAttribute};
 pub use client::Client;
-pub use config::{ClientConfig, TcpKeepalive};
+pub use config::{ClientConfig, ClientIdentity, TcpKeepalive};
 pub use counters::{CounterConfig, CounterStorage};
 pub use error::Error;
 pub use events::documents::Documents;

@@ -76,6 +76,26 @@ pub struct RunArgs {
     #[arg(long, env = "RESOURCES_OPERATOR_TLS_SERVER_NAME", value_name = "HOST")]
     pub tls_server_name: Option<String>,
 
+    /// PEM file with the certificate chain to present when the server asks clients for a
+    /// certificate (`clientCert: Validate`), with its key in `--client-key`. Read once at
+    /// startup: a missing or invalid file stops the operator.
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_CLIENT_CERTIFICATE",
+        value_name = "FILE",
+        requires = "client_key"
+    )]
+    pub client_certificate: Option<PathBuf>,
+
+    /// PEM file with the private key of `--client-certificate`.
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_CLIENT_KEY",
+        value_name = "FILE",
+        requires = "client_certificate"
+    )]
+    pub client_key: Option<PathBuf>,
+
     /// Direction of sync; default: the Infinispan CR's spec.resourcesOperator.syncMode.
     #[arg(long, env = "RESOURCES_OPERATOR_SYNC_MODE", value_enum)]
     pub sync_mode: Option<SyncModeArg>,
@@ -282,6 +302,27 @@ mod tests {
             args.tls_server_name.as_deref(),
             Some("demo.ns.svc.cluster.local")
         );
+        Ok(())
+    }
+
+    #[test]
+    fn the_client_certificate_comes_with_its_key() -> Result<(), anyhow::Error> {
+        let args = run_args(&[
+            "--client-certificate",
+            "/etc/infinispan/client/tls.crt",
+            "--client-key",
+            "/etc/infinispan/client/tls.key",
+        ])?;
+        assert_eq!(
+            args.client_certificate,
+            Some(PathBuf::from("/etc/infinispan/client/tls.crt"))
+        );
+        assert_eq!(
+            args.client_key,
+            Some(PathBuf::from("/etc/infinispan/client/tls.key"))
+        );
+        assert!(run_args(&["--client-certificate", "/tmp/tls.crt"]).is_err());
+        assert!(run_args(&["--client-key", "/tmp/tls.key"]).is_err());
         Ok(())
     }
 

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use common_crds::Infinispan;
 use futures::FutureExt;
-use infinispan_rest::{ClientConfig, Credentials, Documents, InternalObjects, StreamOptions};
+use infinispan_rest::{
+    ClientConfig, ClientIdentity, Credentials, Documents, InternalObjects, StreamOptions,
+};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Resource};
 use operator_runtime::endpoint::{self, Readiness};
@@ -70,6 +72,8 @@ pub enum RunError {
     },
     #[error("cannot use the CA bundle {} (--ca-bundle): {message}", path.display())]
     CaBundle { path: PathBuf, message: String },
+    #[error("cannot read the client certificate or key {} (--client-certificate, --client-key): {message}", path.display())]
+    ClientCertificate { path: PathBuf, message: String },
     #[error("cannot build the Infinispan REST client: {0}")]
     Rest(#[from] infinispan_rest::Error),
     #[error("cannot set up metrics: {0}")]
@@ -102,6 +106,26 @@ pub fn ca_bundle(path: Option<&Path>) -> Result<Option<Vec<u8>>, RunError> {
     Ok(Some(pem))
 }
 
+/// The certificate chain and key of `--client-certificate` and `--client-key`; `None` without
+/// them. The files are read once: a renewed certificate comes with a new pod (the cluster
+/// operator rolls the Deployment). The REST client checks them when it is built.
+pub fn client_identity(args: &RunArgs) -> Result<Option<ClientIdentity>, RunError> {
+    let (Some(cert), Some(key)) = (&args.client_certificate, &args.client_key) else {
+        return Ok(None);
+    };
+    let read = |path: &PathBuf| {
+        std::fs::read(path).map_err(|e| RunError::ClientCertificate {
+            path: path.clone(),
+            message: e.to_string(),
+        })
+    };
+    tracing::info!(file = %cert.display(), "presenting the client certificate to the server");
+    Ok(Some(ClientIdentity {
+        cert_chain_pem: read(cert)?,
+        key_pem: read(key)?,
+    }))
+}
+
 async fn credentials(client: &kube::Client, args: &RunArgs) -> Result<Credentials, RunError> {
     let error = |message: String| RunError::Credentials {
         namespace: args.namespace.clone(),
@@ -125,6 +149,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     logging::init(args.log_format, &args.log_level)?;
     let election = args.election.election()?;
     let ca_bundle = ca_bundle(args.ca_bundle.as_deref())?;
+    let client_identity = client_identity(&args)?;
     let client = kube::Client::try_default()
         .await
         .map_err(RunError::Kubernetes)?;
@@ -155,6 +180,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let start = Start {
         args: &args,
         ca_bundle: ca_bundle.as_deref(),
+        client_identity: client_identity.as_ref(),
         client: client.clone(),
         metrics: metrics.clone(),
         readiness: readiness.clone(),
@@ -220,6 +246,7 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
     let Start {
         args,
         ca_bundle,
+        client_identity,
         client,
         metrics,
         readiness,
@@ -239,7 +266,7 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
             namespace: args.namespace.clone(),
             name: args.cluster.clone(),
         })?;
-    let rest = rest_client(&client, args, ca_bundle).await?;
+    let rest = rest_client(&client, args, ca_bundle, client_identity).await?;
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -334,6 +361,7 @@ async fn rest_client(
     client: &kube::Client,
     args: &RunArgs,
     ca_bundle: Option<&[u8]>,
+    client_identity: Option<&ClientIdentity>,
 ) -> Result<infinispan_rest::Client, RunError> {
     let mut config = ClientConfig::new(args.infinispan_url.clone())
         .with_credentials(credentials(client, args).await?);
@@ -342,6 +370,9 @@ async fn rest_client(
     }
     if let Some(name) = &args.tls_server_name {
         config = config.with_tls_server_name(name);
+    }
+    if let Some(identity) = client_identity {
+        config = config.with_client_identity(identity.clone());
     }
     Ok(infinispan_rest::Client::new(config)?)
 }
@@ -519,6 +550,8 @@ struct Start<'a> {
     args: &'a RunArgs,
     /// The checked PEM of `--ca-bundle`.
     ca_bundle: Option<&'a [u8]>,
+    /// `--client-certificate` and `--client-key`.
+    client_identity: Option<&'a ClientIdentity>,
     client: kube::Client,
     metrics: Metrics,
     readiness: Readiness,

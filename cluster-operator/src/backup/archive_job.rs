@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt;
 use super::archive::{self, ArchiveFile};
 use super::phase::{Failure, Observation};
 use super::restores::{FromFile, Outcome};
-use super::volume::{CA_ENV, PASSWORD_ENV, Report, USERNAME_ENV};
+use super::volume::{CA_ENV, CLIENT_CERT_ENV, CLIENT_KEY_ENV, PASSWORD_ENV, Report, USERNAME_ENV};
 use crate::cli::{ArchiveArgs, ArchiveCopy};
 
 /// Tries of a copy whose server cannot be reached.
@@ -66,6 +66,15 @@ async fn copy(args: ArchiveArgs) -> Report {
         && !pem.trim().is_empty()
     {
         config = config.with_ca_bundle_pem(pem.into_bytes());
+    }
+    if let (Ok(cert), Ok(key)) = (
+        std::env::var(CLIENT_CERT_ENV),
+        std::env::var(CLIENT_KEY_ENV),
+    ) {
+        config = config.with_client_identity(infinispan_rest::ClientIdentity {
+            cert_chain_pem: cert.into_bytes(),
+            key_pem: key.into_bytes(),
+        });
     }
     if let Some(name) = tls_server_name {
         config = config.with_tls_server_name(name);

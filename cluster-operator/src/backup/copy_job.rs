@@ -75,6 +75,10 @@ pub(crate) async fn create(
         tls_server_name: access.endpoint.tls_server_name.as_deref(),
         credentials_secret: access.credentials_secret.as_deref(),
         ca_pem: ca_pem.as_deref(),
+        client_certificate_secret: access
+            .client_certificate
+            .as_ref()
+            .map(|(secret, _)| secret.as_str()),
         copy,
     }
     .build();

@@ -411,7 +411,8 @@ fn access_waiting(context: &str, error: &ServerAccessError) -> Observation {
         | ServerAccessError::CredentialsKeyMissing { .. }
         | ServerAccessError::CredentialsNotUtf8 { .. }
         | ServerAccessError::Kube { .. } => Waiting::CredentialsInvalid,
-        ServerAccessError::CertificateSecretNotFound { .. } => Waiting::CertificateNotFound,
+        ServerAccessError::CertificateSecretNotFound { .. }
+        | ServerAccessError::ClientCertificateNotReady { .. } => Waiting::CertificateNotFound,
         ServerAccessError::MissingMetadata
         | ServerAccessError::Url(_)
         | ServerAccessError::Client { .. } => Waiting::InvalidConfiguration,

@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::build::pod::{restricted_container, restricted_pod, secret_env};
+use crate::certificates::objects::{TLS_CERT_KEY, TLS_KEY_KEY};
 
 /// Where a Job mounts the claim.
 pub const MOUNT_PATH: &str = "/archive";
@@ -57,6 +58,9 @@ pub const JOB_APP_NAME: &str = "infinispan-archive";
 pub const USERNAME_ENV: &str = "ARCHIVE_USERNAME";
 pub const PASSWORD_ENV: &str = "ARCHIVE_PASSWORD";
 pub const CA_ENV: &str = "ARCHIVE_CA_PEM";
+/// The operators' client certificate chain and key (PEM), when the cluster asks for one.
+pub const CLIENT_CERT_ENV: &str = "ARCHIVE_CLIENT_CERT_PEM";
+pub const CLIENT_KEY_ENV: &str = "ARCHIVE_CLIENT_KEY_PEM";
 /// A Job runs at most this long.
 pub const JOB_DEADLINE_SECONDS: i64 = 3600;
 /// A finished Job left behind (the operator deletes it once its CR recorded the outcome) goes
@@ -185,6 +189,9 @@ pub struct CopyJob<'a> {
     /// The operators' credentials Secret of the cluster (`username`, `password`).
     pub credentials_secret: Option<&'a str>,
     pub ca_pem: Option<&'a str>,
+    /// The operators' client certificate Secret (`tls.crt`, `tls.key`), when the cluster asks
+    /// clients for a certificate.
+    pub client_certificate_secret: Option<&'a str>,
     pub copy: Copy,
 }
 
@@ -219,6 +226,10 @@ impl CopyJob<'_> {
         if let Some(secret) = self.credentials_secret {
             env.push(secret_env(USERNAME_ENV, secret, "username"));
             env.push(secret_env(PASSWORD_ENV, secret, "password"));
+        }
+        if let Some(secret) = self.client_certificate_secret {
+            env.push(secret_env(CLIENT_CERT_ENV, secret, TLS_CERT_KEY));
+            env.push(secret_env(CLIENT_KEY_ENV, secret, TLS_KEY_KEY));
         }
         if let Some(ca) = self.ca_pem {
             env.push(EnvVar {
@@ -474,6 +485,7 @@ mod tests {
             tls_server_name: Some("demo.team.svc.cluster.local"),
             credentials_secret: Some("demo-operator-credentials"),
             ca_pem: Some("-----BEGIN CERTIFICATE-----\n"),
+            client_certificate_secret: None,
             copy: Copy::Save {
                 job: "team.nightly-0123".into(),
                 path: archive_path("nightly"),
@@ -554,6 +566,7 @@ mod tests {
                 tls_server_name: None,
                 credentials_secret: None,
                 ca_pem: None,
+                client_certificate_secret: None,
                 copy: Copy::Save {
                     job: String::new(),
                     path: String::new(),

@@ -170,6 +170,14 @@ pub fn endpoint_tls(resolved: &Infinispan) -> bool {
     types(resolved).endpoint != EncryptionType::None
 }
 
+/// The endpoint asks clients for a certificate (`clientCert: Validate` on a TLS endpoint):
+/// the operators present theirs.
+pub fn client_certificates_required(resolved: &Infinispan) -> bool {
+    resolved.spec.security.endpoint_encryption.client_cert
+        == Some(common_crds::infinispan::ClientCertType::Validate)
+        && endpoint_tls(resolved)
+}
+
 /// The Secret with the endpoint's certificate (`tls.key`, `tls.crt`, maybe `ca.crt`): the
 /// user's (`Secret`) or the one the operator issues (`Generated`).
 pub fn endpoint_certificate_secret(resolved: &Infinispan) -> Option<String> {

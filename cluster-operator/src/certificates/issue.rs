@@ -112,7 +112,12 @@ pub fn issue(
     let ca_key = KeyPair::from_pem(&ca.key_pem)?;
     let issuer = Issuer::new(ca_params(&ca.subject), ca_key);
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
-    let mut params = CertificateParams::new(names.to_vec())?;
+    // A client certificate names no host: its first name is only its common name.
+    let sans = match purpose {
+        Purpose::Client => Vec::new(),
+        Purpose::Endpoint | Purpose::Transport => names.to_vec(),
+    };
+    let mut params = CertificateParams::new(sans)?;
     let mut name = DistinguishedName::new();
     name.push(DnType::OrganizationName, "Infinispan operator");
     name.push(
@@ -129,6 +134,7 @@ pub fn issue(
             ExtendedKeyUsagePurpose::ServerAuth,
             ExtendedKeyUsagePurpose::ClientAuth,
         ],
+        Purpose::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
     };
     params.use_authority_key_identifier_extension = true;
     let not_before = now - BACKDATE;

@@ -4,13 +4,18 @@
 //! - [`issue`]: a new CA, a certificate signed by it (endpoint or transport), the transport's
 //!   PKCS#12 stores;
 //! - [`renewal`]: whether a certificate Secret is still good, or why a new one is issued (pure);
-//! - [`objects`]: the Secrets and the published CA ConfigMap, their names and annotations.
+//! - [`objects`]: the Secrets and the published CA ConfigMap, their names and annotations;
+//! - [`client_trust`]: the CAs a cluster that asks clients for a certificate trusts (the
+//!   user's truststore Secret and the cluster's CA, which signs the operators' certificate).
 //!
 //! Per cluster `<c>`: the Secret `<c>-ca` (the CA's key: only the cluster operator reads it),
 //! the Secret `<c>-endpoint-tls` (`kubernetes.io/tls`, with `ca.crt`), the Secret
-//! `<c>-transport-tls` (PKCS#12 key and trust stores, their password), the ConfigMap
-//! `<c>-ca.crt` (the CA clients trust). All owned by the CR.
+//! `<c>-transport-tls` (PKCS#12 key and trust stores, their password), the Secret
+//! `<c>-client-tls` (`kubernetes.io/tls`: the certificate the operators present when the
+//! cluster asks clients for one), the ConfigMap `<c>-ca.crt` (the CA clients trust). All owned
+//! by the CR.
 
+pub mod client_trust;
 pub mod issue;
 pub mod objects;
 pub mod renewal;
@@ -24,6 +29,9 @@ pub enum Purpose {
     Endpoint,
     /// The cluster transport (JGroups): TLS server and client (mutual TLS).
     Transport,
+    /// The operators as clients of an endpoint that asks for a certificate: TLS client only,
+    /// no DNS names (the first name given is the common name).
+    Client,
 }
 
 /// How long what the operator issues is valid.

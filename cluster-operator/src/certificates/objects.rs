@@ -48,6 +48,17 @@ pub fn transport_secret_name(cluster: &str) -> String {
     format!("{cluster}-transport-tls")
 }
 
+/// The Secret of the certificate the operators present to `cluster`'s endpoint when it asks
+/// clients for one (`kubernetes.io/tls` with `ca.crt`).
+pub fn client_secret_name(cluster: &str) -> String {
+    format!("{cluster}-client-tls")
+}
+
+/// The common name of the operators' client certificate for `cluster`.
+pub fn client_common_name(namespace: &str, cluster: &str) -> String {
+    format!("infinispan-operator {namespace}/{cluster}")
+}
+
 /// The ConfigMap publishing `cluster`'s CA to clients (named like `kube-root-ca.crt`).
 pub fn ca_config_map_name(cluster: &str) -> String {
     format!("{cluster}-ca.crt")
@@ -136,9 +147,9 @@ pub fn ca_from_secret(secret: &Secret, subject: &str) -> Option<Ca> {
     })
 }
 
-/// The endpoint certificate Secret: `tls.crt` (the certificate, then the CA), `tls.key`,
-/// `ca.crt`.
-pub fn endpoint_secret(meta: ObjectMeta, ca: &Ca, issued: &Issued, recorded: &Recorded) -> Secret {
+/// The endpoint or client certificate Secret: `tls.crt` (the certificate, then the CA),
+/// `tls.key`, `ca.crt`.
+pub fn tls_secret(meta: ObjectMeta, ca: &Ca, issued: &Issued, recorded: &Recorded) -> Secret {
     Secret {
         metadata: with_annotations(meta, recorded_annotations(recorded)),
         type_: Some("kubernetes.io/tls".to_string()),
@@ -182,8 +193,8 @@ pub fn transport_secret_complete(secret: &Secret) -> bool {
         .all(|key| data.is_some_and(|d| d.get(*key).is_some_and(|v| !v.0.is_empty())))
 }
 
-/// The endpoint Secret is complete.
-pub fn endpoint_secret_complete(secret: &Secret) -> bool {
+/// A `kubernetes.io/tls` Secret of the operator (endpoint or client) is complete.
+pub fn tls_secret_complete(secret: &Secret) -> bool {
     [TLS_CERT_KEY, TLS_KEY_KEY, CA_CERT_KEY]
         .iter()
         .all(|key| text(secret, key).is_some_and(|v| !v.is_empty()))

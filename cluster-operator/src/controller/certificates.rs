@@ -9,7 +9,9 @@
 //! ([`ReferenceError::CaMissing`]).
 
 use common_crds::Infinispan;
-use common_crds::infinispan::{EncryptionType, SecurityStatus, TransportEncryptionType};
+use common_crds::infinispan::{
+    ClientCertType, EncryptionType, SecurityStatus, TransportEncryptionType,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
@@ -32,6 +34,10 @@ pub struct Generated {
     pub endpoint: Option<Secret>,
     /// The transport stores, when the transport TLS is `Generated`.
     pub transport: Option<TransportTls>,
+    /// The operators' client certificate Secret, when the endpoint asks clients for one.
+    pub client: Option<Secret>,
+    /// The cluster's CA (PEM), whenever the operator issues anything.
+    pub ca_pem: Option<String>,
     /// The earliest renewal due: the reconcile comes back then.
     pub renew_at: Option<Timestamp>,
 }
@@ -90,7 +96,9 @@ pub async fn ensure(
 ) -> Result<Generated, ReferenceError> {
     let endpoint = security.endpoint_encryption == EncryptionType::Generated;
     let transport = security.transport_encryption == TransportEncryptionType::Generated;
-    if !(endpoint || transport) {
+    let client_certificate =
+        cluster.spec.security.endpoint_encryption.client_cert == Some(ClientCertType::Validate);
+    if !(endpoint || transport || client_certificate) {
         return Ok(Generated::default());
     }
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
@@ -100,6 +108,8 @@ pub async fn ensure(
     let transport_name = objects::transport_secret_name(&name);
     let found_endpoint = ours(secrets.get_opt(&endpoint_name).await?, "Secret", owner)?;
     let found_transport = ours(secrets.get_opt(&transport_name).await?, "Secret", owner)?;
+    let client_name = objects::client_secret_name(&name);
+    let found_client = ours(secrets.get_opt(&client_name).await?, "Secret", owner)?;
 
     let ca = ca(
         &secrets,
@@ -107,14 +117,17 @@ pub async fn ensure(
         &namespace,
         owner,
         lifetimes,
-        [&found_endpoint, &found_transport],
+        [&found_endpoint, &found_transport, &found_client],
     )
     .await?;
     let issuer = issue::fingerprint(&ca.cert_pem);
     publish_ca(client, &name, &namespace, owner, &ca).await?;
 
     let now = Timestamp::now();
-    let mut generated = Generated::default();
+    let mut generated = Generated {
+        ca_pem: Some(ca.cert_pem.clone()),
+        ..Generated::default()
+    };
     let mut due = |at: Timestamp| {
         generated.renew_at = Some(
             generated
@@ -128,7 +141,7 @@ pub async fn ensure(
         let digest = names_digest(&names);
         let verdict = verdict_on(
             found_endpoint.as_ref(),
-            objects::endpoint_secret_complete,
+            objects::tls_secret_complete,
             &digest,
             &issuer,
             now,
@@ -143,7 +156,7 @@ pub async fn ensure(
                     issue::issue(&ca, Purpose::Endpoint, &names, now, lifetimes.certificate)?;
                 let recorded = recorded(&issued, digest, issuer.clone());
                 due(renewal::renew_at(recorded.not_before, recorded.not_after));
-                let secret = objects::endpoint_secret(
+                let secret = objects::tls_secret(
                     meta(endpoint_name.clone(), &namespace, &name, owner),
                     &ca,
                     &issued,
@@ -193,6 +206,37 @@ pub async fn ensure(
             secret: transport_name,
             digest: transport_digest(&secret),
         });
+    }
+    if client_certificate {
+        let names = vec![objects::client_common_name(&namespace, &name)];
+        let digest = names_digest(&names);
+        let verdict = verdict_on(
+            found_client.as_ref(),
+            objects::tls_secret_complete,
+            &digest,
+            &issuer,
+            now,
+        );
+        generated.client = match verdict {
+            Verdict::Keep { renew_at } => {
+                due(renew_at);
+                found_client.clone()
+            }
+            Verdict::Issue(reason) => {
+                let issued =
+                    issue::issue(&ca, Purpose::Client, &names, now, lifetimes.certificate)?;
+                let recorded = recorded(&issued, digest, issuer.clone());
+                due(renewal::renew_at(recorded.not_before, recorded.not_after));
+                let secret = objects::tls_secret(
+                    meta(client_name.clone(), &namespace, &name, owner),
+                    &ca,
+                    &issued,
+                    &recorded,
+                );
+                tracing::info!(cluster = %format!("{namespace}/{name}"), secret = %client_name, reason = reason.as_str(), not_after = %recorded.not_after, "issued the operators' client certificate");
+                Some(apply_secret(&secrets, &client_name, &secret).await?)
+            }
+        };
     }
     Ok(generated)
 }
@@ -259,7 +303,7 @@ async fn ca(
     namespace: &str,
     owner: &OwnerReference,
     lifetimes: Lifetimes,
-    issued: [&Option<Secret>; 2],
+    issued: [&Option<Secret>; 3],
 ) -> Result<Ca, ReferenceError> {
     let secret_name = objects::ca_secret_name(name);
     let subject = objects::ca_subject(namespace, name);

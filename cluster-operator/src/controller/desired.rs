@@ -114,6 +114,7 @@ fn build_resources_operator(
     settings.credentials_secret = read.operator_credentials.name_any();
     settings.credentials_revision = Some(read.credentials_revision.clone());
     settings.server_ca = read.server_ca;
+    settings.client_certificate = read.client_certificate.clone();
     resources_operator::build(cluster, &settings)
         .map_err(|error| Problem::new(ProblemReason::InvalidResourcesOperator, error))
 }
@@ -130,6 +131,7 @@ mod tests {
             operator_credentials: server_fixtures::operator_secret(),
             credentials_revision: "0123456789abcdef".into(),
             server_ca: false,
+            client_certificate: None,
             renew_at: None,
             service_monitors_served: false,
             routes_served: false,

@@ -6,14 +6,16 @@
 
 use common_crds::Infinispan;
 use common_crds::conditions::ProblemReason;
-use common_crds::infinispan::{EncryptionType, SecurityStatus};
+use common_crds::infinispan::{ClientCertType, EncryptionType, SecurityStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::PostParams;
 
 use super::credentials;
 use super::status::Problem;
+use crate::build::resources_operator::ClientCertificate;
 use crate::build::server::{BuildError, ConfigOverlay, Identities, Referenced, TlsCertificate};
+use crate::certificates::client_trust::ClientTrust;
 use crate::cr_policy::{self, CrPolicy};
 
 /// A referenced object is missing or cannot be used.
@@ -96,6 +98,9 @@ pub struct Read {
     pub credentials_revision: String,
     /// The endpoint certificate Secret has a `ca.crt` (the resources operator trusts it).
     pub server_ca: bool,
+    /// The certificate the operators present when the endpoint asks clients for one: its
+    /// Secret's name and revision (a renewed certificate rolls the resources operator).
+    pub client_certificate: Option<ClientCertificate>,
     /// When the first certificate the operator issued for the cluster is due for renewal.
     pub renew_at: Option<k8s_openapi::jiff::Timestamp>,
     /// The API server serves ServiceMonitors (the Prometheus Operator's CRD is installed).
@@ -185,6 +190,22 @@ pub async fn read(
         ),
         (EncryptionType::Secret, None) => return Err(BuildError::MissingTlsSecretName.into()),
         _ => None,
+    };
+    let validate_clients = encryption.client_cert == Some(ClientCertType::Validate);
+    let client_cas = match (validate_clients, &encryption.client_cert_secret_name) {
+        (true, Some(trust_secret)) => Some(
+            named_secret(
+                &secrets,
+                &namespace,
+                trust_secret,
+                "spec.security.endpointEncryption.clientCertSecretName",
+                &name,
+                policy,
+            )
+            .await?,
+        ),
+        (true, None) => return Err(BuildError::MissingClientCertSecretName.into()),
+        (false, _) => None,
     };
 
     // Then what the operator generates.
@@ -279,6 +300,16 @@ pub async fn read(
         _ => None,
     };
 
+    // With client certificates: the user's CAs and the cluster's, which signs the operators'.
+    let client_trust = match (&client_cas, &generated.ca_pem) {
+        (Some(found), Some(ca_pem)) => Some(ClientTrust::from_secret(found, ca_pem)?),
+        _ => None,
+    };
+    let client_certificate = generated.client.as_ref().map(|secret| ClientCertificate {
+        secret: secret.metadata.name.clone().unwrap_or_default(),
+        revision: revision(secret),
+    });
+
     let credentials_revision = revision(&operator_credentials);
     Ok(Read {
         referenced: Referenced {
@@ -286,10 +317,12 @@ pub async fn read(
             overlay,
             tls,
             transport: generated.transport,
+            client_trust,
         },
         operator_credentials,
         credentials_revision,
         server_ca,
+        client_certificate,
         renew_at: generated.renew_at,
         service_monitors_served,
         routes_served: false,

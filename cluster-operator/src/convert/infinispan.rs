@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use common_crds::infinispan::{
-    Authorization, AuthorizationRole, ContainerSpec, EncryptionType, EndpointEncryption,
-    ExposeSpec, ExposeType, LogLevel, LoggingSpec, MonitoringSpec, Permission, ProbeSpec,
-    ResourcesOperatorSpec, SchedulingSpec, SecuritySpec, ServiceContainerSpec, ServiceSpec,
-    UpgradeType,
+    Authorization, AuthorizationRole, ClientCertType, ContainerSpec, EncryptionType,
+    EndpointEncryption, ExposeSpec, ExposeType, LogLevel, LoggingSpec, MonitoringSpec, Permission,
+    ProbeSpec, ResourcesOperatorSpec, SchedulingSpec, SecuritySpec, ServiceContainerSpec,
+    ServiceSpec, UpgradeType,
 };
 use common_crds::labels::{
     POD_TARGET_ANNOTATIONS_ANNOTATION, POD_TARGET_LABELS_ANNOTATION, TARGET_ANNOTATIONS_ANNOTATION,
@@ -764,20 +764,61 @@ fn endpoint_encryption(
         "certServiceName",
         "not supported (no platform-issued certificates): issue a certificate for <name>.<namespace>.svc.<cluster domain> (e.g. with cert-manager)",
     );
-    let client_cert_reason = "not supported (no client certificate authentication)";
-    match fields.take_as::<String>("clientCert")?.as_deref() {
-        None | Some("") => {}
-        Some("None") => log.removed(
-            "spec.security.endpointEncryption.clientCert",
-            "None: no client certificates, as here",
-        ),
-        Some(other) => log.dropped(
-            "spec.security.endpointEncryption.clientCert",
-            &json!(other),
-            client_cert_reason,
-        ),
+    let client_path = "spec.security.endpointEncryption.clientCert";
+    let trust_path = "spec.security.endpointEncryption.clientCertSecretName";
+    let validate = match fields.take_as::<String>("clientCert")?.as_deref() {
+        None | Some("") => false,
+        Some("None") => {
+            log.removed(client_path, "None: no client certificates, as here");
+            false
+        }
+        Some("Validate") => {
+            log.mapped(
+                client_path,
+                "clients present a certificate signed by a CA of clientCertSecretName, and their credentials; the operators present one of the cluster's own CA",
+            );
+            true
+        }
+        Some("Authenticate") => {
+            log.changed(
+                client_path,
+                client_path,
+                "Authenticate -> Validate: a certificate alone does not identify a client here (docs/security.md, \"Client certificates\": the server's truststore realm refused even the admin's password on 16.0.7); clients present their certificate and credentials",
+            );
+            true
+        }
+        Some(other) => {
+            return Err(FieldError::new(
+                client_path,
+                format!("{other:?} is not None, Validate or Authenticate"),
+            ));
+        }
+    };
+    if validate {
+        encryption.client_cert = Some(ClientCertType::Validate);
     }
-    log.drop_field(fields, "clientCertSecretName", client_cert_reason);
+    match fields.take_as::<String>("clientCertSecretName")? {
+        Some(secret) if validate && !secret.is_empty() => {
+            log.mapped(
+                trust_path,
+                &format!(
+                    "the same keys (trust.ca and trust.cert.<name> as PEM, or truststore.p12 and truststore-password); {}",
+                    allow_note("secret", &secret, name)
+                ),
+            );
+            encryption.client_cert_secret_name = Some(secret);
+        }
+        Some(secret) if !secret.is_empty() => {
+            log.removed(trust_path, "unused without clientCert Validate");
+        }
+        _ if validate => {
+            return Err(FieldError::new(
+                trust_path,
+                "is required when clientCert is Validate or Authenticate".to_string(),
+            ));
+        }
+        _ => {}
+    }
     Ok(encryption)
 }
 
@@ -1224,14 +1265,6 @@ mod conversion_tests {
                 "set owners in your cache configurations",
             ),
             ("spec.security.credentialStoreSecretName", "not supported"),
-            (
-                "spec.security.endpointEncryption.clientCert",
-                "no client certificate",
-            ),
-            (
-                "spec.security.endpointEncryption.clientCertSecretName",
-                "no client certificate",
-            ),
             ("spec.logging.pattern", "not supported"),
             ("spec.autoscale", "scale subresource"),
             ("spec.cloudEvents", "not supported"),
@@ -1257,6 +1290,20 @@ mod conversion_tests {
             Outcome::Changed,
             Some("spec.upgrades.type"),
             "HotRodRolling -> Shutdown",
+        );
+        assert_field(
+            &report,
+            "spec.security.endpointEncryption.clientCert",
+            Outcome::Changed,
+            Some("spec.security.endpointEncryption.clientCert"),
+            "Authenticate -> Validate",
+        );
+        assert_field(
+            &report,
+            "spec.security.endpointEncryption.clientCertSecretName",
+            Outcome::Mapped,
+            Some("spec.security.endpointEncryption.clientCertSecretName"),
+            "truststore.p12",
         );
         assert_field(
             &report,

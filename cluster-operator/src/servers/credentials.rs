@@ -3,7 +3,7 @@
 //! operator-wide bundle joined into one trust bundle. Pure functions of the objects read.
 
 use common_crds::Infinispan;
-use infinispan_rest::Credentials;
+use infinispan_rest::{ClientIdentity, Credentials};
 use k8s_openapi::api::core::v1::Secret;
 
 use super::{ServerAccessError, name_and_namespace};
@@ -93,6 +93,17 @@ pub fn ca_from_secret(secret: &Secret) -> Option<Vec<u8>> {
         .and_then(|d| d.get(CA_KEY))
         .map(|b| b.0.clone())
         .filter(|b| !b.is_empty())
+}
+
+/// The certificate chain (`tls.crt`) and key (`tls.key`) of the operators' client
+/// certificate Secret; `None` while either is missing.
+pub fn client_identity_from_secret(secret: &Secret) -> Option<ClientIdentity> {
+    let data = secret.data.as_ref()?;
+    let value = |key: &str| data.get(key).map(|b| b.0.clone()).filter(|b| !b.is_empty());
+    Some(ClientIdentity {
+        cert_chain_pem: value(crate::certificates::objects::TLS_CERT_KEY)?,
+        key_pem: value(crate::certificates::objects::TLS_KEY_KEY)?,
+    })
 }
 
 /// The CAs to trust: the certificate Secret's and the operator-wide bundle, together; `None`

@@ -34,6 +34,9 @@
 //!   plus the operator-wide CA bundle ([`Servers::with_ca_bundle_pem`]), when either is there;
 //!   otherwise the system's roots. A bundle, when given, replaces the system roots (rustls trusts
 //!   exactly the roots it is given).
+//! - **Which certificate it presents**: with `clientCert: Validate`, the operators' client
+//!   certificate from the Secret `<name>-client-tls` the cluster operator issues from the
+//!   cluster's CA (the server trusts that CA besides the user's).
 //! - A client is built per call (a new connection pool): callers are Backups and Restores,
 //!   rare enough that caching clients (and invalidating them on a credentials rotation) would
 //!   cost more than it saves.
@@ -48,7 +51,7 @@ mod credentials;
 use std::fmt;
 
 use common_crds::Infinispan;
-use infinispan_rest::ClientConfig;
+use infinispan_rest::{ClientConfig, ClientIdentity};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
@@ -56,9 +59,11 @@ use crate::build::resources_operator::{self, BuildError};
 use crate::build::security;
 use crate::build::server::{SERVER_PORT, ping_service_name};
 
+use crate::certificates::objects::client_secret_name;
 pub use addresses::{AddressError, SERVER_URLS_ENV, ServerAddress, ServerAddresses};
 pub use credentials::{
-    CA_KEY, ca_from_secret, credentials_from_secret, credentials_secret_name, trust_bundle,
+    CA_KEY, ca_from_secret, client_identity_from_secret, credentials_from_secret,
+    credentials_secret_name, trust_bundle,
 };
 
 /// Which server of a cluster to reach.
@@ -118,6 +123,10 @@ pub enum ServerAccessError {
         "the endpoint certificate Secret {namespace}/{secret} (spec.security.endpointEncryption.certSecretName) does not exist"
     )]
     CertificateSecretNotFound { namespace: String, secret: String },
+    #[error(
+        "the operators' client certificate Secret {namespace}/{secret} does not exist or is incomplete yet (the cluster operator issues it when clientCert is Validate)"
+    )]
+    ClientCertificateNotReady { namespace: String, secret: String },
     #[error("reading the Secret {namespace}/{secret}: {source}")]
     Kube {
         namespace: String,
@@ -144,6 +153,7 @@ impl ServerAccessError {
             | Self::CredentialsKeyMissing { .. }
             | Self::CredentialsNotUtf8 { .. } => "CredentialsInvalid",
             Self::CertificateSecretNotFound { .. } => "CertificateNotFound",
+            Self::ClientCertificateNotReady { .. } => "ClientCertificateNotReady",
             Self::Kube { .. } => "KubernetesError",
         }
     }
@@ -320,11 +330,25 @@ impl Servers {
             }
             None => None,
         };
+        let client_certificate = if security::client_certificates_required(&resolved) {
+            let secret = client_secret_name(name_and_namespace(cluster)?.0);
+            let found = read(&secret).await?;
+            let identity = found.as_ref().and_then(client_identity_from_secret).ok_or(
+                ServerAccessError::ClientCertificateNotReady {
+                    namespace: namespace.to_string(),
+                    secret: secret.clone(),
+                },
+            )?;
+            Some((secret, identity))
+        } else {
+            None
+        };
         Ok(Access {
             endpoint,
             credentials,
             credentials_secret,
             ca_pem: trust_bundle(certificate_ca, self.ca_bundle_pem.as_deref()),
+            client_certificate,
         })
     }
 
@@ -339,9 +363,13 @@ impl Servers {
             endpoint,
             credentials,
             ca_pem,
+            client_certificate,
             ..
         } = self.access(client, cluster, target).await?;
         let mut config = ClientConfig::new(&endpoint.url);
+        if let Some((_, identity)) = client_certificate {
+            config = config.with_client_identity(identity);
+        }
         if let Some(credentials) = credentials {
             config = config.with_credentials(credentials);
         }
@@ -368,6 +396,9 @@ pub struct Access {
     pub credentials_secret: Option<String>,
     /// The CAs to trust (PEM); `None`: the system's roots.
     pub ca_pem: Option<Vec<u8>>,
+    /// The Secret of the operators' client certificate and what it holds, when the cluster
+    /// asks clients for one.
+    pub client_certificate: Option<(String, ClientIdentity)>,
 }
 
 pub(crate) fn name_and_namespace(cluster: &Infinispan) -> Result<(&str, &str), ServerAccessError> {

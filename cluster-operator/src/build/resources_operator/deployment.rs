@@ -11,22 +11,24 @@ use common_crds::infinispan::{LogLevel, ResourcesOperatorScheduling};
 use common_crds::rbac;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    Affinity, Container, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use sha2::{Digest, Sha256};
 
 use super::{
-    BuildError, CONTAINER_NAME, DEFAULT_REPLICAS, Identity, METRICS_PORT, METRICS_PORT_NAME,
-    ROLLOUT_HASH_ANNOTATION, SERVER_CA_DIR, SERVER_CA_KEY, SERVER_CA_VOLUME, Settings,
-    client_service_host, infinispan_url, labels, selector_labels,
+    BuildError, CLIENT_CERTIFICATE_DIR, CLIENT_CERTIFICATE_VOLUME, CONTAINER_NAME,
+    DEFAULT_REPLICAS, Identity, METRICS_PORT, METRICS_PORT_NAME, ROLLOUT_HASH_ANNOTATION,
+    SERVER_CA_DIR, SERVER_CA_KEY, SERVER_CA_VOLUME, Settings, client_service_host, infinispan_url,
+    labels, selector_labels,
 };
 use crate::build::identity;
 use crate::build::pod::{
     container_port, field_env, http_probe, image_pull_secrets, mount, non_empty,
     restricted_container, restricted_pod, secret_volume,
 };
+use crate::certificates::objects::{TLS_CERT_KEY, TLS_KEY_KEY};
 
 /// The Deployment running `resources-operator run` for the cluster (see
 /// `docs/cluster-objects.md` for its decisions).
@@ -37,8 +39,37 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
     // The server's CA, from the certificate Secret (TLS only).
     let ca_secret = crate::build::security::endpoint_certificate_secret(cluster)
         .filter(|_| settings.server_ca && url.starts_with("https://"));
-    let args = args(cluster, settings, &id, &url, ca_secret.is_some())?;
-    let container = container(cluster, image, args, ca_secret.is_some());
+    let client_certificate = settings
+        .client_certificate
+        .as_ref()
+        .filter(|_| url.starts_with("https://"));
+    let args = args(
+        cluster,
+        settings,
+        &id,
+        &url,
+        ca_secret.is_some(),
+        client_certificate.is_some(),
+    )?;
+    let mut volumes = Vec::new();
+    let mut mounts = Vec::new();
+    if let Some(secret) = ca_secret {
+        volumes.push(secret_volume(SERVER_CA_VOLUME, secret, &[SERVER_CA_KEY]));
+        mounts.push(mount(SERVER_CA_VOLUME, SERVER_CA_DIR, true));
+    }
+    if let Some(certificate) = client_certificate {
+        volumes.push(secret_volume(
+            CLIENT_CERTIFICATE_VOLUME,
+            certificate.secret.clone(),
+            &[TLS_CERT_KEY, TLS_KEY_KEY],
+        ));
+        mounts.push(mount(
+            CLIENT_CERTIFICATE_VOLUME,
+            CLIENT_CERTIFICATE_DIR,
+            true,
+        ));
+    }
+    let container = container(cluster, image, args, mounts);
     let object_name = rbac::resources_operator_name(id.name);
     let mut template = PodTemplateSpec {
         metadata: Some(ObjectMeta {
@@ -50,10 +81,15 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
             settings,
             object_name.clone(),
             container,
-            ca_secret,
+            volumes,
         )),
     };
-    let hash = rollout_hash(&template, settings.credentials_revision.as_deref())?;
+    // A renewed client certificate is a new revision of its Secret: the pods read it at start.
+    let hash = rollout_hash(
+        &template,
+        settings.credentials_revision.as_deref(),
+        client_certificate.map(|c| c.revision.as_str()),
+    )?;
     if let Some(metadata) = template.metadata.as_mut() {
         metadata.annotations = Some(BTreeMap::from([(
             ROLLOUT_HASH_ANNOTATION.to_string(),
@@ -90,6 +126,7 @@ fn args(
     id: &Identity<'_>,
     url: &str,
     server_ca: bool,
+    client_certificate: bool,
 ) -> Result<Vec<String>, BuildError> {
     let mut args = vec![
         "run".to_string(),
@@ -107,6 +144,14 @@ fn args(
     if server_ca {
         args.push(format!("--ca-bundle={SERVER_CA_DIR}/{SERVER_CA_KEY}"));
     }
+    if client_certificate {
+        args.push(format!(
+            "--client-certificate={CLIENT_CERTIFICATE_DIR}/{TLS_CERT_KEY}"
+        ));
+        args.push(format!(
+            "--client-key={CLIENT_CERTIFICATE_DIR}/{TLS_KEY_KEY}"
+        ));
+    }
     if let Some(interval) = &cluster.spec.resources_operator.drift_check_interval {
         args.push(format!("--drift-check-interval={interval}"));
     }
@@ -123,8 +168,14 @@ fn args(
 }
 
 /// The container: `args`, `POD_NAME` (the Lease holder identity), the metrics port and the
-/// probes on it, the resources, a read-only root filesystem, the CA mount.
-fn container(cluster: &Infinispan, image: String, args: Vec<String>, server_ca: bool) -> Container {
+/// probes on it, the resources, a read-only root filesystem, the `mounts` (the CA, the client
+/// certificate).
+fn container(
+    cluster: &Infinispan,
+    image: String,
+    args: Vec<String>,
+    mounts: Vec<VolumeMount>,
+) -> Container {
     Container {
         name: CONTAINER_NAME.to_string(),
         image: Some(image),
@@ -143,20 +194,20 @@ fn container(cluster: &Infinispan, image: String, args: Vec<String>, server_ca: 
         ),
         security_context: Some(restricted_container(true)),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
-        volume_mounts: server_ca.then(|| vec![mount(SERVER_CA_VOLUME, SERVER_CA_DIR, true)]),
+        volume_mounts: non_empty(mounts),
         ..Container::default()
     }
 }
 
 /// The pod: the ServiceAccount `service_account` with its token, the restricted profile, the
-/// CA volume of `ca_secret`, the pull Secrets (the settings', then the CR's) and
-/// [`scheduling`].
+/// `volumes` (the CA, the client certificate), the pull Secrets (the settings', then the
+/// CR's) and [`scheduling`].
 fn pod_spec(
     cluster: &Infinispan,
     settings: &Settings,
     service_account: String,
     container: Container,
-    ca_secret: Option<String>,
+    volumes: Vec<Volume>,
 ) -> PodSpec {
     let ResourcesOperatorScheduling {
         affinity,
@@ -168,8 +219,7 @@ fn pod_spec(
     PodSpec {
         containers: vec![container],
         service_account_name: Some(service_account),
-        volumes: ca_secret
-            .map(|secret| vec![secret_volume(SERVER_CA_VOLUME, secret, &[SERVER_CA_KEY])]),
+        volumes: non_empty(volumes),
         automount_service_account_token: Some(true),
         enable_service_links: Some(false),
         security_context: Some(restricted_pod(None)),
@@ -266,11 +316,17 @@ fn probe(path: &str, period_seconds: i32) -> Probe {
 fn rollout_hash(
     template: &PodTemplateSpec,
     credentials_revision: Option<&str>,
+    client_certificate_revision: Option<&str>,
 ) -> Result<String, BuildError> {
     let mut hasher = Sha256::new();
     hasher.update(serde_json::to_vec(template).map_err(BuildError::Hash)?);
     hasher.update([0]);
     if let Some(revision) = credentials_revision {
+        hasher.update(revision.as_bytes());
+    }
+    // Absent, it adds nothing: the hash of Deployments without one stays as it was.
+    if let Some(revision) = client_certificate_revision {
+        hasher.update([1]);
         hasher.update(revision.as_bytes());
     }
     Ok(format!("{:x}", hasher.finalize()))
@@ -281,6 +337,7 @@ mod tests {
     use super::super::fixtures::*;
     use super::super::fixtures::{args, container, pod_spec};
     use super::*;
+    use crate::build::resources_operator::ClientCertificate;
     use crate::build::test_support::{assert_restricted, pod_labels, port};
     use common_crds::infinispan::{EndpointEncryption, InfinispanSpec, SyncMode};
     use k8s_openapi::api::core::v1::LocalObjectReference;
@@ -689,5 +746,67 @@ mod tests {
             .spec
             .expect("pod");
         assert!(pod.volumes.is_none());
+    }
+
+    #[test]
+    fn the_client_certificate_is_mounted_presented_and_a_renewal_rolls_the_pod() {
+        let mut settings = Settings::new("img", "demo-operator-credentials");
+        settings.server_ca = true;
+        let without = deployment(&tls_cluster(), &settings).expect("deployment");
+        settings.client_certificate = Some(ClientCertificate {
+            secret: "demo-client-tls".into(),
+            revision: "uid-7/41".into(),
+        });
+        let with = deployment(&tls_cluster(), &settings).expect("deployment");
+        let pod = with.spec.template.spec.clone().expect("pod");
+        let container = &pod.containers[0];
+        let args = container.args.clone().unwrap_or_default();
+        for expected in [
+            "--client-certificate=/etc/infinispan/client-tls/tls.crt",
+            "--client-key=/etc/infinispan/client-tls/tls.key",
+            "--ca-bundle=/etc/infinispan/server-ca/ca.crt",
+        ] {
+            assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
+        }
+        let volume = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "client-tls")
+            .expect("the client certificate volume");
+        let secret = volume.secret.as_ref().expect("a Secret volume");
+        assert_eq!(secret.secret_name.as_deref(), Some("demo-client-tls"));
+        let keys: Vec<&str> = secret
+            .items
+            .iter()
+            .flatten()
+            .map(|i| i.key.as_str())
+            .collect();
+        assert_eq!(keys, ["tls.crt", "tls.key"]);
+        assert!(
+            container
+                .volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.name == "client-tls"
+                    && m.mount_path == "/etc/infinispan/client-tls"
+                    && m.read_only == Some(true))
+        );
+        let hash = |d: &Deployment| {
+            d.spec
+                .template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.annotations.clone())
+                .and_then(|a| a.get(ROLLOUT_HASH_ANNOTATION).cloned())
+        };
+        assert_ne!(hash(&with), hash(&without));
+        // A renewed certificate (a new revision of its Secret) rolls the pod.
+        settings.client_certificate = Some(ClientCertificate {
+            secret: "demo-client-tls".into(),
+            revision: "uid-7/42".into(),
+        });
+        let renewed = deployment(&tls_cluster(), &settings).expect("deployment");
+        assert_ne!(hash(&renewed), hash(&with));
     }
 }

@@ -42,6 +42,7 @@ pub fn full_cluster() -> Infinispan {
         endpoint_encryption: EndpointEncryption {
             type_: Some(EncryptionType::Secret),
             cert_secret_name: Some("demo-tls".to_string()),
+            ..EndpointEncryption::default()
         },
         ..SecuritySpec::default()
     };

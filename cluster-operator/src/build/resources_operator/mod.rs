@@ -46,6 +46,10 @@ pub const SERVER_CA_DIR: &str = "/etc/infinispan/server-ca";
 /// The key of the certificate Secret holding the CA, and the file name.
 pub const SERVER_CA_KEY: &str = "ca.crt";
 const SERVER_CA_VOLUME: &str = "server-ca";
+/// Where the operators' client certificate (`tls.crt`, `tls.key`) is mounted, when the server
+/// asks clients for one.
+pub const CLIENT_CERTIFICATE_DIR: &str = "/etc/infinispan/client-tls";
+const CLIENT_CERTIFICATE_VOLUME: &str = "client-tls";
 /// Pod-template annotation: the SHA-256 (hex) of everything that must roll the pods.
 pub const ROLLOUT_HASH_ANNOTATION: &str = "infinispan.org/rollout-hash";
 
@@ -76,6 +80,16 @@ pub struct Settings {
     /// trusts (`--ca-bundle`), so a server certificate from a private CA is verified. Without
     /// it the pod trusts the system roots only.
     pub server_ca: bool,
+    /// With `clientCert: Validate`: the Secret of the certificate the pod presents, mounted
+    /// and given as `--client-certificate`/`--client-key`; its revision rolls the pods.
+    pub client_certificate: Option<ClientCertificate>,
+}
+
+/// The operators' client certificate Secret and its revision (uid and resourceVersion).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientCertificate {
+    pub secret: String,
+    pub revision: String,
 }
 
 impl Settings {
@@ -88,6 +102,7 @@ impl Settings {
             credentials_revision: None,
             image_pull_secrets: Vec::new(),
             server_ca: false,
+            client_certificate: None,
         }
     }
 }

@@ -12,10 +12,11 @@ use sha2::{Digest, Sha256};
 use super::inputs::Cx;
 use super::referenced::hash_part;
 use super::{
-    GROUPS_KEY, IDENTITIES_DIR, JGROUPS_STACK, JGROUPS_TLS_STACK, KEYSTORE_P12_KEY,
-    KEYSTORE_PASSWORD_ENV, LOGGING_CONFIG_KEY, PEM_FILE, SECURITY_REALM, SERVER_CONFIG_KEY,
-    SERVER_PORT, TLS_DIR, TRANSPORT_TLS_DIR, TRANSPORT_TLS_PASSWORD_ENV, TlsCertificate, USERS_KEY,
-    config_map_name, identities_secret_name,
+    CLIENT_TRUSTSTORE_KEY, CONFIG_DIR, GROUPS_KEY, IDENTITIES_DIR, JGROUPS_STACK,
+    JGROUPS_TLS_STACK, KEYSTORE_P12_KEY, KEYSTORE_PASSWORD_ENV, LOGGING_CONFIG_KEY, PEM_FILE,
+    PROBES_PORT, PROBES_PORT_NAME, SECURITY_REALM, SERVER_CONFIG_KEY, SERVER_PORT, TLS_DIR,
+    TRANSPORT_TLS_DIR, TRANSPORT_TLS_PASSWORD_ENV, TlsCertificate, USERS_KEY, config_map_name,
+    identities_secret_name,
 };
 use crate::certificates::objects::{KEYSTORE_KEY, TRUSTSTORE_KEY};
 
@@ -71,6 +72,9 @@ impl Cx<'_> {
         if let Some(overlay) = self.overlay {
             data.insert(overlay.key().to_string(), overlay.content().to_string());
         }
+        if let Some(trust) = self.client_trust {
+            data.insert(CLIENT_TRUSTSTORE_KEY.to_string(), trust.pem().to_string());
+        }
         ConfigMap {
             metadata: self.metadata(config_map_name(self.name)),
             data: Some(data),
@@ -105,7 +109,7 @@ impl Cx<'_> {
             1,
             &format!(r#"<server xmlns="urn:infinispan:server:{version}">"#),
         );
-        Self::interfaces_xml(&mut xml);
+        self.interfaces_xml(&mut xml);
         self.security_xml(&mut xml);
         self.endpoints_xml(&mut xml);
         xml.line(1, "</server>");
@@ -192,7 +196,7 @@ impl Cx<'_> {
     }
 
     /// The `public` interface and the `default` socket binding on the server port.
-    fn interfaces_xml(xml: &mut Lines) {
+    fn interfaces_xml(&self, xml: &mut Lines) {
         xml.line(2, "<interfaces>");
         xml.line(3, r#"<interface name="public">"#);
         xml.line(
@@ -209,6 +213,12 @@ impl Cx<'_> {
             3,
             &format!(r#"<socket-binding name="default" port="{SERVER_PORT}"/>"#),
         );
+        if self.client_trust.is_some() {
+            xml.line(
+                3,
+                &format!(r#"<socket-binding name="{PROBES_PORT_NAME}" port="{PROBES_PORT}"/>"#),
+            );
+        }
         xml.line(2, "</socket-bindings>");
     }
 
@@ -239,6 +249,15 @@ impl Cx<'_> {
                 None => format!(r#"<keystore path="{TLS_DIR}/{PEM_FILE}" password=""/>"#),
             };
             xml.line(7, &keystore);
+            if self.client_trust.is_some() {
+                // A PEM truststore (16.0.7 reads one; its password is not used).
+                xml.line(
+                    7,
+                    &format!(
+                        r#"<truststore path="{CONFIG_DIR}/{CLIENT_TRUSTSTORE_KEY}" password=""/>"#
+                    ),
+                );
+            }
             xml.line(6, "</ssl>");
             xml.line(5, "</server-identities>");
         }
@@ -262,8 +281,15 @@ impl Cx<'_> {
     /// One endpoint with the Hot Rod and REST connectors, on the realm when there is one;
     /// `metrics-auth="false"` when authentication is on and `spec.monitoring` serves `/metrics`
     /// without credentials (the attribute is absent otherwise, so that clusters that do not ask
-    /// keep their configuration, and their pods, as they were).
+    /// keep their configuration, and their pods, as they were). With client certificates, the
+    /// endpoint requires one (`require-ssl-client-auth`: refused at the TLS handshake without
+    /// it) and a REST-only endpoint on [`PROBES_PORT`] serves the kubelet's probes.
     fn endpoints_xml(&self, xml: &mut Lines) {
+        let client_auth = if self.client_trust.is_some() {
+            r#" require-ssl-client-auth="true""#
+        } else {
+            ""
+        };
         let anonymous_metrics =
             if self.identities.is_some() && !self.cluster.spec.monitoring.metrics_authentication {
                 r#" metrics-auth="false""#
@@ -280,7 +306,7 @@ impl Cx<'_> {
             xml.line(
                 3,
                 &format!(
-                    r#"<endpoint socket-binding="default" security-realm="{SECURITY_REALM}"{anonymous_metrics}>"#
+                    r#"<endpoint socket-binding="default" security-realm="{SECURITY_REALM}"{anonymous_metrics}{client_auth}>"#
                 ),
             );
         } else {
@@ -290,6 +316,16 @@ impl Cx<'_> {
         xml.line(4, "<hotrod-connector/>");
         xml.line(4, "<rest-connector/>");
         xml.line(3, "</endpoint>");
+        if self.client_trust.is_some() {
+            xml.line(
+                3,
+                &format!(
+                    r#"<endpoint socket-binding="{PROBES_PORT_NAME}" security-realm="{SECURITY_REALM}">"#
+                ),
+            );
+            xml.line(4, "<rest-connector/>");
+            xml.line(3, "</endpoint>");
+        }
         xml.line(2, "</endpoints>");
     }
 
@@ -362,7 +398,134 @@ mod tests {
     use super::super::*;
     use super::*;
     use common_crds::Infinispan;
-    use common_crds::infinispan::{ContainerSpec, EndpointEncryption, LogLevel, LoggingSpec};
+    use common_crds::conditions::ProblemReason;
+    use common_crds::infinispan::{
+        ContainerSpec, EncryptionType, EndpointEncryption, LogLevel, LoggingSpec,
+    };
+
+    #[test]
+    fn client_certificates_are_asked_of_every_client_of_the_endpoint_and_the_probes_have_their_own()
+    {
+        let cr = validating_clients(&full_cluster());
+        let trust = client_trust("users CA");
+        let referenced = Referenced {
+            client_trust: Some(trust.clone()),
+            ..full_referenced()
+        };
+        let objects = built(&cr, &full_settings(), &referenced);
+        let xml = data(&objects.config_map, SERVER_CONFIG_KEY);
+        assert_eq!(
+            data(&objects.config_map, CLIENT_TRUSTSTORE_KEY),
+            trust.pem(),
+            "the truststore in the ConfigMap"
+        );
+        for expected in [
+            r#"<truststore path="/etc/infinispan/config/client-truststore.pem" password=""/>"#,
+            r#"<socket-binding name="probes" port="11223"/>"#,
+            r#"<endpoint socket-binding="default" security-realm="default" require-ssl-client-auth="true">"#,
+            r#"<endpoint socket-binding="probes" security-realm="default">"#,
+        ] {
+            assert!(xml.contains(expected), "{expected} in {xml}");
+        }
+        // Only the main endpoint asks for a certificate; the probes endpoint has REST only.
+        assert_eq!(xml.matches("require-ssl-client-auth").count(), 1);
+        assert_eq!(xml.matches("<hotrod-connector/>").count(), 1);
+        assert_eq!(xml.matches("<rest-connector/>").count(), 2);
+
+        let pod = objects
+            .stateful_set
+            .spec
+            .template
+            .spec
+            .clone()
+            .unwrap_or_default();
+        let container = &pod.containers[0];
+        let ports: Vec<i32> = container
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| p.container_port)
+            .collect();
+        assert!(
+            ports.contains(&11223) && ports.contains(&11222),
+            "{ports:?}"
+        );
+        for probe in [
+            &container.startup_probe,
+            &container.liveness_probe,
+            &container.readiness_probe,
+        ] {
+            let get = probe
+                .as_ref()
+                .and_then(|p| p.http_get.clone())
+                .unwrap_or_default();
+            assert_eq!(
+                get.port,
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(
+                    PROBES_PORT_NAME.into()
+                )
+            );
+            assert_eq!(get.scheme.as_deref(), Some("HTTPS"));
+        }
+
+        // The CAs roll the pods; without client certificates nothing of it is there.
+        let other = Referenced {
+            client_trust: Some(client_trust("another users CA")),
+            ..full_referenced()
+        };
+        assert_ne!(
+            hash(&objects.stateful_set),
+            hash(&built(&cr, &full_settings(), &other).stateful_set)
+        );
+        let plain = full_objects();
+        let plain_xml = data(&plain.config_map, SERVER_CONFIG_KEY);
+        assert!(!plain_xml.contains("<truststore") && !plain_xml.contains("probes"));
+        assert!(
+            !plain
+                .config_map
+                .data
+                .iter()
+                .flatten()
+                .any(|(key, _)| key == CLIENT_TRUSTSTORE_KEY)
+        );
+    }
+
+    #[test]
+    fn client_certificates_without_their_cas_or_without_tls_are_refused() {
+        let cr = validating_clients(&full_cluster());
+        let missing = build(&cr, &full_settings(), &full_referenced()).map(|_| ());
+        assert!(
+            matches!(missing, Err(BuildError::MissingClientTrust)),
+            "{missing:?}"
+        );
+        let mut plain = cr.clone();
+        plain.spec.security.endpoint_encryption.type_ = Some(EncryptionType::None);
+        plain.spec.security.endpoint_encryption.cert_secret_name = None;
+        let referenced = Referenced {
+            client_trust: Some(client_trust("users CA")),
+            tls: None,
+            ..full_referenced()
+        };
+        let error = build(&plain, &full_settings(), &referenced)
+            .map(|_| ())
+            .expect_err("no TLS");
+        assert!(matches!(error, BuildError::ClientCertWithoutTls), "{error}");
+        assert_eq!(error.reason(), ProblemReason::InvalidTlsSecret);
+        let mut unnamed = cr.clone();
+        unnamed
+            .spec
+            .security
+            .endpoint_encryption
+            .client_cert_secret_name = None;
+        let with_tls = Referenced {
+            client_trust: Some(client_trust("users CA")),
+            ..full_referenced()
+        };
+        assert!(matches!(
+            build(&unnamed, &full_settings(), &with_tls).map(|_| ()),
+            Err(BuildError::MissingClientCertSecretName)
+        ));
+    }
 
     #[test]
     fn the_config_hash_follows_the_configuration_only() {

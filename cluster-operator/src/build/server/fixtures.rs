@@ -154,6 +154,7 @@ pub fn full_cluster() -> Infinispan {
         endpoint_encryption: EndpointEncryption {
             type_: Some(EncryptionType::Secret),
             cert_secret_name: Some("demo-tls".to_string()),
+            ..EndpointEncryption::default()
         },
         transport_encryption: common_crds::infinispan::TransportEncryption {
             type_: Some(common_crds::infinispan::TransportEncryptionType::Generated),
@@ -202,6 +203,7 @@ pub fn full_referenced() -> Referenced {
             secret: "demo-transport-tls".to_string(),
             digest: "2027-01-01T00:00:00Z/ca/names".to_string(),
         }),
+        client_trust: None,
     }
 }
 
@@ -319,4 +321,28 @@ pub fn args(set: &StatefulSet) -> Vec<String> {
 
 pub fn env(set: &StatefulSet) -> Vec<EnvVar> {
     container(set).env.unwrap_or_default()
+}
+
+/// `cr` asking clients for certificates of the CAs of the Secret `client-cas`.
+pub fn validating_clients(cr: &Infinispan) -> Infinispan {
+    let mut cr = cr.clone();
+    let encryption = &mut cr.spec.security.endpoint_encryption;
+    encryption.client_cert = Some(common_crds::infinispan::ClientCertType::Validate);
+    encryption.client_cert_secret_name = Some("client-cas".to_string());
+    cr
+}
+
+/// A client truststore: a users' CA named `subject`, then a cluster's CA.
+pub fn client_trust(subject: &str) -> crate::certificates::client_trust::ClientTrust {
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    let ca = |subject: &str| {
+        crate::certificates::issue::new_ca(subject, Timestamp::now(), SignedDuration::from_hours(1))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .cert_pem
+    };
+    crate::certificates::client_trust::ClientTrust::from_secret(
+        &secret("client-cas", &[("trust.ca", &ca(subject))]),
+        &ca("cluster CA"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use common_crds::Infinispan;
 use common_crds::conditions::ProblemReason;
-use common_crds::infinispan::{EncryptionType, LogLevel, TransportEncryptionType};
+use common_crds::infinispan::{ClientCertType, EncryptionType, LogLevel, TransportEncryptionType};
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -18,6 +18,7 @@ use super::{
 use crate::build::MissingMetadata;
 use crate::build::identity;
 use crate::build::user_metadata::{self, ReservedKey, UserMetadata};
+use crate::certificates::client_trust::ClientTrust;
 
 /// Server log categories set unless `spec.logging.categories` names them (the server's own
 /// defaults, minus its file appenders; audit events are logged at INFO, so off unless asked).
@@ -173,6 +174,9 @@ pub struct Referenced {
     pub tls: Option<TlsCertificate>,
     /// The transport's stores, when `spec.security.transportEncryption.type` is `Generated`.
     pub transport: Option<TransportTls>,
+    /// The CAs client certificates must be signed by, when
+    /// `spec.security.endpointEncryption.clientCert` is `Validate`.
+    pub client_trust: Option<ClientTrust>,
 }
 
 /// The Secret with the transport's PKCS#12 stores (`keystore.p12`, `truststore.p12`,
@@ -230,6 +234,16 @@ pub enum BuildError {
     MissingTlsCertificate { secret: String },
     #[error("transportEncryption is Generated but no transport certificate was given")]
     MissingTransportCertificate,
+    #[error(
+        "spec.security.endpointEncryption.clientCertSecretName is required when clientCert is Validate"
+    )]
+    MissingClientCertSecretName,
+    #[error(
+        "spec.security.endpointEncryption.clientCert is Validate but the endpoint has no TLS (this cluster's endpointEncryption type resolves to None): set type Generated or Secret"
+    )]
+    ClientCertWithoutTls,
+    #[error("clientCert is Validate but no client truststore was given")]
+    MissingClientTrust,
     #[error("key {key} of Secret {secret:?} {problem}")]
     SecretKey {
         secret: String,
@@ -277,6 +291,9 @@ impl BuildError {
             Self::MissingTlsSecretName
             | Self::MissingTlsCertificate { .. }
             | Self::MissingTransportCertificate
+            | Self::MissingClientCertSecretName
+            | Self::ClientCertWithoutTls
+            | Self::MissingClientTrust
             | Self::InvalidTlsSecret { .. } => ProblemReason::InvalidTlsSecret,
             Self::InvalidLogCategory { .. } => ProblemReason::InvalidLogging,
             Self::ReservedKey(_) => ProblemReason::InvalidMetadata,
@@ -300,6 +317,8 @@ pub(super) struct Cx<'a> {
     pub(super) tls: Option<(String, &'a TlsCertificate)>,
     /// The transport's stores, when transport TLS is on.
     pub(super) transport: Option<&'a TransportTls>,
+    /// The CAs of client certificates, when the endpoint asks for them.
+    pub(super) client_trust: Option<&'a ClientTrust>,
     pub(super) log_categories: BTreeMap<String, &'static str>,
     pub(super) dns_query: String,
     /// The labels and annotations the CR adds to the pods and the Services.
@@ -342,6 +361,7 @@ impl<'a> Cx<'a> {
             identities: identities(cluster, referenced)?,
             overlay: overlay(cluster, referenced)?,
             tls: tls(cluster, referenced)?,
+            client_trust: client_trust(cluster, referenced)?,
             transport: transport(cluster, referenced)?,
             log_categories: log_categories(cluster)?,
             dns_query,
@@ -412,6 +432,29 @@ fn tls<'a>(
             secret: secret.clone(),
         })?;
     Ok(Some((secret, certificate)))
+}
+
+/// The CAs of client certificates when `spec.security.endpointEncryption.clientCert` is
+/// `Validate` (which needs TLS on the endpoint).
+fn client_trust<'a>(
+    cluster: &Infinispan,
+    referenced: &'a Referenced,
+) -> Result<Option<&'a ClientTrust>, BuildError> {
+    let encryption = &cluster.spec.security.endpoint_encryption;
+    if encryption.client_cert != Some(ClientCertType::Validate) {
+        return Ok(None);
+    }
+    if encryption.client_cert_secret_name.is_none() {
+        return Err(BuildError::MissingClientCertSecretName);
+    }
+    if crate::build::security::endpoint_certificate_secret(cluster).is_none() {
+        return Err(BuildError::ClientCertWithoutTls);
+    }
+    referenced
+        .client_trust
+        .as_ref()
+        .map(Some)
+        .ok_or(BuildError::MissingClientTrust)
 }
 
 /// The transport's stores when `spec.security.transportEncryption` is `Generated`.

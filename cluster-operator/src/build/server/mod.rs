@@ -60,6 +60,14 @@ pub const TLS_INIT_CONTAINER_NAME: &str = "server-pem";
 pub const SERVER_PORT_NAME: &str = "infinispan";
 /// The server's endpoint port (REST and Hot Rod), the port of its client Service.
 pub const SERVER_PORT: u16 = 11222;
+/// With client certificates (`clientCert: Validate`): a second endpoint for the kubelet's
+/// health probes, which present none. Not in the NetworkPolicy, so no pod reaches it; its REST
+/// API still needs credentials.
+pub const PROBES_PORT: u16 = 11223;
+/// Name of [`PROBES_PORT`] in the container and of its socket binding.
+pub const PROBES_PORT_NAME: &str = "probes";
+/// Key of the client truststore (PEM, the CAs of client certificates) in the server ConfigMap.
+pub const CLIENT_TRUSTSTORE_KEY: &str = "client-truststore.pem";
 /// Cluster domain of the server's Service URL when the cluster operator is not told otherwise.
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
 /// JGroups TCP port of the `kubernetes` stack.

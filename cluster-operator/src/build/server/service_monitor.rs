@@ -28,7 +28,9 @@ use serde::{Deserialize, Serialize};
 use super::inputs::Cx;
 use super::{PASSWORD_KEY, SERVER_PORT_NAME, USERNAME_KEY, client_service_name, selector_labels};
 use crate::build::identity;
-use crate::certificates::objects::{CA_CERT_KEY, ca_config_map_name};
+use crate::certificates::objects::{
+    CA_CERT_KEY, TLS_CERT_KEY, TLS_KEY_KEY, ca_config_map_name, client_secret_name,
+};
 use common_crds::infinispan::EncryptionType;
 use common_crds::labels::CLUSTER_LABEL;
 
@@ -117,6 +119,12 @@ pub struct TlsConfig {
     /// The name the certificate must carry (targets are pod IPs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
+    /// The client certificate the scraper presents, when the endpoint asks for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<SecretOrConfigMap>,
+    /// Its key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_secret: Option<SecretKeySelector>,
 }
 
 /// A key of a Secret or of a ConfigMap of the ServiceMonitor's namespace.
@@ -229,8 +237,20 @@ impl Cx<'_> {
                 }),
                 _ => None,
             };
+            // The operators' client certificate, from the cluster's CA, which the server trusts.
+            let client = self.client_trust.is_some();
+            let client_key = |key: &str| SecretKeySelector {
+                name: client_secret_name(self.name),
+                key: key.to_string(),
+                optional: None,
+            };
             TlsConfig {
                 ca,
+                cert: client.then(|| SecretOrConfigMap {
+                    secret: Some(client_key(TLS_CERT_KEY)),
+                    config_map: None,
+                }),
+                key_secret: client.then(|| client_key(TLS_KEY_KEY)),
                 // The certificate names the client Service (what the resources operator checks
                 // too); the scraper connects to pod IPs.
                 server_name: identity::service_host(
@@ -312,6 +332,7 @@ mod tests {
         cr.spec.security.endpoint_encryption = EndpointEncryption {
             type_: Some(type_),
             cert_secret_name: (type_ == EncryptionType::Secret).then(|| "demo-tls".to_string()),
+            ..EndpointEncryption::default()
         };
         cr
     }
@@ -333,6 +354,36 @@ mod tests {
     fn metrics_auth_attribute(cr: &Infinispan, referenced: &super::super::Referenced) -> bool {
         let objects = build(cr, &full_settings(), referenced).unwrap_or_else(|e| panic!("{e}"));
         data(&objects.config_map, SERVER_CONFIG_KEY).contains("metrics-auth")
+    }
+
+    #[test]
+    fn with_client_certificates_the_scraper_presents_the_operators_certificate() {
+        let cr = super::super::fixtures::validating_clients(&with_tls(
+            &cluster("demo", "team-a"),
+            EncryptionType::Generated,
+        ));
+        let referenced = super::super::Referenced {
+            client_trust: Some(super::super::fixtures::client_trust("users CA")),
+            ..tls_referenced(true)
+        };
+        let tls = endpoint_of(&monitoring(&cr, &referenced))
+            .tls_config
+            .expect("a TLS config");
+        let key = |key: &str| SecretKeySelector {
+            name: "demo-client-tls".into(),
+            key: key.into(),
+            optional: None,
+        };
+        assert_eq!(tls.cert.and_then(|c| c.secret), Some(key("tls.crt")));
+        assert_eq!(tls.key_secret, Some(key("tls.key")));
+        // Without client certificates, none.
+        let plain = endpoint_of(&monitoring(
+            &with_tls(&cluster("demo", "team-a"), EncryptionType::Generated),
+            &tls_referenced(true),
+        ))
+        .tls_config
+        .expect("a TLS config");
+        assert!(plain.cert.is_none() && plain.key_secret.is_none());
     }
 
     #[test]

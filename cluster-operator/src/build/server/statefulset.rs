@@ -22,8 +22,8 @@ use super::{
     CONFIG_DIR, CONFIG_HASH_ANNOTATION, CONFIG_VOLUME, CONTAINER_NAME, DATA_DIR, DATA_VOLUME,
     IDENTITIES_DIR, IDENTITIES_VOLUME, JGROUPS_FD_PORT, JGROUPS_PORT, JGROUPS_PORT_NAME,
     KEYSTORE_P12_KEY, KEYSTORE_PASSWORD_ENV, KEYSTORE_PASSWORD_KEY, LOGGING_CONFIG_KEY, PEM_FILE,
-    SERVER_CONFIG_KEY, SERVER_PORT, SERVER_PORT_NAME, TLS_CERT_KEY, TLS_DIR,
-    TLS_INIT_CONTAINER_NAME, TLS_KEY_KEY, TLS_SECRET_DIR, TLS_SECRET_VOLUME, TLS_VOLUME,
+    PROBES_PORT, PROBES_PORT_NAME, SERVER_CONFIG_KEY, SERVER_PORT, SERVER_PORT_NAME, TLS_CERT_KEY,
+    TLS_DIR, TLS_INIT_CONTAINER_NAME, TLS_KEY_KEY, TLS_SECRET_DIR, TLS_SECRET_VOLUME, TLS_VOLUME,
     TRANSPORT_TLS_DIR, TRANSPORT_TLS_PASSWORD_ENV, TRANSPORT_TLS_VOLUME, config_hash,
     config_map_name, identities_secret_name, labels, ping_service_name, selector_labels,
     stateful_set_name,
@@ -214,26 +214,38 @@ impl Cx<'_> {
     ) -> Container {
         let scheme = if self.tls.is_some() { "HTTPS" } else { "HTTP" };
         let tuning = &self.cluster.spec.service.container;
+        // The endpoint asks clients for a certificate, which the kubelet has not: the probes
+        // go to the second endpoint.
+        let probe_port = if self.client_trust.is_some() {
+            PROBES_PORT_NAME
+        } else {
+            SERVER_PORT_NAME
+        };
+        let health = |path, period, failures| probe(probe_port, path, scheme, period, failures);
+        let mut ports = vec![
+            container_port(SERVER_PORT_NAME, SERVER_PORT),
+            container_port(JGROUPS_PORT_NAME, JGROUPS_PORT),
+            container_port("jgroups-fd", JGROUPS_FD_PORT),
+        ];
+        if self.client_trust.is_some() {
+            ports.push(container_port(PROBES_PORT_NAME, PROBES_PORT));
+        }
         Container {
             name: CONTAINER_NAME.to_string(),
             image: Some(self.image.image.clone()),
             args: Some(self.args()),
             env: Some(self.env()),
-            ports: Some(vec![
-                container_port(SERVER_PORT_NAME, SERVER_PORT),
-                container_port(JGROUPS_PORT_NAME, JGROUPS_PORT),
-                container_port("jgroups-fd", JGROUPS_FD_PORT),
-            ]),
+            ports: Some(ports),
             startup_probe: Some(tuned(
-                probe("/health/live", scheme, 5, 60),
+                health("/health/live", 5, 60),
                 tuning.startup_probe.as_ref(),
             )),
             liveness_probe: Some(tuned(
-                probe("/health/live", scheme, 10, 6),
+                health("/health/live", 10, 6),
                 tuning.liveness_probe.as_ref(),
             )),
             readiness_probe: Some(tuned(
-                probe("/health/ready", scheme, 10, 3),
+                health("/health/ready", 10, 3),
                 tuning.readiness_probe.as_ref(),
             )),
             resources: Some(resources),
@@ -392,16 +404,15 @@ fn tls_volumes(secret: &str) -> [Volume; 2] {
     ]
 }
 
-/// An anonymous probe of the health endpoint `path` on the server port.
-fn probe(path: &str, scheme: &str, period_seconds: i32, failure_threshold: i32) -> Probe {
-    http_probe(
-        SERVER_PORT_NAME,
-        scheme,
-        path,
-        period_seconds,
-        5,
-        failure_threshold,
-    )
+/// An anonymous probe of the health endpoint `path` on the port named `port`.
+fn probe(
+    port: &str,
+    path: &str,
+    scheme: &str,
+    period_seconds: i32,
+    failure_threshold: i32,
+) -> Probe {
+    http_probe(port, scheme, path, period_seconds, 5, failure_threshold)
 }
 
 #[cfg(test)]
