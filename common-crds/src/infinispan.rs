@@ -789,14 +789,24 @@ pub enum ExposeType {
     Route,
 }
 
-/// Server log levels.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+/// Server log levels and layout.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::common::unwrap_doc_lines)]
+#[x_kube(validation = Rule::new("!has(self.pattern) || !self.pattern.contains('$')")
+    .message("spec.logging.pattern may not contain '$': Log4j lookups (${env:...}, ${sys:...}) would write the server's environment, its passwords included, into the logs"))]
 pub struct LoggingSpec {
     /// Level per log category (a logger name such as org.infinispan or org.jgroups).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub categories: BTreeMap<String, LogLevel>,
+
+    /// The Log4j 2 PatternLayout of the server's console log (infinispan-operator's field),
+    /// e.g. `%d{HH:mm:ss,SSS} %-5p [%c] %m%throwable%n`; default
+    /// `%d{yyyy-MM-dd HH:mm:ss,SSS} %-5p (%t) [%c] %m%throwable%n`. Applied without a
+    /// restart; no `$` (lookups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1000))]
+    pub pattern: Option<String>,
 }
 
 /// A log level.

@@ -344,6 +344,26 @@ async fn schema_and_cel_rules_reject_invalid_crs() -> anyhow::Result<()> {
             json!({"security": {"endpointEncryption": {"type": "Secret"}}}),
             "certSecretName",
         ),
+        (
+            "Infinispan",
+            json!({"security": {"endpointEncryption": {"clientCert": "Validate"}}}),
+            "clientCertSecretName is required",
+        ),
+        (
+            "Infinispan",
+            json!({"security": {"endpointEncryption": {"type": "None", "clientCert": "Validate", "clientCertSecretName": "cas"}}}),
+            "clientCert needs TLS on the endpoint",
+        ),
+        (
+            "Infinispan",
+            json!({"security": {"endpointEncryption": {"clientCert": "Authenticate", "clientCertSecretName": "cas"}}}),
+            "Authenticate is not supported",
+        ),
+        (
+            "Infinispan",
+            json!({"logging": {"pattern": "${env:INFINISPAN_KEYSTORE_PASSWORD} %m%n"}}),
+            "may not contain '$'",
+        ),
         ("Backup", json!({}), "spec.cluster: Required value"),
         (
             "Restore",

@@ -203,11 +203,26 @@ fn convert_spec(
     }
     if let Some(mut logging) = fields.take_object("logging")? {
         let categories: Option<BTreeMap<String, LogLevel>> = logging.take_as("categories")?;
+        let mut converted = LoggingSpec::default();
         if let Some(categories) = categories.filter(|c| !c.is_empty()) {
             log.mapped("spec.logging.categories", "applied without a restart");
-            spec.logging = Some(LoggingSpec { categories });
+            converted.categories = categories;
         }
-        log.drop_field(&mut logging, "pattern", "not supported");
+        match logging.take_as::<String>("pattern")? {
+            Some(pattern) if pattern.contains('$') => log.dropped(
+                "spec.logging.pattern",
+                &json!(pattern),
+                "a Log4j lookup ($) is refused here: it could write the server's environment, passwords included, into the logs; write the pattern without it",
+            ),
+            Some(pattern) if !pattern.is_empty() => {
+                log.mapped("spec.logging.pattern", "applied without a restart");
+                converted.pattern = Some(pattern);
+            }
+            _ => {}
+        }
+        if converted != LoggingSpec::default() {
+            spec.logging = Some(converted);
+        }
         log.unknown(logging);
     }
     if let Some(autoscale) = fields.take("autoscale") {
@@ -1253,7 +1268,7 @@ mod conversion_tests {
     #[test]
     fn fields_without_equivalent_are_dropped_with_the_reason_of_the_table() {
         let (_, report) = cluster(
-            "  replicas: 1\n  version: 16.0.7\n  container: {cliExtraJvmOpts: x, routerExtraJvmOpts: y}\n  service:\n    type: Cache\n    sites: {local: {name: a, expose: {type: ClusterIP}}}\n    replicationFactor: 2\n    container: {livenessProbe: {handler: x}}\n  security:\n    credentialStoreSecretName: cs\n    authorization: {enabled: true, roles: [{name: r, permissions: [ALL]}]}\n    endpointEncryption: {type: Secret, certSecretName: t, clientCert: Authenticate, clientCertSecretName: ts}\n  expose: {type: LoadBalancer, port: 443}\n  logging: {pattern: '%m'}\n  autoscale: {minReplicas: 1, maxReplicas: 3, minMemUsagePercent: 10, maxMemUsagePercent: 80}\n  cloudEvents: {bootstrapServers: k:9092}\n  dependencies: {artifacts: [{url: 'http://x/a.jar'}]}\n  upgrades: {type: HotRodRolling}\n  configListener: {enabled: true, serviceAccountName: sa}\n  jmx: {enabled: true}\n  serviceAccountName: sa\n  surprise: 1\n",
+            "  replicas: 1\n  version: 16.0.7\n  container: {cliExtraJvmOpts: x, routerExtraJvmOpts: y}\n  service:\n    type: Cache\n    sites: {local: {name: a, expose: {type: ClusterIP}}}\n    replicationFactor: 2\n    container: {livenessProbe: {handler: x}}\n  security:\n    credentialStoreSecretName: cs\n    authorization: {enabled: true, roles: [{name: r, permissions: [ALL]}]}\n    endpointEncryption: {type: Secret, certSecretName: t, clientCert: Authenticate, clientCertSecretName: ts}\n  expose: {type: LoadBalancer, port: 443}\n  logging: {pattern: '${env:PASSWORD} %m'}\n  autoscale: {minReplicas: 1, maxReplicas: 3, minMemUsagePercent: 10, maxMemUsagePercent: 80}\n  cloudEvents: {bootstrapServers: k:9092}\n  dependencies: {artifacts: [{url: 'http://x/a.jar'}]}\n  upgrades: {type: HotRodRolling}\n  configListener: {enabled: true, serviceAccountName: sa}\n  jmx: {enabled: true}\n  serviceAccountName: sa\n  surprise: 1\n",
         );
         for (field, reason) in [
             ("spec.container.cliExtraJvmOpts", "no CLI pods"),
@@ -1265,7 +1280,6 @@ mod conversion_tests {
                 "set owners in your cache configurations",
             ),
             ("spec.security.credentialStoreSecretName", "not supported"),
-            ("spec.logging.pattern", "not supported"),
             ("spec.autoscale", "scale subresource"),
             ("spec.cloudEvents", "not supported"),
             ("spec.dependencies", "build an image"),
@@ -1290,6 +1304,13 @@ mod conversion_tests {
             Outcome::Changed,
             Some("spec.upgrades.type"),
             "HotRodRolling -> Shutdown",
+        );
+        assert_field(
+            &report,
+            "spec.logging.pattern",
+            Outcome::Dropped,
+            None,
+            "Log4j lookup",
         );
         assert_field(
             &report,

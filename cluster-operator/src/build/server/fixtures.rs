@@ -167,6 +167,7 @@ pub fn full_cluster() -> Infinispan {
             ("org.jgroups".to_string(), LogLevel::Warn),
             ("org.jboss.threads".to_string(), LogLevel::Error),
         ]),
+        pattern: Some("%d{HH:mm:ss} %-5p [%c] <%t> %m%n".to_string()),
     });
     cr.spec.config_map_name = Some("demo-overlay".to_string());
     cr.spec.scheduling = Some(SchedulingSpec {
