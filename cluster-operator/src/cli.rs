@@ -44,6 +44,30 @@ pub enum Command {
     /// outcome is one JSON line on standard output and in /dev/termination-log.
     #[command(hide = true)]
     Archive(ArchiveArgs),
+    /// Download the extra server libraries of a cluster into the server's lib directory (the
+    /// server pods' init container; not for people). Fails, with the reason in
+    /// /dev/termination-log, when an artifact cannot be downloaded or does not match its SHA-256.
+    #[command(hide = true)]
+    Artifacts(ArtifactsArgs),
+}
+
+/// Options of `artifacts`.
+#[derive(Debug, Clone, Args)]
+pub struct ArtifactsArgs {
+    #[command(subcommand)]
+    pub fetch: ArtifactsFetch,
+}
+
+/// What `artifacts` does.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ArtifactsFetch {
+    /// Fetch the artifacts of PLAN (JSON) into the directory INTO.
+    Fetch {
+        #[arg(long)]
+        into: PathBuf,
+        #[arg(long)]
+        plan: String,
+    },
 }
 
 /// Options of `archive`.
@@ -113,6 +137,30 @@ pub struct RunArgs {
         value_delimiter = ','
     )]
     pub allowed_image_prefixes: Vec<String>,
+
+    /// A CR may download extra server libraries (spec.dependencies.artifacts) only from URLs
+    /// starting with one of these prefixes, e.g. `https://repo.example.com/libs/`; repeatable
+    /// (env: comma-separated). Default: none.
+    #[arg(
+        long = "allowed-artifact-prefix",
+        env = "CLUSTER_OPERATOR_ALLOWED_ARTIFACT_PREFIXES",
+        value_delimiter = ','
+    )]
+    pub allowed_artifact_prefixes: Vec<String>,
+
+    /// Let CRs mount a PersistentVolumeClaim's jars into the servers' lib directory
+    /// (spec.dependencies.volumeClaimName).
+    #[arg(
+        long,
+        env = "CLUSTER_OPERATOR_ALLOW_ARTIFACT_VOLUMES",
+        value_name = "BOOL",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "false",
+        default_missing_value = "true"
+    )]
+    pub allow_artifact_volumes: bool,
 
     /// Let CRs read Secrets and ConfigMaps into the server's environment
     /// (spec.container.env[].valueFrom): whoever may create an Infinispan CR then reads any
@@ -412,6 +460,7 @@ mod tests {
         assert!(!run.allow_env_value_from && !run.allow_jvm_agents);
         assert!(!run.allow_unmarked_references);
         assert!(run.allowed_image_prefixes.is_empty());
+        assert!(run.allowed_artifact_prefixes.is_empty() && !run.allow_artifact_volumes);
         assert_eq!(run.allowed_expose_annotation_prefixes, None);
         let Ok(Command::Run(policy)) = parse(&[
             "cluster-operator",
@@ -421,9 +470,13 @@ mod tests {
             "--allow-jvm-agents=false",
             "--allow-unmarked-references",
             "--allowed-expose-annotation-prefix=x/",
+            "--allowed-artifact-prefix=https://repo/libs/",
+            "--allow-artifact-volumes",
         ]) else {
             panic!("run parses");
         };
+        assert_eq!(policy.allowed_artifact_prefixes, ["https://repo/libs/"]);
+        assert!(policy.allow_artifact_volumes);
         assert_eq!(policy.allowed_image_prefixes, ["a/", "b/"]);
         assert!(policy.allow_env_value_from && !policy.allow_jvm_agents);
         assert!(policy.allow_unmarked_references);

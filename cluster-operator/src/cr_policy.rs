@@ -75,6 +75,11 @@ pub struct CrPolicy {
     pub allow_env_value_from: bool,
     /// A CR may load code into the JVM through `extraJvmOpts`.
     pub allow_jvm_agents: bool,
+    /// Extra server libraries (`spec.dependencies.artifacts`) must come from URLs starting with
+    /// one of these.
+    pub allowed_artifact_prefixes: Vec<String>,
+    /// A CR may mount a claim's jars into the servers (`spec.dependencies.volumeClaimName`).
+    pub allow_artifact_volumes: bool,
     /// Annotations of `spec.expose` must start with one of these.
     pub allowed_expose_annotation_prefixes: Vec<String>,
     /// A CR may use any Secret or ConfigMap of its namespace it names, annotated or not.
@@ -87,6 +92,8 @@ impl Default for CrPolicy {
             allowed_image_prefixes: Vec::new(),
             allow_env_value_from: false,
             allow_jvm_agents: false,
+            allowed_artifact_prefixes: Vec::new(),
+            allow_artifact_volumes: false,
             allowed_expose_annotation_prefixes: DEFAULT_EXPOSE_ANNOTATION_PREFIXES
                 .iter()
                 .map(|p| p.to_string())
@@ -109,6 +116,10 @@ pub enum Violation {
     /// `JAVA_TOOL_OPTIONS` and `JDK_JAVA_OPTIONS`, the server `JAVA_OPTIONS`), or a variable
     /// of the dynamic linker that loads a library (`LD_PRELOAD` and the like).
     EnvCode { name: String, option: String },
+    /// `spec.dependencies.artifacts[index].url` outside the allowed prefixes.
+    Artifact { index: usize, url: String },
+    /// `spec.dependencies.volumeClaimName`.
+    ArtifactVolume { claim: String },
     /// An annotation of the exposing object outside the allowed prefixes, from `field`
     /// (`spec.expose.annotations`, or the CR's annotation that `infinispan.org/targetAnnotations`
     /// names).
@@ -138,6 +149,17 @@ impl fmt::Display for Violation {
                 f,
                 "spec.container.env '{name}' ('{option}') loads code into the server's \
                  container, which the operator does not allow (flag --allow-jvm-agents)"
+            ),
+            Violation::Artifact { index, url } => write!(
+                f,
+                "spec.dependencies.artifacts[{index}].url '{url}' (code the servers load) is \
+                 outside the allowed prefixes (flag --allowed-artifact-prefix)"
+            ),
+            Violation::ArtifactVolume { claim } => write!(
+                f,
+                "spec.dependencies.volumeClaimName '{claim}' puts a claim's jars (code the \
+                 servers load) into the servers, which the operator does not allow (flag \
+                 --allow-artifact-volumes)"
             ),
             Violation::ExposeAnnotation { field, key } => write!(
                 f,
@@ -212,6 +234,28 @@ pub fn check(cluster: &Infinispan, policy: &CrPolicy, own_images: &[&str]) -> Ve
                     }));
                 }
             }
+        }
+    }
+    if let Some(dependencies) = &spec.dependencies {
+        for (index, artifact) in dependencies.artifacts.iter().enumerate() {
+            let url = artifact.url.trim();
+            let allowed = policy
+                .allowed_artifact_prefixes
+                .iter()
+                .any(|prefix| !prefix.is_empty() && url.starts_with(prefix.as_str()));
+            if !allowed {
+                violations.push(Violation::Artifact {
+                    index,
+                    url: url.to_string(),
+                });
+            }
+        }
+        if let Some(claim) = &dependencies.volume_claim_name
+            && !policy.allow_artifact_volumes
+        {
+            violations.push(Violation::ArtifactVolume {
+                claim: claim.clone(),
+            });
         }
     }
     if let Some(expose) = &spec.expose {
@@ -328,6 +372,41 @@ mod tests {
         };
         assert!(check(&own, &empty, OWN).is_empty());
         assert_eq!(check(&cr, &empty, OWN).len(), 2);
+    }
+
+    #[test]
+    fn extra_libraries_come_only_from_allowed_prefixes_and_claims_only_when_allowed() {
+        let hash = format!("sha256:{}", "a".repeat(64));
+        let cr = cluster(json!({"dependencies": {
+            "artifacts": [
+                {"url": "https://repo.example.com/libs/a.jar", "hash": hash},
+                {"url": "https://evil.example.com/b.jar", "hash": hash},
+            ],
+            "volumeClaimName": "jars",
+        }}));
+        let refused = check(&cr, &CrPolicy::default(), OWN);
+        assert_eq!(refused.len(), 3, "{refused:?}");
+        let policy = CrPolicy {
+            allowed_artifact_prefixes: vec!["https://repo.example.com/libs/".to_string()],
+            allow_artifact_volumes: true,
+            ..CrPolicy::default()
+        };
+        let refused = check(&cr, &policy, OWN);
+        assert_eq!(
+            refused,
+            vec![Violation::Artifact {
+                index: 1,
+                url: "https://evil.example.com/b.jar".to_string()
+            }]
+        );
+        assert!(refused[0].to_string().contains("--allowed-artifact-prefix"));
+        assert!(
+            Violation::ArtifactVolume {
+                claim: "jars".into()
+            }
+            .to_string()
+            .contains("--allow-artifact-volumes")
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! The generators of the other install artifacts (OLM bundle and catalog, CRD reference, RBAC
 //! rules and label-policy YAML) are the `tools` crate's `xtask` binary, which uses this library.
 
+pub mod artifacts;
 pub mod backup;
 pub mod build;
 pub mod certificates;
@@ -35,7 +36,7 @@ pub mod servers;
 
 use std::process::ExitCode;
 
-use cli::{Cli, Command, CrdArgs};
+use cli::{ArtifactsArgs, ArtifactsFetch, Cli, Command, CrdArgs};
 use manifests::ManifestError;
 
 /// A command failed.
@@ -60,6 +61,9 @@ pub fn execute(cli: Cli) -> Result<ExitCode, Error> {
             return Ok(ExitCode::from(convert::command::run_stdio(&args).code()));
         }
         Command::Archive(args) => return Ok(backup::archive_job::run(args)),
+        Command::Artifacts(ArtifactsArgs {
+            fetch: ArtifactsFetch::Fetch { into, plan },
+        }) => return Ok(artifacts::fetch::run(&into, &plan)),
     }
     Ok(ExitCode::SUCCESS)
 }

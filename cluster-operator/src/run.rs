@@ -109,12 +109,15 @@ pub fn settings(args: &RunArgs, own_namespace: Option<&str>) -> Result<Settings,
     server.fs_group = args.server_fs_group.0;
     server.image_pull_secrets = args.image_pull_secrets.clone();
     server.operator_namespace = own_namespace.map(str::to_string);
+    server.artifacts_image = args.archive_image.clone();
     let mut resources =
         resources_operator::Settings::new(args.resources_operator_image.clone(), "");
     resources.cluster_domain = args.cluster_domain.clone();
     resources.image_pull_secrets = args.image_pull_secrets.clone();
     let mut policy = crate::cr_policy::CrPolicy {
         allowed_image_prefixes: args.allowed_image_prefixes.clone(),
+        allowed_artifact_prefixes: args.allowed_artifact_prefixes.clone(),
+        allow_artifact_volumes: args.allow_artifact_volumes,
         allow_env_value_from: args.allow_env_value_from,
         allow_jvm_agents: args.allow_jvm_agents,
         allow_unmarked_references: args.allow_unmarked_references,

@@ -115,6 +115,10 @@ pub struct InfinispanSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logging: Option<LoggingSpec>,
 
+    /// Extra server libraries, downloaded and checked by an init container, or on a claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependencies: Option<DependenciesSpec>,
+
     /// Where the server pods run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduling: Option<SchedulingSpec>,
@@ -787,6 +791,56 @@ pub enum ExposeType {
     /// passthrough when the endpoint has TLS (Hot Rod and REST through the router, by SNI);
     /// an Ingress otherwise.
     Route,
+}
+
+/// Extra server libraries (infinispan-operator's field): placed under the server's lib
+/// directory before it starts. Loading code into the servers: the operator allows artifact
+/// URLs only under its allowed prefixes and claims only when it allows them (docs/security.md).
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct DependenciesSpec {
+    /// Files downloaded by an init container, each checked against its SHA-256. A change
+    /// rolls the pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 50))]
+    pub artifacts: Vec<Artifact>,
+
+    /// A PersistentVolumeClaim (same namespace) mounted read-only under the lib directory: its
+    /// jars are loaded too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_claim_name: Option<String>,
+}
+
+/// One downloaded artifact.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+#[x_kube(validation = Rule::new("self.url.startsWith('http://') || self.url.startsWith('https://')")
+    .message("spec.dependencies.artifacts[].url must be an http:// or https:// URL"))]
+pub struct Artifact {
+    /// Where to download it from (http or https).
+    #[schemars(length(min = 1, max = 2048))]
+    pub url: String,
+    /// `sha256:` and its SHA-256 in hex: the download is placed only when it matches.
+    #[schemars(regex(pattern = r"^sha256:[0-9a-fA-F]{64}$"))]
+    pub hash: String,
+    /// file (the default: placed as it is), zip or tgz (expanded).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub type_: Option<ArtifactType>,
+}
+
+/// How an artifact is placed.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ArtifactType {
+    /// As it is (a jar).
+    #[default]
+    File,
+    /// A zip archive, expanded.
+    Zip,
+    /// A gzip-compressed tar archive, expanded.
+    Tgz,
 }
 
 /// Server log levels and layout.

@@ -377,7 +377,7 @@ pub async fn helm_install(
     .await
 }
 
-/// [`helm_install`] with the top-level chart values of `extra` too.
+/// [`helm_install`] with the chart values of `extra` too (merged one level deep).
 pub async fn helm_install_with(
     testbed: &Testbed,
     images: &Images,
@@ -395,8 +395,14 @@ pub async fn helm_install_with(
         "server": {"images": {SERVER_VERSION: images.server}},
         "crPolicy": {"allowedImagePrefixes": image_prefixes},
     });
+    // One level deep: `crPolicy` of `extra` adds to the image prefixes above.
     for (key, value) in extra.as_object().into_iter().flatten() {
-        values[key] = value.clone();
+        match (values.get_mut(key), value) {
+            (Some(serde_json::Value::Object(existing)), serde_json::Value::Object(more)) => {
+                existing.extend(more.clone());
+            }
+            _ => values[key] = value.clone(),
+        }
     }
     let dir = repo_root().join("target/e2e-logs").join(suite);
     std::fs::create_dir_all(&dir)?;

@@ -36,6 +36,9 @@
 //!   credentials it gets 401, without a certificate or with one of another CA it is refused at
 //!   the handshake; the pods' probes pass through the probes endpoint; the cluster operator
 //!   and the resources operator present their certificate of the cluster's CA and keep working.
+//! - Extra server libraries (`spec.dependencies`): a jar compiled here (a server task) served
+//!   in the namespace; a wrong SHA-256 stops the pod in its init container with a message
+//!   naming the digest; the right one places the jar, the server loads it, the task runs.
 //! - Custom roles: a role without CREATE, held by an application identity, is refused a cache
 //!   by the server while the operators' user keeps admin and the sync goes on.
 //! - Pod and Service metadata and tuning: the CR's pod and Service labels and annotations (its
@@ -2016,6 +2019,248 @@ async fn a_cluster_that_validates_client_certificates_accepts_only_clients_with_
         "from-rest-client-certificates",
     )
     .await?;
+
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}
+
+/// A server task in a jar, compiled here against the server's task API (javac of the host's
+/// JDK, for Java 17): `e2e-hello` answers `hello <name> from an extra library`, registered
+/// through `META-INF/services`.
+fn task_jar(name: &str) -> anyhow::Result<Vec<u8>> {
+    // Where the testbed builds the server (`e2e/testbed/build.sh`).
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
+        .context("neither XDG_CACHE_HOME nor HOME is set")?
+        .join(format!(
+            "infinispan-operators/infinispan-{SERVER_VERSION}/lib"
+        ));
+    let api = cache.join(format!("infinispan-tasks-api-{SERVER_VERSION}.jar"));
+    let commons = cache.join(format!("infinispan-commons-{SERVER_VERSION}.jar"));
+    ensure!(
+        api.exists(),
+        "{} is missing: run `make testbed-up` (it builds the server)",
+        api.display()
+    );
+    let dir = repo_root().join(format!("target/e2e-logs/in-pods/{name}-task"));
+    let source = dir.join("src/org/example/e2e");
+    std::fs::create_dir_all(&source)?;
+    std::fs::create_dir_all(dir.join("classes/META-INF/services"))?;
+    std::fs::write(
+        source.join("HelloTask.java"),
+        r#"package org.example.e2e;
+
+import org.infinispan.tasks.ServerTask;
+import org.infinispan.tasks.TaskContext;
+
+public class HelloTask implements ServerTask<String> {
+   private TaskContext context;
+
+   @Override
+   public void setTaskContext(TaskContext context) {
+      this.context = context;
+   }
+
+   @Override
+   public String call() {
+      Object name = context.getParameters().map(p -> p.get("name")).orElse("nobody");
+      return "hello " + name + " from an extra library";
+   }
+
+   @Override
+   public String getName() {
+      return "e2e-hello";
+   }
+}
+"#,
+    )?;
+    std::fs::write(
+        dir.join("classes/META-INF/services/org.infinispan.tasks.ServerTask"),
+        "org.example.e2e.HelloTask\n",
+    )?;
+    let classpath = format!("{}:{}", api.display(), commons.display());
+    for (program, args) in [
+        (
+            "javac",
+            vec![
+                "--release",
+                "17",
+                "-cp",
+                &classpath,
+                "-d",
+                "classes",
+                "src/org/example/e2e/HelloTask.java",
+            ],
+        ),
+        ("jar", vec!["cf", "hello-task.jar", "-C", "classes", "."]),
+    ] {
+        let output = std::process::Command::new(program)
+            .args(&args)
+            .current_dir(&dir)
+            .output()
+            .with_context(|| format!("{program} (a JDK is needed to build the test's task)"))?;
+        ensure!(
+            output.status.success(),
+            "{program}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let jar = std::fs::read(dir.join("hello-task.jar"))?;
+    std::fs::remove_dir_all(&dir)?;
+    Ok(jar)
+}
+
+/// A web server in the namespace (busybox httpd of the helper image) serving the ConfigMap
+/// `files` at `http://files.<namespace>.svc:8080/`.
+async fn serve_files(
+    client: &Client,
+    namespace: &str,
+    helper: &str,
+    files: BTreeMap<String, Vec<u8>>,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let binary: serde_json::Map<String, serde_json::Value> = files
+        .iter()
+        .map(|(name, bytes)| {
+            (
+                name.clone(),
+                json!(base64::Engine::encode(
+                    &base64::engine::general_purpose::STANDARD,
+                    bytes
+                )),
+            )
+        })
+        .collect();
+    let config_map: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "files"},
+        "binaryData": binary,
+    }))?;
+    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .create(&Default::default(), &config_map)
+        .await?;
+    let mut container = e2e::pods::restricted(
+        helper,
+        "httpd",
+        &["httpd", "-f", "-p", "8080", "-h", "/www"],
+    );
+    container["volumeMounts"] = json!([{"name": "files", "mountPath": "/www"}]);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "files", "labels": {"app": "files"}},
+        "spec": {
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container],
+            "volumes": [{"name": "files", "configMap": {"name": "files"}}],
+        },
+    }))?;
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(&Default::default(), &pod)
+        .await?;
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "files"},
+        "spec": {"selector": {"app": "files"}, "ports": [{"port": 8080, "targetPort": 8080}]},
+    }))?;
+    Api::<Service>::namespaced(client.clone(), namespace)
+        .create(&Default::default(), &service)
+        .await?;
+    wait_ready(client, namespace, "files", WAIT).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_extra_library_from_a_url_is_checked_placed_and_its_task_runs_on_the_server()
+-> anyhow::Result<()> {
+    let _only = CLUSTER.lock().await;
+    // The operator allows artifacts from the test's own web server only.
+    let Installed {
+        testbed,
+        images,
+        client,
+        ns,
+        clusters,
+    } = e2e::pods::install_with(
+        "in-pods",
+        "pods-libs",
+        &[],
+        json!({"crPolicy": {"allowedArtifactPrefixes": ["http://files.pods-libs"]}}),
+    )
+    .await?;
+    let files_prefix = format!("http://files.{}.svc.cluster.local:8080/", ns.name);
+
+    let jar = task_jar(&ns.name)?;
+    let sha256 = {
+        use sha2::Digest;
+        format!("{:x}", sha2::Sha256::digest(&jar))
+    };
+    serve_files(
+        &client,
+        &ns.name,
+        &images.helper,
+        BTreeMap::from([("hello-task.jar".to_string(), jar)]),
+    )
+    .await?;
+
+    // A digest that does not match: the init container refuses the download, the pod does not
+    // start, and its status says which artifact and why.
+    let wrong = "0".repeat(64);
+    apply_cluster(
+        &clusters,
+        "demo",
+        json!({"replicas": 1, "dependencies": {"artifacts": [
+            {"url": format!("{files_prefix}hello-task.jar"), "hash": format!("sha256:{wrong}")},
+        ]}}),
+    )
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let message = eventually("the init container refusing the download", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let Some(pod) = pods.get_opt("demo-0").await? else {
+                return Ok(None);
+            };
+            Ok(pod
+                .status
+                .and_then(|s| s.init_container_statuses)
+                .into_iter()
+                .flatten()
+                .filter(|c| c.name == "artifacts")
+                .find_map(|c| {
+                    c.last_state
+                        .and_then(|s| s.terminated)
+                        .or(c.state.and_then(|s| s.terminated))
+                        .and_then(|t| t.message)
+                }))
+        }
+    })
+    .await?;
+    ensure!(
+        message.contains(&sha256) && message.contains("not placed"),
+        "the init container's message: {message}"
+    );
+
+    // The right digest: the pod rolls onto it, the server loads the jar, the task runs.
+    apply_cluster(
+        &clusters,
+        "demo",
+        json!({"replicas": 1, "dependencies": {"artifacts": [
+            {"url": format!("{files_prefix}hello-task.jar"), "hash": format!("sha256:{sha256}")},
+        ]}}),
+    )
+    .await?;
+    // The refused pod is replaced by the StatefulSet only once deleted (it never got Ready).
+    let _ = pods.delete("demo-0", &DeleteParams::default()).await;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 1).await?;
+    let rest = rest_client(&client, &ns.name, &cr).await?;
+    let answer = eventually("the task of the extra library", WAIT, || {
+        let rest = rest.clone();
+        async move { Ok(rest.exec_task("e2e-hello", &[("name", "kube")]).await.ok()) }
+    })
+    .await?;
+    ensure!(
+        answer.contains("hello kube from an extra library"),
+        "the task answered {answer:?}"
+    );
 
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use common_crds::infinispan::{
-    Authorization, AuthorizationRole, ClientCertType, ContainerSpec, EncryptionType,
-    EndpointEncryption, ExposeSpec, ExposeType, LogLevel, LoggingSpec, MonitoringSpec, Permission,
-    ProbeSpec, ResourcesOperatorSpec, SchedulingSpec, SecuritySpec, ServiceContainerSpec,
-    ServiceSpec, UpgradeType,
+    Artifact, ArtifactType, Authorization, AuthorizationRole, ClientCertType, ContainerSpec,
+    DependenciesSpec, EncryptionType, EndpointEncryption, ExposeSpec, ExposeType, LogLevel,
+    LoggingSpec, MonitoringSpec, Permission, ProbeSpec, ResourcesOperatorSpec, SchedulingSpec,
+    SecuritySpec, ServiceContainerSpec, ServiceSpec, UpgradeType,
 };
 use common_crds::labels::{
     POD_TARGET_ANNOTATIONS_ANNOTATION, POD_TARGET_LABELS_ANNOTATION, TARGET_ANNOTATIONS_ANNOTATION,
@@ -88,6 +88,7 @@ pub fn convert(root: &mut Fields, log: &mut Log) -> Result<Infinispan, FieldErro
         },
         accept_restores_from: Vec::new(),
         upgrades: Default::default(),
+        dependencies: None,
     };
     if let Some(mut fields) = root.take_object("spec")? {
         convert_spec(&mut fields, &name, &mut spec, log)?;
@@ -245,11 +246,10 @@ fn convert_spec(
         "cloudEvents",
         "not supported (it had no effect from server 15.0 on)",
     );
-    log.drop_field(
-        fields,
-        "dependencies",
-        "not supported: build an image with the extra jars in server/lib and set spec.image",
-    );
+    if let Some(mut dependencies) = fields.take_object("dependencies")? {
+        spec.dependencies = dependencies_spec(&mut dependencies, log)?;
+        log.unknown(dependencies);
+    }
     if let Some(config_map) = log.take_text(fields, "configMapName")? {
         log.mapped(
             "spec.configMapName",
@@ -661,6 +661,84 @@ fn convert_authorization(
         }
     }
     Ok(authorization)
+}
+
+/// `spec.dependencies`: artifacts with a URL and a SHA-256 are carried over, the others
+/// (Maven coordinates, another digest, none) are dropped with what to give instead; the claim
+/// is carried over.
+fn dependencies_spec(
+    fields: &mut Fields,
+    log: &mut Log,
+) -> Result<Option<DependenciesSpec>, FieldError> {
+    let mut dependencies = DependenciesSpec::default();
+    let artifacts: Option<Vec<Value>> = fields.take_as("artifacts")?;
+    for (i, artifact) in artifacts.unwrap_or_default().into_iter().enumerate() {
+        let path = format!("spec.dependencies.artifacts[{i}]");
+        let url = artifact["url"]
+            .as_str()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let hash = artifact["hash"]
+            .as_str()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let type_ = match artifact["type"].as_str().unwrap_or("file") {
+            "file" | "" => ArtifactType::File,
+            "zip" => ArtifactType::Zip,
+            "tgz" => ArtifactType::Tgz,
+            other => {
+                return Err(FieldError::new(
+                    format!("{path}.type"),
+                    format!("{other:?} is not file, zip or tgz"),
+                ));
+            }
+        };
+        if url.is_empty() {
+            log.dropped(
+                &path,
+                &artifact,
+                "Maven coordinates are not resolved here: give the artifact's URL in your repository (url) and its SHA-256 (hash: sha256:<hex>)",
+            );
+            continue;
+        }
+        let candidate = Artifact {
+            url: url.clone(),
+            hash: hash.clone(),
+            type_: Some(type_).filter(|t| *t != ArtifactType::File),
+        };
+        match crate::artifacts::Plan::of(std::slice::from_ref(&candidate)) {
+            Ok(_) => {
+                log.mapped(
+                    &path,
+                    "checked against its SHA-256 before the servers load it; the operator must allow the URL's prefix (--allowed-artifact-prefix, Helm crPolicy.allowedArtifactPrefixes)",
+                );
+                dependencies.artifacts.push(candidate);
+            }
+            Err(_) => log.dropped(
+                &path,
+                &artifact,
+                &format!(
+                    "hash must be sha256:<64 hex digits> here (found {:?}): a download is never loaded unchecked; add it (sha256sum of the file) and an http(s) URL",
+                    hash
+                ),
+            ),
+        }
+    }
+    if let Some(claim) = log.take_text(fields, "volumeClaimName")? {
+        log.mapped(
+            "spec.dependencies.volumeClaimName",
+            "mounted read-only under the servers' lib directory; the operator must allow claims (--allow-artifact-volumes, Helm crPolicy.allowArtifactVolumes)",
+        );
+        dependencies.volume_claim_name = Some(claim);
+    }
+    log.drop_field(
+        fields,
+        "initContainer",
+        "the init container's resources are fixed here (50m CPU, 64Mi-256Mi memory: it streams each download to disk)",
+    );
+    Ok((dependencies != DependenciesSpec::default()).then_some(dependencies))
 }
 
 /// `spec.upgrades.type`: `Shutdown` is the same here; `InPlaceRolling` is `Rolling`;
@@ -1282,7 +1360,7 @@ mod conversion_tests {
             ("spec.security.credentialStoreSecretName", "not supported"),
             ("spec.autoscale", "scale subresource"),
             ("spec.cloudEvents", "not supported"),
-            ("spec.dependencies", "build an image"),
+            ("spec.dependencies.artifacts[0]", "hash must be sha256"),
             (
                 "spec.configListener.serviceAccountName",
                 "least-privilege ServiceAccount",

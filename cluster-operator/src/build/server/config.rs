@@ -21,12 +21,13 @@ use super::{
 use crate::certificates::objects::{KEYSTORE_KEY, TRUSTSTORE_KEY};
 
 /// SHA-256 (hex) of what must roll the pods besides the pod template: the server ConfigMap's
-/// data except [`LOGGING_CONFIG_KEY`] (every key and value, length-prefixed), the TLS digest
-/// and the transport stores' digest.
+/// data except [`LOGGING_CONFIG_KEY`] (every key and value, length-prefixed), the TLS digest,
+/// the transport stores' digest and the extra server libraries (their plan and claim).
 pub fn config_hash(
     config_map: &ConfigMap,
     tls: Option<&TlsCertificate>,
     transport: Option<&str>,
+    dependencies: Option<&str>,
 ) -> String {
     let mut hasher = Sha256::new();
     for (key, value) in config_map.data.iter().flatten() {
@@ -47,6 +48,11 @@ pub fn config_hash(
     if let Some(transport) = transport {
         hasher.update([2]);
         hash_part(&mut hasher, transport);
+    }
+    // Absent, nothing: the hash of clusters without libraries stays as it was.
+    if let Some(dependencies) = dependencies {
+        hasher.update([3]);
+        hash_part(&mut hasher, dependencies);
     }
     format!("{:x}", hasher.finalize())
 }

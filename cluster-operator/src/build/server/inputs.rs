@@ -129,6 +129,8 @@ pub struct Settings {
     /// The cluster operator's own namespace when it runs in a pod: its pods may reach the
     /// servers' endpoint through the clusters' NetworkPolicies.
     pub operator_namespace: Option<String>,
+    /// The operator's own image: the init container that fetches `spec.dependencies`.
+    pub artifacts_image: String,
 }
 
 impl Settings {
@@ -141,6 +143,7 @@ impl Settings {
             default_resources: default_resources(),
             image_pull_secrets: Vec::new(),
             operator_namespace: None,
+            artifacts_image: crate::cli::DEFAULT_CLUSTER_OPERATOR_IMAGE.to_string(),
         }
     }
 }
@@ -244,6 +247,8 @@ pub enum BuildError {
     ClientCertWithoutTls,
     #[error("clientCert is Validate but no client truststore was given")]
     MissingClientTrust,
+    #[error(transparent)]
+    InvalidArtifact(#[from] crate::artifacts::PlanError),
     #[error("key {key} of Secret {secret:?} {problem}")]
     SecretKey {
         secret: String,
@@ -296,6 +301,7 @@ impl BuildError {
             | Self::MissingClientTrust
             | Self::InvalidTlsSecret { .. } => ProblemReason::InvalidTlsSecret,
             Self::InvalidLogCategory { .. } => ProblemReason::InvalidLogging,
+            Self::InvalidArtifact(_) => ProblemReason::InvalidCluster,
             Self::ReservedKey(_) => ProblemReason::InvalidMetadata,
         }
     }
@@ -319,6 +325,8 @@ pub(super) struct Cx<'a> {
     pub(super) transport: Option<&'a TransportTls>,
     /// The CAs of client certificates, when the endpoint asks for them.
     pub(super) client_trust: Option<&'a ClientTrust>,
+    /// The extra server libraries to download (`spec.dependencies.artifacts`), checked.
+    pub(super) artifacts: Option<crate::artifacts::Plan>,
     pub(super) log_categories: BTreeMap<String, &'static str>,
     pub(super) dns_query: String,
     /// The labels and annotations the CR adds to the pods and the Services.
@@ -362,6 +370,7 @@ impl<'a> Cx<'a> {
             overlay: overlay(cluster, referenced)?,
             tls: tls(cluster, referenced)?,
             client_trust: client_trust(cluster, referenced)?,
+            artifacts: artifacts(cluster)?,
             transport: transport(cluster, referenced)?,
             log_categories: log_categories(cluster)?,
             dns_query,
@@ -432,6 +441,16 @@ fn tls<'a>(
             secret: secret.clone(),
         })?;
     Ok(Some((secret, certificate)))
+}
+
+/// The plan of `spec.dependencies.artifacts`, when there are any.
+fn artifacts(cluster: &Infinispan) -> Result<Option<crate::artifacts::Plan>, BuildError> {
+    match &cluster.spec.dependencies {
+        Some(dependencies) if !dependencies.artifacts.is_empty() => {
+            Ok(Some(crate::artifacts::Plan::of(&dependencies.artifacts)?))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// The CAs of client certificates when `spec.security.endpointEncryption.clientCert` is

@@ -144,6 +144,12 @@ const TLS_SECRET_VOLUME: &str = "tls-secret";
 const TLS_VOLUME: &str = "tls";
 const TRANSPORT_TLS_VOLUME: &str = "transport-tls";
 const DATA_VOLUME: &str = "data";
+/// The emptyDir over the server's lib directory, where the artifacts init container writes.
+const SERVER_LIB_VOLUME: &str = "server-lib";
+/// The claim of `spec.dependencies.volumeClaimName`.
+const DEPENDENCIES_VOLUME: &str = "dependencies";
+/// Name of the init container that fetches `spec.dependencies.artifacts`.
+pub const ARTIFACTS_INIT_CONTAINER_NAME: &str = "artifacts";
 
 /// The objects of one cluster's server, in the order they are applied.
 #[derive(Clone, Debug, PartialEq)]

@@ -10,24 +10,26 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SecretVolumeSource, Volume, VolumeMount,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    SecretVolumeSource, Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::inputs::Cx;
 use super::{
-    CONFIG_DIR, CONFIG_HASH_ANNOTATION, CONFIG_VOLUME, CONTAINER_NAME, DATA_DIR, DATA_VOLUME,
-    IDENTITIES_DIR, IDENTITIES_VOLUME, JGROUPS_FD_PORT, JGROUPS_PORT, JGROUPS_PORT_NAME,
-    KEYSTORE_P12_KEY, KEYSTORE_PASSWORD_ENV, KEYSTORE_PASSWORD_KEY, LOGGING_CONFIG_KEY, PEM_FILE,
-    PROBES_PORT, PROBES_PORT_NAME, SERVER_CONFIG_KEY, SERVER_PORT, SERVER_PORT_NAME, TLS_CERT_KEY,
-    TLS_DIR, TLS_INIT_CONTAINER_NAME, TLS_KEY_KEY, TLS_SECRET_DIR, TLS_SECRET_VOLUME, TLS_VOLUME,
+    ARTIFACTS_INIT_CONTAINER_NAME, CONFIG_DIR, CONFIG_HASH_ANNOTATION, CONFIG_VOLUME,
+    CONTAINER_NAME, DATA_DIR, DATA_VOLUME, DEPENDENCIES_VOLUME, IDENTITIES_DIR, IDENTITIES_VOLUME,
+    JGROUPS_FD_PORT, JGROUPS_PORT, JGROUPS_PORT_NAME, KEYSTORE_P12_KEY, KEYSTORE_PASSWORD_ENV,
+    KEYSTORE_PASSWORD_KEY, LOGGING_CONFIG_KEY, PEM_FILE, PROBES_PORT, PROBES_PORT_NAME,
+    SERVER_CONFIG_KEY, SERVER_LIB_VOLUME, SERVER_PORT, SERVER_PORT_NAME, TLS_CERT_KEY, TLS_DIR,
+    TLS_INIT_CONTAINER_NAME, TLS_KEY_KEY, TLS_SECRET_DIR, TLS_SECRET_VOLUME, TLS_VOLUME,
     TRANSPORT_TLS_DIR, TRANSPORT_TLS_PASSWORD_ENV, TRANSPORT_TLS_VOLUME, config_hash,
     config_map_name, identities_secret_name, labels, ping_service_name, selector_labels,
     stateful_set_name,
 };
+use crate::artifacts::{Plan, SERVER_LIB_DIR, VOLUME_SUBDIR};
 use crate::build::pod::{
     container_port, field_env, http_probe, image_pull_secrets, mount, non_empty,
     restricted_container, restricted_pod, secret_env, secret_volume, tuned,
@@ -60,6 +62,37 @@ impl Cx<'_> {
             }
             mounts.push(mount(TLS_VOLUME, TLS_DIR, true));
         }
+        if let Some(plan) = &self.artifacts {
+            // The init container writes the libraries; the server reads them.
+            volumes.push(Volume {
+                name: SERVER_LIB_VOLUME.to_string(),
+                empty_dir: Some(EmptyDirVolumeSource {
+                    size_limit: Some(Quantity(format!(
+                        "{}Mi",
+                        crate::artifacts::MAX_TOTAL_BYTES / (1024 * 1024)
+                    ))),
+                    ..EmptyDirVolumeSource::default()
+                }),
+                ..Volume::default()
+            });
+            mounts.push(mount(SERVER_LIB_VOLUME, SERVER_LIB_DIR, true));
+            init_containers.push(self.artifacts_init_container(plan));
+        }
+        if let Some(claim) = self.dependencies_claim() {
+            volumes.push(Volume {
+                name: DEPENDENCIES_VOLUME.to_string(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: claim.to_string(),
+                    read_only: Some(true),
+                }),
+                ..Volume::default()
+            });
+            mounts.push(mount(
+                DEPENDENCIES_VOLUME,
+                &format!("{SERVER_LIB_DIR}/{VOLUME_SUBDIR}"),
+                true,
+            ));
+        }
         if let Some(transport) = self.transport {
             volumes.push(secret_volume(
                 TRANSPORT_TLS_VOLUME,
@@ -75,6 +108,7 @@ impl Cx<'_> {
             config_map,
             self.tls.as_ref().map(|(_, certificate)| *certificate),
             self.transport.map(|transport| transport.digest.as_str()),
+            self.dependencies_digest().as_deref(),
         );
         let mut pod_metadata = ObjectMeta {
             labels: Some(labels(self.name)),
@@ -165,6 +199,63 @@ impl Cx<'_> {
             termination_message_policy: Some("FallbackToLogsOnError".to_string()),
             ..Container::default()
         }
+    }
+
+    /// The init container of the operator's image that downloads `plan`'s artifacts, checks
+    /// them and places them in the lib directory (`cluster-operator artifacts fetch`): no
+    /// token, no credentials, the restricted profile, a read-only root filesystem.
+    fn artifacts_init_container(&self, plan: &Plan) -> Container {
+        let quantities = |cpu: &str, memory: &str| {
+            BTreeMap::from([
+                ("cpu".to_string(), Quantity(cpu.to_string())),
+                ("memory".to_string(), Quantity(memory.to_string())),
+            ])
+        };
+        Container {
+            name: ARTIFACTS_INIT_CONTAINER_NAME.to_string(),
+            image: Some(self.settings.artifacts_image.clone()),
+            args: Some(vec![
+                "artifacts".to_string(),
+                "fetch".to_string(),
+                format!("--into={SERVER_LIB_DIR}"),
+                format!("--plan={}", plan.to_json()),
+            ]),
+            resources: Some(ResourceRequirements {
+                requests: Some(quantities("50m", "64Mi")),
+                limits: Some(BTreeMap::from([(
+                    "memory".to_string(),
+                    Quantity("256Mi".to_string()),
+                )])),
+                claims: None,
+            }),
+            security_context: Some(restricted_container(true)),
+            volume_mounts: Some(vec![mount(SERVER_LIB_VOLUME, SERVER_LIB_DIR, false)]),
+            termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+            ..Container::default()
+        }
+    }
+
+    /// `spec.dependencies.volumeClaimName`, when set.
+    fn dependencies_claim(&self) -> Option<&str> {
+        self.cluster
+            .spec
+            .dependencies
+            .as_ref()
+            .and_then(|d| d.volume_claim_name.as_deref())
+            .filter(|claim| !claim.is_empty())
+    }
+
+    /// What of `spec.dependencies` rolls the pods: the plan and the claim's name.
+    fn dependencies_digest(&self) -> Option<String> {
+        let plan = self.artifacts.as_ref().map(Plan::to_json);
+        let claim = self.dependencies_claim();
+        (plan.is_some() || claim.is_some()).then(|| {
+            format!(
+                "{}\n{}",
+                plan.unwrap_or_default(),
+                claim.unwrap_or_default()
+            )
+        })
     }
 
     /// The data volume: an emptyDir added to `volumes` with ephemeral storage, else the claim
@@ -450,6 +541,110 @@ mod tests {
         };
         assert_eq!(fs_group(&default_objects()), Some(DEFAULT_FS_GROUP));
         assert_eq!(fs_group(&full_objects()), None);
+    }
+
+    #[test]
+    fn extra_libraries_are_fetched_by_an_init_container_of_the_operators_image_into_the_lib_directory()
+     {
+        use common_crds::infinispan::{Artifact, ArtifactType, DependenciesSpec};
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let mut cr = cluster("demo", "team-a");
+        cr.spec.dependencies = Some(DependenciesSpec {
+            artifacts: vec![
+                Artifact {
+                    url: "https://repo.example.com/libs/task.jar".into(),
+                    hash: digest.clone(),
+                    type_: None,
+                },
+                Artifact {
+                    url: "https://repo.example.com/libs/driver.tgz".into(),
+                    hash: digest.clone(),
+                    type_: Some(ArtifactType::Tgz),
+                },
+            ],
+            volume_claim_name: Some("jars".into()),
+        });
+        let mut settings = settings();
+        settings.artifacts_image = "registry.example.com/cluster-operator:1.2".into();
+        let objects = built(&cr, &settings, &referenced());
+        let pod = pod_spec(&objects.stateful_set);
+        assert_restricted(&pod);
+        let init = pod
+            .init_containers
+            .iter()
+            .flatten()
+            .find(|c| c.name == ARTIFACTS_INIT_CONTAINER_NAME)
+            .expect("the artifacts init container");
+        assert_eq!(
+            init.image.as_deref(),
+            Some("registry.example.com/cluster-operator:1.2")
+        );
+        let args = init.args.clone().unwrap_or_default();
+        assert_eq!(
+            args[..3],
+            ["artifacts", "fetch", "--into=/opt/infinispan/server/lib"]
+        );
+        let plan: Plan =
+            serde_json::from_str(args[3].strip_prefix("--plan=").expect("the plan argument"))
+                .expect("the plan");
+        assert_eq!(plan.artifacts.len(), 2);
+        assert_eq!(plan.artifacts[1].type_, ArtifactType::Tgz);
+        assert!(init.env.is_none(), "no credentials in the init container");
+        let writable = init.volume_mounts.clone().unwrap_or_default();
+        assert_eq!(writable.len(), 1);
+        assert_eq!(writable[0].read_only, None);
+
+        let server = &pod.containers[0];
+        let mounts = server.volume_mounts.clone().unwrap_or_default();
+        let at = |path: &str| mounts.iter().find(|m| m.mount_path == path).cloned();
+        assert_eq!(
+            at("/opt/infinispan/server/lib").and_then(|m| m.read_only),
+            Some(true)
+        );
+        assert_eq!(
+            at("/opt/infinispan/server/lib/volume").map(|m| (m.name, m.read_only)),
+            Some(("dependencies".to_string(), Some(true)))
+        );
+        let volumes = pod.volumes.clone().unwrap_or_default();
+        let lib = volumes
+            .iter()
+            .find(|v| v.name == "server-lib")
+            .and_then(|v| v.empty_dir.clone())
+            .expect("the lib emptyDir");
+        assert_eq!(lib.size_limit, Some(Quantity("1024Mi".into())));
+        let claim = volumes
+            .iter()
+            .find(|v| v.name == "dependencies")
+            .and_then(|v| v.persistent_volume_claim.clone())
+            .expect("the claim");
+        assert_eq!(claim.claim_name, "jars");
+        assert_eq!(claim.read_only, Some(true));
+
+        // Another digest, another claim or none at all: another config hash (the pods roll).
+        let mut other = cr.clone();
+        if let Some(d) = other.spec.dependencies.as_mut() {
+            d.artifacts[0].hash = format!("sha256:{}", "cd".repeat(32));
+        }
+        let mut no_claim = cr.clone();
+        if let Some(d) = no_claim.spec.dependencies.as_mut() {
+            d.volume_claim_name = None;
+        }
+        let base = hash(&objects.stateful_set);
+        for changed in [other, no_claim, cluster("demo", "team-a")] {
+            assert_ne!(
+                base,
+                hash(&built(&changed, &settings, &referenced()).stateful_set)
+            );
+        }
+        // Without libraries nothing of it.
+        let plain = pod_spec(&default_objects().stateful_set);
+        assert!(
+            !plain
+                .init_containers
+                .iter()
+                .flatten()
+                .any(|c| c.name == ARTIFACTS_INIT_CONTAINER_NAME)
+        );
     }
 
     #[test]
