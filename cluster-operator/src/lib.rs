@@ -21,6 +21,7 @@
 
 pub mod artifacts;
 pub mod backup;
+pub mod batch;
 pub mod build;
 pub mod certificates;
 pub mod cli;

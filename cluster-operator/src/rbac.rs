@@ -93,17 +93,21 @@ pub fn rules() -> Vec<PolicyRule> {
         rule(API_GROUP, &["infinispans/finalizers"], &["update"]),
         rule(
             API_GROUP,
-            &["backups", "restores"],
+            &["backups", "restores", "batches"],
             &["get", "list", "watch", "patch"],
         ),
         rule(
             API_GROUP,
-            &["backups/status", "restores/status"],
+            &["backups/status", "restores/status", "batches/status"],
             &["get", "patch"],
         ),
         rule(
             API_GROUP,
-            &["backups/finalizers", "restores/finalizers"],
+            &[
+                "backups/finalizers",
+                "restores/finalizers",
+                "batches/finalizers",
+            ],
             &["update"],
         ),
         rule("", &["secrets"], &["get", "create", "patch", "delete"]),

@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common_crds::Infinispan;
 use common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER;
+use common_crds::{Batch, Infinispan};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use operator_runtime::events::{Recorder, Reporter};
@@ -451,6 +452,25 @@ fn spawn_controllers(
                 backup::Apis::new(client, namespace),
                 servers.clone(),
                 backup_settings.clone(),
+                signals.stopping(),
+            ),
+            signals,
+            readiness,
+        ));
+        let settings = &context.settings;
+        controllers.push(supervised(
+            format!("the Batch controller of {scope}"),
+            crate::batch::run(
+                api::<Batch>(client, namespace),
+                api::<Infinispan>(client, namespace),
+                api::<Job>(client, namespace),
+                crate::batch::Context {
+                    client: client.clone(),
+                    images: settings.server.images.clone(),
+                    cluster_domain: settings.server.cluster_domain.clone(),
+                    image_pull_secrets: settings.server.image_pull_secrets.clone(),
+                    policy: settings.policy.clone(),
+                },
                 signals.stopping(),
             ),
             signals,

@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::CustomResourceExt;
 
 use crate::backup::Backup;
+use crate::batch::Batch;
 use crate::cache::Cache;
 use crate::counter::Counter;
 use crate::infinispan::Infinispan;
@@ -37,13 +38,18 @@ pub enum GenerateError {
     },
 }
 
-/// The eight CRDs, in a stable order: Infinispan, Backup, Restore, then the resource kinds in
-/// [`ResourceKind::LISTED`] order (Cache, Template, Counter, Schema, Task).
+/// The nine CRDs, in a stable order: Infinispan, Backup, Restore, Batch, then the resource
+/// kinds in [`ResourceKind::LISTED`] order (Cache, Template, Counter, Schema, Task).
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
-    [Infinispan::crd(), Backup::crd(), Restore::crd()]
-        .into_iter()
-        .chain(ResourceKind::LISTED.map(resource_crd))
-        .collect()
+    [
+        Infinispan::crd(),
+        Backup::crd(),
+        Restore::crd(),
+        Batch::crd(),
+    ]
+    .into_iter()
+    .chain(ResourceKind::LISTED.map(resource_crd))
+    .collect()
 }
 
 /// The CRD of a resource kind: the one place that maps a [`ResourceKind`] to its type.
@@ -250,10 +256,11 @@ mod tests {
     use serde_json::Value;
 
     /// (kind, version, plural, short name), in the order of [`all_crds`].
-    const KINDS: [(&str, &str, &str, &str); 8] = [
+    const KINDS: [(&str, &str, &str, &str); 9] = [
         ("Infinispan", "v1", "infinispans", "ispn"),
         ("Backup", "v2alpha1", "backups", "ispnbackup"),
         ("Restore", "v2alpha1", "restores", "ispnrestore"),
+        ("Batch", "v2alpha1", "batches", "ispnbatch"),
         ("Cache", "v2alpha1", "caches", "ispncache"),
         ("Template", "v2alpha1", "templates", "ispntemplate"),
         ("Counter", "v2alpha1", "counters", "ispncounter"),

@@ -14,6 +14,7 @@
 //!   the name of its leader-election Lease.
 
 pub mod backup;
+pub mod batch;
 pub mod cache;
 pub mod common;
 pub mod conditions;
@@ -30,6 +31,7 @@ pub mod task;
 pub mod template;
 
 pub use backup::{Backup, BackupSpec, BackupStatus};
+pub use batch::{Batch, BatchSpec, BatchStatus};
 pub use cache::{Cache, CacheSpec};
 pub use common::{ResourceSpecCommon, ResourceStatus, ServerResource};
 pub use counter::{Counter, CounterSpec};

@@ -18,10 +18,11 @@ use serde_json::{Value, json};
 const GROUP: &str = "infinispan.org";
 
 /// (kind, version, plural) of every kind of the API.
-const KINDS: [(&str, &str, &str); 8] = [
+const KINDS: [(&str, &str, &str); 9] = [
     ("Infinispan", "v1", "infinispans"),
     ("Backup", "v2alpha1", "backups"),
     ("Restore", "v2alpha1", "restores"),
+    ("Batch", "v2alpha1", "batches"),
     ("Cache", "v2alpha1", "caches"),
     ("Template", "v2alpha1", "templates"),
     ("Counter", "v2alpha1", "counters"),
@@ -85,7 +86,7 @@ fn field<'a>(obj: &'a DynamicObject, path: &[&str]) -> Option<&'a Value> {
 }
 
 #[tokio::test]
-async fn all_eight_crds_become_established() -> anyhow::Result<()> {
+async fn all_nine_crds_become_established() -> anyhow::Result<()> {
     let testbed = Testbed::get()?;
     let client = testbed.admin_client().await?;
     install_crds(&client).await?;
@@ -366,6 +367,16 @@ async fn schema_and_cel_rules_reject_invalid_crs() -> anyhow::Result<()> {
         ),
         ("Backup", json!({}), "spec.cluster: Required value"),
         (
+            "Batch",
+            json!({"cluster": "demo"}),
+            "exactly one of spec.config (the script) and spec.configMap",
+        ),
+        (
+            "Batch",
+            json!({"cluster": "demo", "config": "create counter c", "configMap": "script"}),
+            "exactly one of spec.config (the script) and spec.configMap",
+        ),
+        (
             "Restore",
             json!({"cluster": "demo"}),
             "either spec.backup (a Backup CR) or spec.source",
@@ -383,7 +394,7 @@ async fn schema_and_cel_rules_reject_invalid_crs() -> anyhow::Result<()> {
     ];
     let mut failures = Vec::new();
     for (i, (kind, spec, expected)) in cases.into_iter().enumerate() {
-        let labels = if matches!(kind, "Infinispan" | "Backup" | "Restore") {
+        let labels = if matches!(kind, "Infinispan" | "Backup" | "Restore" | "Batch") {
             json!({})
         } else {
             label.clone()

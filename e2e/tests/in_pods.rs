@@ -39,6 +39,9 @@
 //! - Extra server libraries (`spec.dependencies`): a jar compiled here (a server task) served
 //!   in the namespace; a wrong SHA-256 stops the pod in its init container with a message
 //!   naming the digest; the right one places the jar, the server loads it, the task runs.
+//! - Batch: a script creating a cache, a counter and an entry runs to `Succeeded` (the CLI of
+//!   the server image in a Job, over TLS as the operators' user), both mirrored as CRs; a
+//!   script with a command the server refuses ends `Failed` with the CLI's message.
 //! - Custom roles: a role without CREATE, held by an application identity, is refused a cache
 //!   by the server while the operators' user keeps admin and the sync goes on.
 //! - Pod and Service metadata and tuning: the CR's pod and Service labels and annotations (its
@@ -2260,6 +2263,134 @@ async fn an_extra_library_from_a_url_is_checked_placed_and_its_task_runs_on_the_
     ensure!(
         answer.contains("hello kube from an extra library"),
         "the task answered {answer:?}"
+    );
+
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}
+
+/// Waits until the Batch `name` is Succeeded or Failed: its status.
+async fn wait_batch_finished(
+    batches: &Api<common_crds::Batch>,
+    name: &str,
+) -> anyhow::Result<common_crds::BatchStatus> {
+    use common_crds::batch::BatchPhase;
+    eventually(&format!("the Batch {name} finished"), WAIT, || {
+        let batches = batches.clone();
+        async move {
+            let status = batches.get(name).await?.status.unwrap_or_default();
+            Ok(status
+                .phase
+                .is_some_and(BatchPhase::finished)
+                .then_some(status))
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_batch_creating_caches_and_counters_succeeds_they_are_mirrored_and_a_failing_one_says_why()
+-> anyhow::Result<()> {
+    use common_crds::batch::BatchPhase;
+    let _only = CLUSTER.lock().await;
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = install("in-pods", "pods-batch").await?;
+    // The defaults: TLS from the cluster's CA, authentication.
+    apply_cluster(&clusters, "demo", json!({"replicas": 1})).await?;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 1).await?;
+    wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
+    let rest = rest_client(&client, &ns.name, &cr).await?;
+
+    let batches: Api<common_crds::Batch> = Api::namespaced(client.clone(), &ns.name);
+    let batch = |name: &str, script: &str| -> anyhow::Result<common_crds::Batch> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "infinispan.org/v2alpha1", "kind": "Batch",
+            "metadata": {"name": name},
+            "spec": {"cluster": "demo", "config": script},
+        }))?)
+    };
+    batches
+        .create(
+            &Default::default(),
+            &batch(
+                "setup",
+                "create cache --template=org.infinispan.DIST_SYNC batch-cache\n\
+                 create counter --type=weak --initial-value=5 batch-counter\n\
+                 put --cache=batch-cache greeting hello\n",
+            )?,
+        )
+        .await?;
+    let status = wait_batch_finished(&batches, "setup").await?;
+    ensure!(
+        status.phase == Some(BatchPhase::Succeeded),
+        "the Batch setup: {status:?}"
+    );
+    ensure!(status.job.as_deref() == Some("setup"), "{status:?}");
+    // On the server, and mirrored as CRs by the resources operator.
+    ensure!(
+        rest.container_info()
+            .await?
+            .defined_caches
+            .iter()
+            .any(|c| c.name == "batch-cache"),
+        "no cache batch-cache on the server"
+    );
+    ensure!(
+        rest.list_counters()
+            .await?
+            .contains(&"batch-counter".to_string()),
+        "no counter batch-counter on the server"
+    );
+    wait_cache_cr(&client, &ns.name, "demo", "batch-cache").await?;
+    let counters: Api<common_crds::Counter> = Api::namespaced(client.clone(), &ns.name);
+    eventually("a Counter CR for batch-counter", WAIT, || {
+        let counters = counters.clone();
+        async move {
+            let list = counters
+                .list(&ListParams::default().labels("infinispan.org/cluster=demo"))
+                .await?;
+            Ok(list
+                .items
+                .iter()
+                .any(|c| {
+                    c.spec.common.name.as_deref() == Some("batch-counter")
+                        || c.name_any() == "batch-counter"
+                })
+                .then_some(()))
+        }
+    })
+    .await?;
+
+    // A command the server refuses: Failed, with the CLI's message; the commands before it ran.
+    batches
+        .create(
+            &Default::default(),
+            &batch(
+                "broken",
+                "create counter --type=weak --initial-value=1 before-the-error\n\
+                 create cache --template=org.infinispan.NO_SUCH_TEMPLATE broken-cache\n",
+            )?,
+        )
+        .await?;
+    let status = wait_batch_finished(&batches, "broken").await?;
+    ensure!(
+        status.phase == Some(BatchPhase::Failed),
+        "the Batch broken: {status:?}"
+    );
+    let reason = status.reason.clone().unwrap_or_default();
+    ensure!(
+        reason.contains("NO_SUCH_TEMPLATE"),
+        "the reason does not give the CLI's message: {reason:?}"
+    );
+    let password = operator_credentials(&client, &ns.name, &cr).await?;
+    ensure!(
+        !format!("{status:?}").contains(&password.password),
+        "the status holds the password"
     );
 
     delete_cluster(&client, &clusters, "demo").await?;

@@ -31,7 +31,7 @@ pub enum Command {
     /// what each sets its own way (image, environment, resources, scheduling), as YAML with a
     /// comment header; the Helm chart's Deployment includes it.
     OperatorPod,
-    /// Print the reference of the eight CRDs as Markdown, generated from their OpenAPI schemas:
+    /// Print the reference of the nine CRDs as Markdown, generated from their OpenAPI schemas:
     /// per kind its names, printer columns and, per object level, every field with its type,
     /// default, constraints, CEL rules and description (docs/crd-reference.md is this output).
     CrdReference,

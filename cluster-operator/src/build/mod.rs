@@ -22,7 +22,7 @@ pub mod server;
 #[cfg(test)]
 pub(crate) mod snapshot;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 pub mod user_metadata;
 
 pub use identity::{MissingMetadata, PART_OF};

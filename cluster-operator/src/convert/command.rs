@@ -184,6 +184,10 @@ pub fn to_yaml(conversion: &Conversion) -> Result<String, CommandError> {
                 "Restore",
                 serde_saphyr::to_string(cr).map_err(|e| e.to_string()),
             ),
+            Converted::Batch(cr) => (
+                "Batch",
+                serde_saphyr::to_string(cr).map_err(|e| e.to_string()),
+            ),
             Converted::Unchanged(value) => (
                 "object",
                 serde_saphyr::to_string(value).map_err(|e| e.to_string()),

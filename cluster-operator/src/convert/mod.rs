@@ -44,6 +44,7 @@ pub enum Converted {
     Cache(Box<common_crds::Cache>),
     Backup(Box<common_crds::Backup>),
     Restore(Box<common_crds::Restore>),
+    Batch(Box<common_crds::Batch>),
     /// Not an object of infinispan-operator (a Secret, a ConfigMap, one of this project's own
     /// kinds): copied as it was.
     Unchanged(Value),
@@ -60,6 +61,7 @@ impl Converted {
             Converted::Cache(object) => value(object),
             Converted::Backup(object) => value(object),
             Converted::Restore(object) => value(object),
+            Converted::Batch(object) => value(object),
             Converted::Unchanged(object) => Ok(object.clone()),
         }
     }
@@ -370,7 +372,8 @@ fn convert_document(
             .map(|cr| Some(Converted::Backup(Box::new(cr)))),
         ("infinispan.org/v2alpha1", "Restore") => restore::convert(&mut fields, &mut log)
             .map(|cr| Some(Converted::Restore(Box::new(cr)))),
-        ("infinispan.org/v2alpha1", "Batch") => batch::convert(&mut fields, &mut log).map(|()| None),
+        ("infinispan.org/v2alpha1", "Batch") => batch::convert(&mut fields, &mut log)
+            .map(|cr| Some(Converted::Batch(Box::new(cr)))),
         ("infinispan.org/v2alpha1", "Template" | "Counter" | "Schema" | "Task") => {
             object_report.outcome = Outcome::Mapped;
             object_report.note =

@@ -71,6 +71,7 @@ fn described(kind: &str) -> Option<KindInfo> {
 /// operators; the other objects they stand for live on the Infinispan server. Listing Events
 /// also tells operator-sdk's deprecated-API check that the `events.k8s.io` rule is about v1.
 const EVENTS: &[(&str, &str)] = &[("Event", "v1")];
+const EVENTS_AND_JOBS: &[(&str, &str)] = &[("Event", "v1"), ("Job", "v1")];
 
 const RESOURCE_STATUS: &[Descriptor] = &[
     ("conditions", "Conditions", Widget::Conditions),
@@ -191,6 +192,20 @@ const KINDS: &[KindInfo] = &[
             ("archive", "Archive", Widget::Auto),
             ("startTime", "Started", Widget::Auto),
             ("completionTime", "Completed", Widget::Auto),
+        ],
+    },
+    KindInfo {
+        kind: "Batch",
+        display_name: "Batch",
+        resources: EVENTS_AND_JOBS,
+        spec: Cow::Borrowed(&[
+            ("cluster", "Cluster", Widget::Auto),
+            ("configMap", "Script ConfigMap", Widget::Auto),
+        ]),
+        status: &[
+            ("phase", "Phase", Widget::Phase),
+            ("reason", "Reason", Widget::Auto),
+            ("job", "Job", Widget::Auto),
         ],
     },
 ];
@@ -364,6 +379,15 @@ pub fn examples() -> Result<Vec<Value>, serde_json::Error> {
             "metadata": { "name": "example-restore" },
             "spec": { "cluster": cluster, "backup": "example-backup" },
         }),
+        json!({
+            "apiVersion": "infinispan.org/v2alpha1",
+            "kind": "Batch",
+            "metadata": { "name": "example-batch" },
+            "spec": {
+                "cluster": cluster,
+                "config": "create counter --type=weak --initial-value=0 example-counter\n",
+            },
+        }),
     ];
     for kind in ResourceKind::LISTED {
         examples.push(resource(kind)?);
@@ -492,6 +516,7 @@ mod tests {
                 "Infinispan" => serde_json::from_value::<common_crds::Infinispan>(value).map(drop),
                 "Backup" => serde_json::from_value::<common_crds::Backup>(value).map(drop),
                 "Restore" => serde_json::from_value::<common_crds::Restore>(value).map(drop),
+                "Batch" => serde_json::from_value::<common_crds::Batch>(value).map(drop),
                 "Cache" => serde_json::from_value::<common_crds::Cache>(value).map(drop),
                 "Template" => serde_json::from_value::<common_crds::Template>(value).map(drop),
                 "Counter" => serde_json::from_value::<common_crds::Counter>(value).map(drop),
@@ -502,7 +527,7 @@ mod tests {
             parsed.unwrap_or_else(|e| panic!("{example}: {e}"));
         }
         // The resource kinds carry the cluster label the admission policy requires.
-        for example in &examples[3..] {
+        for example in &examples[4..] {
             assert_eq!(
                 example["metadata"]["labels"][CLUSTER_LABEL],
                 "example-infinispan"

@@ -98,7 +98,7 @@ pub struct KindNote {
     pub text: String,
 }
 
-/// The reference of this project's eight CRDs ([`generate::all_crds`]), with
+/// The reference of this project's nine CRDs ([`generate::all_crds`]), with
 /// [`KUBERNETES_TYPES`] and a note on the cluster label for each kind the label policy matches.
 pub fn crd_reference() -> String {
     let (policy, _binding) = generate::label_policy();

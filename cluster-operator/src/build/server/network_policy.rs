@@ -66,6 +66,14 @@ impl Cx<'_> {
                     )]
                     .into(),
                 ),
+                // The Jobs running its Batches' CLI scripts.
+                pods(
+                    [(
+                        crate::batch::BATCH_OF_LABEL.to_string(),
+                        self.name.to_string(),
+                    )]
+                    .into(),
+                ),
             ];
             if let Some(namespace) = &self.settings.operator_namespace {
                 peers.push(NetworkPolicyPeer {
