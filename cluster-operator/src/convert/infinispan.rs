@@ -236,7 +236,7 @@ fn convert_spec(
             log.dropped(
                 "spec.autoscale",
                 &autoscale,
-                "not supported; the CR has the scale subresource (kubectl scale infinispan <name> --replicas=N)",
+                "not supported: memory-based autoscaling of the other operator (its Cache service type) has no equivalent; the CR has the scale subresource, so a HorizontalPodAutoscaler (scaleTargetRef kind Infinispan) or kubectl scale infinispan <name> --replicas=N scales it",
             );
         }
     }
@@ -244,7 +244,7 @@ fn convert_spec(
     log.drop_field(
         fields,
         "cloudEvents",
-        "not supported (it had no effect from server 15.0 on)",
+        "not supported: the server removed its Cloud Events integration in 15.0, so the setting had no effect on any server this operator runs (16.0 and later)",
     );
     if let Some(mut dependencies) = fields.take_object("dependencies")? {
         spec.dependencies = dependencies_spec(&mut dependencies, log)?;
@@ -270,7 +270,11 @@ fn convert_spec(
     }
     if let Some(jmx) = fields.take("jmx") {
         if jmx.get("enabled") == Some(&Value::Bool(true)) {
-            log.dropped("spec.jmx", &jmx, "not supported");
+            log.dropped(
+                "spec.jmx",
+                &jmx,
+                "not supported: the servers' statistics are on /metrics (spec.monitoring); a JMX remote port would be a second endpoint outside the realm and TLS; open one yourself with -Dcom.sun.management.jmxremote.* in spec.container.extraJvmOpts and reach it with kubectl port-forward",
+            );
         } else {
             log.omitted("spec.jmx", "JMX off, as here");
         }
@@ -436,18 +440,22 @@ fn service_spec(fields: &mut Fields, log: &mut Log) -> Result<ServiceSpec, Field
         Some(other) => log.dropped(
             "spec.service.type",
             &json!(other),
-            "not supported: every cluster is what DataGrid was (persistent storage, any cache configuration)",
+            "not supported: the Cache service type (one fixed default cache, no persistence) has no equivalent; every cluster is what DataGrid was: declare the cache as a Cache CR, and set spec.service.container.ephemeralStorage: true for the same storage",
         ),
     }
     if let Some(mut container) = fields.take_object("container")? {
         service.container = service_container(&mut container, log)?;
         log.unknown(container);
     }
-    log.drop_field(fields, "sites", "not supported (cross-site replication)");
+    log.drop_field(
+        fields,
+        "sites",
+        "not supported yet (cross-site replication is planned: issue 26); keep the clusters' sites on the other operator until then",
+    );
     log.drop_field(
         fields,
         "replicationFactor",
-        "not supported: set owners in your cache configurations",
+        "not supported: it set the owners of the Cache service type's default cache only; set owners in your cache configurations (a Cache CR's template)",
     );
     Ok(service)
 }

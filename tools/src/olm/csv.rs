@@ -73,6 +73,8 @@ optional external exposure, PodDisruptionBudget), with status conditions and sca
 the scale subresource.
 - **Backup** and **Restore**: an archive of a cluster's caches, templates, counters, schemas and \
 tasks, and its restoration into another cluster.
+- **Batch**: an Infinispan CLI script run once against a cluster by a Job, its outcome and the \
+CLI's error lines in the status.
 - {resource_kinds}: server resources as CRs, \
 labelled `{CLUSTER_LABEL}=<cluster>`. Each cluster gets its own *resources operator* (a small \
 Deployment with least-privilege RBAC) that keeps them in sync with the server **in both \
