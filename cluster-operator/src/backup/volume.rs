@@ -28,15 +28,17 @@ use common_crds::backup::BackupVolume;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Container, EnvVar, LocalObjectReference, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec, ResourceRequirements, Volume,
-    VolumeMount, VolumeResourceRequirements,
+    PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec, Volume, VolumeMount,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::build::pod::{restricted_container, restricted_pod, secret_env};
+use crate::build::pod::{
+    helper_resources, restricted_container, restricted_pod, secret_env, termination_message,
+};
 use crate::certificates::objects::{TLS_CERT_KEY, TLS_KEY_KEY};
 
 /// Where a Job mounts the claim.
@@ -249,17 +251,7 @@ impl CopyJob<'_> {
             ),
             (ARCHIVE_OF_LABEL.to_string(), self.cluster.to_string()),
         ]);
-        let resources = ResourceRequirements {
-            requests: Some(BTreeMap::from([
-                ("cpu".to_string(), Quantity("50m".to_string())),
-                ("memory".to_string(), Quantity("64Mi".to_string())),
-            ])),
-            limits: Some(BTreeMap::from([(
-                "memory".to_string(),
-                Quantity("256Mi".to_string()),
-            )])),
-            claims: None,
-        };
+        let resources = helper_resources("50m", "64Mi", "256Mi");
         let container = Container {
             name: "archive".to_string(),
             image: Some(self.image.to_string()),
@@ -363,12 +355,7 @@ pub fn job_state(job: &Job, pods: &[Pod]) -> JobState {
     if complete.is_none() && failed.is_none() {
         return JobState::Running;
     }
-    let message = pods
-        .iter()
-        .filter_map(|pod| pod.status.as_ref()?.container_statuses.as_ref())
-        .flatten()
-        .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
-        .next();
+    let message = termination_message(pods);
     let report = message.as_deref().and_then(|m| {
         m.lines()
             .rev()

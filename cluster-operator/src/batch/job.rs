@@ -14,13 +14,15 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, LocalObjectReference, Pod,
-    PodSpec, PodTemplateSpec, ResourceRequirements, SecretVolumeSource, Volume, VolumeMount,
+    PodSpec, PodTemplateSpec, SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::{BATCH_OF_LABEL, JOB_APP_NAME};
-use crate::build::pod::{restricted_container, restricted_pod, secret_env};
+use crate::build::pod::{
+    helper_resources, restricted_container, restricted_pod, secret_env, termination_message,
+};
 use crate::certificates::objects::CA_CERT_KEY;
 
 /// Where the script's ConfigMap is mounted (the CLI runs there: relative `--file=` names
@@ -84,7 +86,7 @@ pub struct BatchJob<'a> {
     pub credentials_secret: &'a str,
     /// The endpoint certificate Secret, whose `ca.crt` is trusted when it has one.
     pub ca_secret: Option<&'a str>,
-    /// The ConfigMap with the script in [`SCRIPT_KEY`].
+    /// The ConfigMap with the script in [`super::SCRIPT_KEY`].
     pub script_config_map: &'a str,
 }
 
@@ -149,12 +151,6 @@ impl BatchJob<'_> {
             });
             mounts.push(mount("ca", CA_DIR, true));
         }
-        let quantities = |cpu: &str, memory: &str| {
-            BTreeMap::from([
-                ("cpu".to_string(), Quantity(cpu.to_string())),
-                ("memory".to_string(), Quantity(memory.to_string())),
-            ])
-        };
         let container = Container {
             name: "cli".to_string(),
             image: Some(self.image.to_string()),
@@ -178,14 +174,7 @@ impl BatchJob<'_> {
                     value_from: None,
                 },
             ]),
-            resources: Some(ResourceRequirements {
-                requests: Some(quantities("100m", "256Mi")),
-                limits: Some(BTreeMap::from([(
-                    "memory".to_string(),
-                    Quantity("384Mi".to_string()),
-                )])),
-                claims: None,
-            }),
+            resources: Some(helper_resources("100m", "256Mi", "384Mi")),
             security_context: Some(restricted_container(true)),
             termination_message_policy: Some("FallbackToLogsOnError".to_string()),
             volume_mounts: Some(mounts),
@@ -259,14 +248,7 @@ pub fn outcome(job: &Job, pods: &[Pod]) -> Outcome {
     if failed.is_none() && status.failed.unwrap_or(0) == 0 {
         return Outcome::Running(status.active.unwrap_or(0) > 0 || status.ready.unwrap_or(0) > 0);
     }
-    let message = pods
-        .iter()
-        .filter_map(|pod| pod.status.as_ref()?.container_statuses.as_ref())
-        .flatten()
-        .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
-        .map(|m| m.trim().to_string())
-        .find(|m| !m.is_empty());
-    Outcome::Failed(message.unwrap_or_else(|| {
+    Outcome::Failed(termination_message(pods).unwrap_or_else(|| {
         let reason = failed
             .as_ref()
             .and_then(|c| c.message.clone().or(c.reason.clone()))

@@ -3,12 +3,15 @@
 //! mounts, Secret volumes, downward-API variables and pull Secrets; a probe's timing as a CR
 //! tunes it.
 
+use std::collections::BTreeMap;
+
 use common_crds::infinispan::ProbeSpec;
 use k8s_openapi::api::core::v1::{
     Capabilities, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath,
-    LocalObjectReference, ObjectFieldSelector, PodSecurityContext, Probe, SeccompProfile,
-    SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    LocalObjectReference, ObjectFieldSelector, PodSecurityContext, Probe, ResourceRequirements,
+    SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// The seccomp profile the restricted Pod Security profile asks for: the runtime's default.
@@ -152,6 +155,27 @@ pub(super) fn field_env(name: &str, path: &str) -> EnvVar {
     }
 }
 
+/// The resources of a short-lived helper container of the operator's (an init container, a
+/// Job): `cpu` and `memory` requested, `memory_limit` at most, no CPU limit.
+pub(crate) fn helper_resources(
+    cpu: &str,
+    memory: &str,
+    memory_limit: &str,
+) -> ResourceRequirements {
+    let quantity = |q: &str| Quantity(q.to_string());
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_string(), quantity(cpu)),
+            ("memory".to_string(), quantity(memory)),
+        ])),
+        limits: Some(BTreeMap::from([(
+            "memory".to_string(),
+            quantity(memory_limit),
+        )])),
+        claims: None,
+    }
+}
+
 /// A variable from the key `key` of the Secret `secret` (required: the pod does not start
 /// without it).
 pub(crate) fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
@@ -182,4 +206,16 @@ pub(super) fn image_pull_secrets(names: &[String]) -> Option<Vec<LocalObjectRefe
 /// `items`, or `None` when empty (the field is then left out).
 pub(super) fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {
     (!items.is_empty()).then_some(items)
+}
+
+/// The first termination message (trimmed, not empty) of the containers of `pods`: what a
+/// finished Job's pod said.
+pub(crate) fn termination_message(pods: &[k8s_openapi::api::core::v1::Pod]) -> Option<String> {
+    pods.iter()
+        .filter_map(|pod| pod.status.as_ref()?.container_statuses.as_ref())
+        .flatten()
+        .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.as_deref())
+        .map(str::trim)
+        .find(|m| !m.is_empty())
+        .map(str::to_string)
 }

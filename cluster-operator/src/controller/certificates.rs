@@ -14,7 +14,7 @@ use common_crds::infinispan::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 
@@ -135,40 +135,30 @@ pub async fn ensure(
                 .map_or(at, |earlier: Timestamp| earlier.min(at)),
         );
     };
-    let mut endpoint_secret = None;
+    let issuing = Issuing {
+        secrets: &secrets,
+        ca: &ca,
+        issuer: &issuer,
+        now,
+        lifetime: lifetimes.certificate,
+        namespace: &namespace,
+        cluster: &name,
+        owner,
+    };
     if endpoint {
         let names = endpoint_names(&name, &namespace, cluster_domain);
-        let digest = names_digest(&names);
-        let verdict = verdict_on(
-            found_endpoint.as_ref(),
-            objects::tls_secret_complete,
-            &digest,
-            &issuer,
-            now,
-        );
-        let secret = match verdict {
-            Verdict::Keep { renew_at } => {
-                due(renew_at);
-                found_endpoint.clone()
-            }
-            Verdict::Issue(reason) => {
-                let issued =
-                    issue::issue(&ca, Purpose::Endpoint, &names, now, lifetimes.certificate)?;
-                let recorded = recorded(&issued, digest, issuer.clone());
-                due(renewal::renew_at(recorded.not_before, recorded.not_after));
-                let secret = objects::tls_secret(
-                    meta(endpoint_name.clone(), &namespace, &name, owner),
-                    &ca,
-                    &issued,
-                    &recorded,
-                );
-                tracing::info!(cluster = %format!("{namespace}/{name}"), secret = %endpoint_name, reason = reason.as_str(), not_after = %recorded.not_after, "issued the endpoint certificate");
-                Some(apply_secret(&secrets, &endpoint_name, &secret).await?)
-            }
-        };
-        endpoint_secret = secret;
+        let (secret, renew_at) = issuing
+            .tls_secret(
+                Purpose::Endpoint,
+                &endpoint_name,
+                found_endpoint.as_ref(),
+                &names,
+                "endpoint certificate",
+            )
+            .await?;
+        due(renew_at);
+        generated.endpoint = secret;
     }
-    generated.endpoint = endpoint_secret;
     if transport {
         let names = transport_names(&name, &namespace, cluster_domain);
         let digest = names_digest(&names);
@@ -209,36 +199,74 @@ pub async fn ensure(
     }
     if client_certificate {
         let names = vec![objects::client_common_name(&namespace, &name)];
-        let digest = names_digest(&names);
+        let (secret, renew_at) = issuing
+            .tls_secret(
+                Purpose::Client,
+                &client_name,
+                found_client.as_ref(),
+                &names,
+                "operators' client certificate",
+            )
+            .await?;
+        due(renew_at);
+        generated.client = secret;
+    }
+    Ok(generated)
+}
+
+/// What issuing a certificate of the cluster's CA takes.
+struct Issuing<'a> {
+    secrets: &'a Api<Secret>,
+    ca: &'a Ca,
+    /// The CA's fingerprint, recorded on what it signs.
+    issuer: &'a str,
+    now: Timestamp,
+    lifetime: SignedDuration,
+    namespace: &'a str,
+    cluster: &'a str,
+    owner: &'a OwnerReference,
+}
+
+impl Issuing<'_> {
+    /// The `kubernetes.io/tls` Secret `name` of a certificate for `purpose` with `names`:
+    /// `found` while it is good, else a new certificate (`what`, for the log); with when it is
+    /// due for renewal.
+    async fn tls_secret(
+        &self,
+        purpose: Purpose,
+        name: &str,
+        found: Option<&Secret>,
+        names: &[String],
+        what: &str,
+    ) -> Result<(Option<Secret>, Timestamp), ReferenceError> {
+        let digest = names_digest(names);
         let verdict = verdict_on(
-            found_client.as_ref(),
+            found,
             objects::tls_secret_complete,
             &digest,
-            &issuer,
-            now,
+            self.issuer,
+            self.now,
         );
-        generated.client = match verdict {
-            Verdict::Keep { renew_at } => {
-                due(renew_at);
-                found_client.clone()
-            }
+        match verdict {
+            Verdict::Keep { renew_at } => Ok((found.cloned(), renew_at)),
             Verdict::Issue(reason) => {
-                let issued =
-                    issue::issue(&ca, Purpose::Client, &names, now, lifetimes.certificate)?;
-                let recorded = recorded(&issued, digest, issuer.clone());
-                due(renewal::renew_at(recorded.not_before, recorded.not_after));
+                let issued = issue::issue(self.ca, purpose, names, self.now, self.lifetime)?;
+                let recorded = recorded(&issued, digest, self.issuer.to_string());
                 let secret = objects::tls_secret(
-                    meta(client_name.clone(), &namespace, &name, owner),
-                    &ca,
+                    meta(name.to_string(), self.namespace, self.cluster, self.owner),
+                    self.ca,
                     &issued,
                     &recorded,
                 );
-                tracing::info!(cluster = %format!("{namespace}/{name}"), secret = %client_name, reason = reason.as_str(), not_after = %recorded.not_after, "issued the operators' client certificate");
-                Some(apply_secret(&secrets, &client_name, &secret).await?)
+                tracing::info!(cluster = %format!("{}/{}", self.namespace, self.cluster), secret = %name, reason = reason.as_str(), not_after = %recorded.not_after, "issued the {what}");
+                let applied = apply_secret(self.secrets, name, &secret).await?;
+                Ok((
+                    Some(applied),
+                    renewal::renew_at(recorded.not_before, recorded.not_after),
+                ))
             }
-        };
+        }
     }
-    Ok(generated)
 }
 
 /// [`renewal::verdict`] on the Secret `found` (its record, when `complete` says its data is).

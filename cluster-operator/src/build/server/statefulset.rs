@@ -31,7 +31,7 @@ use super::{
 };
 use crate::artifacts::{Plan, SERVER_LIB_DIR, VOLUME_SUBDIR};
 use crate::build::pod::{
-    container_port, field_env, http_probe, image_pull_secrets, mount, non_empty,
+    container_port, field_env, helper_resources, http_probe, image_pull_secrets, mount, non_empty,
     restricted_container, restricted_pod, secret_env, secret_volume, tuned,
 };
 use crate::build::security::{self, SECURITY_ANNOTATION};
@@ -205,12 +205,6 @@ impl Cx<'_> {
     /// them and places them in the lib directory (`cluster-operator artifacts fetch`): no
     /// token, no credentials, the restricted profile, a read-only root filesystem.
     fn artifacts_init_container(&self, plan: &Plan) -> Container {
-        let quantities = |cpu: &str, memory: &str| {
-            BTreeMap::from([
-                ("cpu".to_string(), Quantity(cpu.to_string())),
-                ("memory".to_string(), Quantity(memory.to_string())),
-            ])
-        };
         Container {
             name: ARTIFACTS_INIT_CONTAINER_NAME.to_string(),
             image: Some(self.settings.artifacts_image.clone()),
@@ -220,14 +214,7 @@ impl Cx<'_> {
                 format!("--into={SERVER_LIB_DIR}"),
                 format!("--plan={}", plan.to_json()),
             ]),
-            resources: Some(ResourceRequirements {
-                requests: Some(quantities("50m", "64Mi")),
-                limits: Some(BTreeMap::from([(
-                    "memory".to_string(),
-                    Quantity("256Mi".to_string()),
-                )])),
-                claims: None,
-            }),
+            resources: Some(helper_resources("50m", "64Mi", "256Mi")),
             security_context: Some(restricted_container(true)),
             volume_mounts: Some(vec![mount(SERVER_LIB_VOLUME, SERVER_LIB_DIR, false)]),
             termination_message_policy: Some("FallbackToLogsOnError".to_string()),
