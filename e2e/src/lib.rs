@@ -37,6 +37,16 @@ pub fn repo_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".."))
 }
 
+/// The resource (plural) of `kind`: the project's CRDs say theirs (`batches`); another kind
+/// (a ConfigMap, a Secret) is its lower-case name and an `s`.
+pub fn plural_of(kind: &str) -> String {
+    common_crds::generate::all_crds()
+        .into_iter()
+        .find(|crd| crd.spec.names.kind == kind)
+        .map(|crd| crd.spec.names.plural)
+        .unwrap_or_else(|| format!("{}s", kind.to_lowercase()))
+}
+
 /// The testbed's run directory: `$TESTBED_RUN_DIR`, else `<root>/target/testbed`.
 pub fn run_dir() -> PathBuf {
     std::env::var_os("TESTBED_RUN_DIR")

@@ -63,7 +63,7 @@ fn resource(object: &Value) -> anyhow::Result<ApiResource> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     Ok(ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(group, version, kind),
-        &format!("{}s", kind.to_lowercase()),
+        &e2e::plural_of(kind),
     ))
 }
 
@@ -98,8 +98,8 @@ async fn every_converted_sample_is_accepted_by_the_api_server() -> anyhow::Resul
             }
         }
     }
-    // Three clusters, two caches, two backups, a restore, a ConfigMap.
-    anyhow::ensure!(created == 9, "{created} objects created");
+    // Three clusters, two caches, two backups, a restore, two batches, a ConfigMap.
+    anyhow::ensure!(created == 11, "{created} objects created");
     ns.delete().await
 }
 

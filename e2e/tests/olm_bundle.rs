@@ -1092,7 +1092,7 @@ async fn dry_run(client: &Client, namespace: &str, object: &Value) -> anyhow::Re
         .and_then(|v| v.split_once('/'))
         .context("apiVersion")?;
     let kind = object["kind"].as_str().context("kind")?;
-    let plural = format!("{}s", kind.to_lowercase());
+    let plural = e2e::plural_of(kind);
     let resource = ApiResource {
         group: group.to_string(),
         version: version.to_string(),

@@ -200,6 +200,7 @@ const KINDS: &[KindInfo] = &[
         resources: EVENTS_AND_JOBS,
         spec: Cow::Borrowed(&[
             ("cluster", "Cluster", Widget::Auto),
+            ("config", "Script", Widget::Auto),
             ("configMap", "Script ConfigMap", Widget::Auto),
         ]),
         status: &[
