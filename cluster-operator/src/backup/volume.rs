@@ -27,7 +27,7 @@ use common_crds::Backup;
 use common_crds::backup::BackupVolume;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, LocalObjectReference, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    Container, EnvVar, PersistentVolumeClaim, PersistentVolumeClaimSpec,
     PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec, Volume, VolumeMount,
     VolumeResourceRequirements,
 };
@@ -37,7 +37,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::build::pod::{
-    helper_resources, restricted_container, restricted_pod, secret_env, termination_message,
+    helper_resources, image_pull_secrets, restricted_container, restricted_pod, secret_env,
+    termination_message,
 };
 use crate::certificates::objects::{TLS_CERT_KEY, TLS_KEY_KEY};
 
@@ -268,12 +269,6 @@ impl CopyJob<'_> {
             }]),
             ..Container::default()
         };
-        let pull_secrets = (!self.image_pull_secrets.is_empty()).then(|| {
-            self.image_pull_secrets
-                .iter()
-                .map(|name| LocalObjectReference { name: name.clone() })
-                .collect()
-        });
         Job {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
@@ -296,7 +291,7 @@ impl CopyJob<'_> {
                         automount_service_account_token: Some(false),
                         security_context: Some(restricted_pod(None)),
                         containers: vec![container],
-                        image_pull_secrets: pull_secrets,
+                        image_pull_secrets: image_pull_secrets(self.image_pull_secrets),
                         volumes: Some(vec![Volume {
                             name: "archive".to_string(),
                             persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {

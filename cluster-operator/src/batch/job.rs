@@ -13,15 +13,16 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, LocalObjectReference, Pod,
-    PodSpec, PodTemplateSpec, SecretVolumeSource, Volume, VolumeMount,
+    ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, Pod, PodSpec, PodTemplateSpec,
+    SecretVolumeSource, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::{BATCH_OF_LABEL, JOB_APP_NAME};
 use crate::build::pod::{
-    helper_resources, restricted_container, restricted_pod, secret_env, termination_message,
+    helper_resources, image_pull_secrets, mount, restricted_container, restricted_pod, secret_env,
+    termination_message,
 };
 use crate::certificates::objects::CA_CERT_KEY;
 
@@ -104,12 +105,6 @@ impl BatchJob<'_> {
             ),
             (BATCH_OF_LABEL.to_string(), self.cluster.to_string()),
         ]);
-        let mount = |name: &str, path: &str, read_only: bool| VolumeMount {
-            name: name.to_string(),
-            mount_path: path.to_string(),
-            read_only: read_only.then_some(true),
-            ..VolumeMount::default()
-        };
         let mut volumes = vec![
             Volume {
                 name: "script".to_string(),
@@ -180,12 +175,6 @@ impl BatchJob<'_> {
             volume_mounts: Some(mounts),
             ..Container::default()
         };
-        let pull_secrets = (!self.image_pull_secrets.is_empty()).then(|| {
-            self.image_pull_secrets
-                .iter()
-                .map(|name| LocalObjectReference { name: name.clone() })
-                .collect()
-        });
         Job {
             metadata: ObjectMeta {
                 name: Some(self.name.to_string()),
@@ -208,7 +197,7 @@ impl BatchJob<'_> {
                         enable_service_links: Some(false),
                         security_context: Some(restricted_pod(None)),
                         containers: vec![container],
-                        image_pull_secrets: pull_secrets,
+                        image_pull_secrets: image_pull_secrets(self.image_pull_secrets),
                         volumes: Some(volumes),
                         ..PodSpec::default()
                     }),

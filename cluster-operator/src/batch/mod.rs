@@ -130,6 +130,7 @@ enum Step {
     Wait(String),
     Fail(String),
     Run {
+        /// The cluster, its TLS types written in (`security::resolved`).
         cluster: Box<Infinispan>,
         script: String,
     },
@@ -264,7 +265,7 @@ async fn step(batch: &Batch, ctx: &Context) -> Result<Step, BatchError> {
         }
     };
     Ok(Step::Run {
-        cluster: Box::new(cluster),
+        cluster: Box::new(resolved),
         script,
     })
 }
@@ -311,7 +312,7 @@ async fn ensure_script(
     }
 }
 
-/// The Job of `batch` against `cluster` running the script of the ConfigMap `script`.
+/// The Job of `batch` against `cluster` (resolved) running the script of the ConfigMap `script`.
 fn build_job(
     batch: &Batch,
     ctx: &Context,
@@ -323,22 +324,20 @@ fn build_job(
     let owner = batch
         .controller_owner_ref(&())
         .ok_or_else(|| "the Batch has no uid yet".to_string())?;
-    let resolved = security::resolved(cluster, &security::recorded(cluster));
     let image = ctx
         .images
         .resolve(cluster)
         .map_err(|error| format!("the cluster's server image: {error}"))?;
-    let host =
-        crate::build::resources_operator::client_service_host(&resolved, &ctx.cluster_domain)
-            .map_err(|error| error.to_string())?;
+    let host = crate::build::resources_operator::client_service_host(cluster, &ctx.cluster_domain)
+        .map_err(|error| error.to_string())?;
     let url = format!(
         "{}://{host}:{}",
-        crate::build::resources_operator::endpoint_scheme(&resolved),
+        crate::build::resources_operator::endpoint_scheme(cluster),
         crate::build::server::SERVER_PORT
     );
     let credentials =
         crate::controller::credentials::operator_credentials_name(&cluster.name_any());
-    let ca_secret = security::endpoint_certificate_secret(&resolved);
+    let ca_secret = security::endpoint_certificate_secret(cluster);
     Ok(BatchJob {
         name: &name,
         namespace: &namespace,

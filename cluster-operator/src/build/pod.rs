@@ -110,7 +110,7 @@ pub(super) fn tuned(probe: Probe, timing: Option<&ProbeSpec>) -> Probe {
 }
 
 /// The mount of `volume` on `path`.
-pub(super) fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
+pub(crate) fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: volume.to_string(),
         mount_path: path.to_string(),
@@ -194,7 +194,7 @@ pub(crate) fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
 }
 
 /// The pod's image pull Secrets, `None` when there are none.
-pub(super) fn image_pull_secrets(names: &[String]) -> Option<Vec<LocalObjectReference>> {
+pub(crate) fn image_pull_secrets(names: &[String]) -> Option<Vec<LocalObjectReference>> {
     non_empty(
         names
             .iter()
@@ -204,7 +204,7 @@ pub(super) fn image_pull_secrets(names: &[String]) -> Option<Vec<LocalObjectRefe
 }
 
 /// `items`, or `None` when empty (the field is then left out).
-pub(super) fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {
+pub(crate) fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {
     (!items.is_empty()).then_some(items)
 }
 

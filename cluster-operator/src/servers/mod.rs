@@ -290,7 +290,7 @@ impl Servers {
         target: Target,
     ) -> Result<Access, ServerAccessError> {
         let endpoint = self.endpoint(cluster, target)?;
-        let (_, namespace) = name_and_namespace(cluster)?;
+        let (name, namespace) = name_and_namespace(cluster)?;
         let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
         let read = async |secret: &str| {
             secrets
@@ -331,7 +331,7 @@ impl Servers {
             None => None,
         };
         let client_certificate = if security::client_certificates_required(&resolved) {
-            let secret = client_secret_name(name_and_namespace(cluster)?.0);
+            let secret = client_secret_name(name);
             let found = read(&secret).await?;
             let identity = found.as_ref().and_then(client_identity_from_secret).ok_or(
                 ServerAccessError::ClientCertificateNotReady {
