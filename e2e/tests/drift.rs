@@ -33,7 +33,13 @@ async fn cr_config(f: &Fixture, name: &str) -> anyhow::Result<Value> {
     )?)
 }
 
-/// Waits until the mirror CR of `server_name` holds what `holds` accepts.
+/// How long a drift may take to reach a CR: checks every 2 s, but a list that meets a dead
+/// connection waits for the REST client's request timeout (30 s) before the next one; twice
+/// that, so that such a list shows in the log as the warning it ends with.
+const DRIFT_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits until the mirror CR of `server_name` holds what `holds` accepts; a failure says how
+/// many drift checks listed and how many failed meanwhile.
 async fn wait_mirror_holds(
     f: &Fixture,
     server_name: &str,
@@ -42,11 +48,18 @@ async fn wait_mirror_holds(
 ) -> anyhow::Result<()> {
     let mirror = mirror_name(CLUSTER, server_name);
     let (mirror, holds) = (mirror.as_str(), &holds);
-    eventually(what, SLOW, || async move {
+    let waited = eventually(what, DRIFT_WAIT, || async move {
         Ok(holds(&cr_config(f, mirror).await?).then_some(()))
     })
-    .await
-    .map_err(|e| f.operator.with_log(e))
+    .await;
+    if let Err(error) = waited {
+        let checks = match (checks(f, "ok").await, checks(f, "error").await) {
+            (Ok(ok), Ok(failed)) => format!("drift checks meanwhile: {ok} listed, {failed} failed"),
+            (Err(e), _) | (_, Err(e)) => format!("drift checks unknown: {e:#}"),
+        };
+        return Err(f.operator.with_log(error.context(checks)));
+    }
+    Ok(())
 }
 
 /// `infinispan_resources_operator_<name>{kind}`; 0 while the series does not exist yet (a
@@ -60,14 +73,15 @@ async fn count(f: &Fixture, name: &str, kind: &str) -> anyhow::Result<f64> {
         .unwrap_or(0.0))
 }
 
-/// Sum of `infinispan_resources_operator_drift_checks_total` with `result="ok"`, every stream.
-async fn checks_ok(f: &Fixture) -> anyhow::Result<f64> {
+/// Sum of `infinispan_resources_operator_drift_checks_total` with `result="<result>"` (`ok`,
+/// `error`), every stream.
+async fn checks(f: &Fixture, result: &str) -> anyhow::Result<f64> {
     let (_, body) = f.operator.get("/metrics").await?;
+    let label = format!("result=\"{result}\"");
     Ok(body
         .lines()
         .filter(|l| {
-            l.starts_with("infinispan_resources_operator_drift_checks_total{")
-                && l.contains("result=\"ok\"")
+            l.starts_with("infinispan_resources_operator_drift_checks_total{") && l.contains(&label)
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum())
@@ -294,9 +308,9 @@ async fn objects_in_every_form_show_no_drift() -> anyhow::Result<()> {
 
             // Three checks of every stream with documents (config, schemas, tasks) after all
             // is synced.
-            let before = checks_ok(f).await?;
+            let before = checks(f, "ok").await?;
             eventually("nine more drift checks", SLOW, || async move {
-                Ok((checks_ok(f).await? >= before + 9.0).then_some(()))
+                Ok((checks(f, "ok").await? >= before + 9.0).then_some(()))
             })
             .await
             .map_err(|e| f.operator.with_log(e))?;

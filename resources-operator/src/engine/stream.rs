@@ -293,13 +293,17 @@ impl<M: MarkerStore> Feed<M> {
         match step {
             Step::Listed(listed) => {
                 self.count_drift_check("ok");
+                let documents = listed.len();
                 let candidates = watch.candidates(listed, |d| self.differs(d));
                 if candidates > 0 {
                     tracing::debug!(
                         stream,
+                        documents,
                         candidates,
                         "drift check: documents differ from the snapshot; confirming"
                     );
+                } else {
+                    tracing::trace!(stream, documents, "drift check: no difference");
                 }
             }
             Step::Failed(error) => {
