@@ -201,6 +201,9 @@ pub enum ProblemReason {
     InvalidTlsSecret,
     /// A log category of `spec.logging` cannot be used.
     InvalidLogging,
+    /// The Secret of `spec.security.credentialStoreSecretName` has a key or value the server's
+    /// credential store cannot take.
+    InvalidCredentialStore,
     /// A label or annotation the CR asks for on its objects (through infinispan-operator's
     /// `infinispan.org/targetLabels`... annotations) is one of the operator's own keys.
     InvalidMetadata,
@@ -242,7 +245,7 @@ pub enum ProblemReason {
 
 impl ProblemReason {
     /// Every reason.
-    pub const ALL: [ProblemReason; 24] = [
+    pub const ALL: [ProblemReason; 25] = [
         Self::MissingSecret,
         Self::MissingConfigMap,
         Self::InvalidCluster,
@@ -252,6 +255,7 @@ impl ProblemReason {
         Self::InvalidConfigOverlay,
         Self::InvalidTlsSecret,
         Self::InvalidLogging,
+        Self::InvalidCredentialStore,
         Self::InvalidMetadata,
         Self::InvalidResourcesOperator,
         Self::Refused,
@@ -281,6 +285,7 @@ impl ProblemReason {
             Self::InvalidConfigOverlay => "InvalidConfigOverlay",
             Self::InvalidTlsSecret => "InvalidTlsSecret",
             Self::InvalidLogging => "InvalidLogging",
+            Self::InvalidCredentialStore => "InvalidCredentialStore",
             Self::InvalidMetadata => "InvalidMetadata",
             Self::InvalidResourcesOperator => "InvalidResourcesOperator",
             Self::Refused => "Refused",
@@ -330,6 +335,7 @@ impl ProblemReason {
                 | Self::InvalidIdentities
                 | Self::InvalidConfigOverlay
                 | Self::InvalidTlsSecret
+                | Self::InvalidCredentialStore
                 | Self::Refused
                 | Self::CertificateAuthorityMissing
                 | Self::ObjectNotOwned
@@ -447,6 +453,8 @@ mod tests {
             ]
         );
         assert!(ProblemReason::MissingSecret.may_clear_by_itself());
+        // Fixed in the Secret, which the operator does not watch: retried.
+        assert!(ProblemReason::InvalidCredentialStore.may_clear_by_itself());
         assert!(!ProblemReason::UnsupportedVersion.may_clear_by_itself());
     }
     use k8s_openapi::jiff::Timestamp;

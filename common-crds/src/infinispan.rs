@@ -523,6 +523,17 @@ pub struct SecuritySpec {
     /// `deployer`, `monitor`, `observer`); users get them by the `roles` of their identities.
     #[serde(default)]
     pub authorization: Authorization,
+
+    /// Name of a Secret (same namespace, allowing the cluster like every Secret a CR names)
+    /// whose keys become the aliases of the server's credential store `credentials`, each with
+    /// its value as a clear-text credential (infinispan-operator's field). A server
+    /// configuration overlay refers to them with `<credential-reference store="credentials"
+    /// alias="<key>"/>` (data sources, LDAP realms, keystores). The server lower-cases aliases;
+    /// a value must be one line of text, not empty, without both `'` and `"`. A change rolls
+    /// the pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub credential_store_secret_name: Option<String>,
 }
 
 impl Default for SecuritySpec {
@@ -533,6 +544,7 @@ impl Default for SecuritySpec {
             endpoint_encryption: EndpointEncryption::default(),
             transport_encryption: TransportEncryption::default(),
             authorization: Authorization::default(),
+            credential_store_secret_name: None,
         }
     }
 }

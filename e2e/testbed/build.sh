@@ -213,6 +213,11 @@ go_tool_build() {
     CGO_ENABLED=0 go build -tags "tools${tags:+,$tags}" -trimpath -ldflags "-s -w ${GO_TOOL_LDFLAGS:-}" -o "$out/bin/$name" "$pkgs"
   fi
 }
+build_h2_version() {
+  local v=$1 out=$2
+  copy_maven_deps "${JAVA17_HOME:-$JAVA17_HOME_DEFAULT}" "$out" "com.h2database:h2:$v"
+  ls -l "$out/h2-$v.jar"
+}
 build_helm_version() {
   go_tool_build helm helm.sh/helm/v3 helm.sh/helm/v3/cmd/helm "$1" "$2"
   "$2/bin/helm" version --short
@@ -349,6 +354,7 @@ build_tools() {
   build_with_fallback opm opm "$OPM_VERSIONS" build_opm_version
   build_with_fallback grpc_health_probe grpc-health-probe "$GRPC_HEALTH_PROBE_VERSIONS" build_grpc_health_probe_version
   build_with_fallback hadolint hadolint "$HADOLINT_VERSIONS" build_hadolint_version
+  build_with_fallback H2 h2 "$H2_VERSIONS" build_h2_version
 }
 
 # A Kubernetes build cached before the node existed lacks kubelet, kube-proxy and kube-scheduler:

@@ -2269,6 +2269,302 @@ async fn an_extra_library_from_a_url_is_checked_placed_and_its_task_runs_on_the_
     uninstall(&testbed, ns).await
 }
 
+/// H2's jar, which the testbed fetched from Maven Central (`e2e/testbed/build.sh`, `H2_VERSIONS`).
+fn h2_jar() -> anyhow::Result<(String, Vec<u8>)> {
+    let versions = std::fs::read_to_string(repo_root().join("e2e/testbed/versions.env"))?;
+    let version = versions
+        .lines()
+        .find_map(|l| l.strip_prefix("H2_VERSIONS=\""))
+        .and_then(|v| v.split([' ', '"']).next())
+        .context("no H2_VERSIONS in e2e/testbed/versions.env")?
+        .to_string();
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
+        .context("neither XDG_CACHE_HOME nor HOME is set")?;
+    let path = cache.join(format!(
+        "infinispan-operators/h2-{version}/h2-{version}.jar"
+    ));
+    let jar = std::fs::read(&path).with_context(|| {
+        format!(
+            "{} is missing: run `make testbed-build` (it fetches H2 for this test)",
+            path.display()
+        )
+    })?;
+    Ok((format!("h2-{version}.jar"), jar))
+}
+
+/// Writes `content` as `name` into the claim `claim` (created here, the default storage class):
+/// a pod of the helper image concatenates ConfigMaps of at most 900 KiB each into the claim and
+/// ends (`kubectl exec -i` lost the end of a 2.6 MB stream here). The pod and the ConfigMaps are
+/// gone when this returns.
+async fn fill_claim(
+    client: &Client,
+    namespace: &str,
+    helper: &str,
+    claim: &str,
+    name: &str,
+    content: &[u8],
+) -> anyhow::Result<()> {
+    use base64::Engine;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": claim},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "64Mi"}}},
+    }))?;
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace)
+        .create(&Default::default(), &pvc)
+        .await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let parts: Vec<String> = content
+        .chunks(900 * 1024)
+        .enumerate()
+        .map(|(index, _)| format!("{claim}-part-{index}"))
+        .collect();
+    for (part, chunk) in parts.iter().zip(content.chunks(900 * 1024)) {
+        let config_map: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": part},
+            "binaryData": {"data": base64::engine::general_purpose::STANDARD.encode(chunk)},
+        }))?;
+        config_maps.create(&Default::default(), &config_map).await?;
+    }
+    let sources: Vec<String> = parts
+        .iter()
+        .map(|part| format!("/parts/{part}/data"))
+        .collect();
+    let script = format!("cat {} > /libs/{name}", sources.join(" "));
+    let mut container = e2e::pods::restricted(helper, "loader", &["sh", "-c", &script]);
+    let mut mounts = vec![json!({"name": "libs", "mountPath": "/libs"})];
+    let mut volumes = vec![json!({"name": "libs", "persistentVolumeClaim": {"claimName": claim}})];
+    for part in &parts {
+        mounts.push(json!({"name": part, "mountPath": format!("/parts/{part}")}));
+        volumes.push(json!({"name": part, "configMap": {"name": part}}));
+    }
+    container["volumeMounts"] = json!(mounts);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "loader"},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container],
+            "volumes": volumes,
+        },
+    }))?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    pods.create(&Default::default(), &pod).await?;
+    let phase = eventually("the loader pod finished", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let phase = pods
+                .get("loader")
+                .await?
+                .status
+                .and_then(|s| s.phase)
+                .unwrap_or_default();
+            Ok(["Succeeded", "Failed"]
+                .contains(&phase.as_str())
+                .then_some(phase))
+        }
+    })
+    .await?;
+    ensure!(phase == "Succeeded", "the loader pod {phase}: `{script}`");
+    pods.delete("loader", &DeleteParams::default()).await?;
+    for part in &parts {
+        config_maps.delete(part, &DeleteParams::default()).await?;
+    }
+    eventually("the loader pod gone", WAIT, || {
+        let pods = pods.clone();
+        async move { Ok(pods.get_opt("loader").await?.is_none().then_some(())) }
+    })
+    .await
+}
+
+/// `spec.security.credentialStoreSecretName` (issue 25): the server's credential store holds
+/// the Secret's keys, and a data source of the overlay takes its password from it. Three H2
+/// data sources on one in-memory database (H2's jar from `spec.dependencies.volumeClaimName`,
+/// a claim filled here): one with the password written in the overlay, one with the same
+/// password from the store, one with another password from the store. H2 keeps the password
+/// of whoever opened the database first, so the first two both connect only when the store
+/// gave exactly the written password (spaces and a quote in it), and the third is refused.
+/// A value the store cannot take is refused with `InvalidCredentialStore` before any pod
+/// changes, saying which key and never the value.
+#[tokio::test]
+async fn a_credential_store_gives_a_data_source_its_password_and_a_bad_value_is_refused()
+-> anyhow::Result<()> {
+    const PASSWORD: &str = "s3cr3t with spaces and it's";
+    let _only = CLUSTER.lock().await;
+    let Installed {
+        testbed,
+        images,
+        client,
+        ns,
+        clusters,
+    } = e2e::pods::install_with(
+        "in-pods",
+        "pods-store",
+        &[],
+        json!({"crPolicy": {"allowArtifactVolumes": true}}),
+    )
+    .await?;
+    let (jar_name, jar) = h2_jar()?;
+    fill_claim(
+        &client,
+        &ns.name,
+        &images.helper,
+        "jdbc-drivers",
+        &jar_name,
+        &jar,
+    )
+    .await?;
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    let store_secret = |data: serde_json::Value| -> anyhow::Result<Secret> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db-credentials",
+                         "annotations": {"infinispan.org/allow-clusters": "demo"}},
+            "stringData": data,
+        }))?)
+    };
+    let data_source = |name: &str, password: &str| {
+        format!(
+            r#"      <data-source name="{name}" jndi-name="jdbc/{name}">
+        <connection-factory driver="org.h2.Driver" username="sa" url="jdbc:h2:mem:store;DB_CLOSE_DELAY=-1"{password}
+        <connection-pool initial-size="0" min-size="0" max-size="2"/>
+      </data-source>
+"#
+        )
+    };
+    let overlay = format!(
+        r#"<infinispan xmlns="urn:infinispan:config:16.0" xmlns:server="urn:infinispan:server:16.0">
+  <server xmlns="urn:infinispan:server:16.0">
+    <data-sources>
+{}{}{}    </data-sources>
+  </server>
+</infinispan>
+"#,
+        data_source("written", &format!(r#" password="{PASSWORD}"/>"#)),
+        data_source(
+            "fromstore",
+            r#">
+          <credential-reference store="credentials" alias="dbpassword"/>
+        </connection-factory>"#
+        ),
+        data_source(
+            "wrong",
+            r#">
+          <credential-reference store="credentials" alias="other.password"/>
+        </connection-factory>"#
+        ),
+    );
+    let config_map: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "data-sources", "annotations": {"infinispan.org/allow-clusters": "demo"}},
+        "data": {"infinispan-config.xml": overlay},
+    }))?;
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name)
+        .create(&Default::default(), &config_map)
+        .await?;
+    let spec = json!({
+        "replicas": 1,
+        "configMapName": "data-sources",
+        "dependencies": {"volumeClaimName": "jdbc-drivers"},
+        "security": {"credentialStoreSecretName": "db-credentials"},
+    });
+
+    // A value written by `echo` into a file: refused, naming the key, never the value.
+    secrets
+        .create(
+            &Default::default(),
+            &store_secret(json!({"dbpassword": "from-a-file\n", "Other.Password": "x"}))?,
+        )
+        .await?;
+    apply_cluster(&clusters, "demo", spec.clone()).await?;
+    let refused = eventually("Degraded InvalidCredentialStore", WAIT, || {
+        let clusters = clusters.clone();
+        async move {
+            let cr = clusters.get("demo").await?;
+            Ok(condition(&cr, "Degraded")
+                .filter(|(status, reason, _)| {
+                    *status == "True" && *reason == "InvalidCredentialStore"
+                })
+                .map(|(_, _, message)| message.to_string()))
+        }
+    })
+    .await?;
+    ensure!(
+        refused.contains("\"dbpassword\"")
+            && refused.contains("line break")
+            && !refused.contains("from-a-file"),
+        "the condition's message: {refused}"
+    );
+    ensure!(
+        Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(client.clone(), &ns.name)
+            .get_opt("demo")
+            .await?
+            .is_none(),
+        "a StatefulSet was made from a refused credential store"
+    );
+
+    // Fixed: the pods start with the store, the data sources use it.
+    secrets
+        .replace(
+            "db-credentials",
+            &Default::default(),
+            &store_secret(json!({"dbpassword": PASSWORD, "Other.Password": "not the password"}))?,
+        )
+        .await?;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 1).await?;
+    let rest = rest_client(&client, &ns.name, &cr).await?;
+    // The Service answers once kube-proxy has the new endpoint (a moment after Ready).
+    let mut listed = eventually("the server's data sources over the Service", WAIT, || {
+        let rest = rest.clone();
+        async move { Ok(rest.data_sources().await.ok()) }
+    })
+    .await?;
+    listed.sort();
+    ensure!(
+        listed == ["fromstore", "written", "wrong"],
+        "the server's data sources: {listed:?}"
+    );
+    // `written` first: it opens the database with the password of the overlay.
+    for name in ["written", "fromstore"] {
+        match rest.test_data_source(name).await? {
+            Ok(_) => {}
+            Err(message) => bail!("the data source {name} cannot connect: {message}"),
+        }
+    }
+    match rest.test_data_source("wrong").await? {
+        Err(message) => ensure!(
+            message.to_lowercase().contains("password"),
+            "the data source with another password failed for another reason: {message}"
+        ),
+        Ok(answer) => bail!("a data source with the wrong password connected: {answer}"),
+    }
+    // The user's Secret is not in the server container; the store is.
+    let pod = Api::<Pod>::namespaced(client.clone(), &ns.name)
+        .get("demo-0")
+        .await?;
+    let server_mounts: Vec<String> = pod
+        .spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .filter(|c| c.name == "infinispan")
+        .flat_map(|c| c.volume_mounts.iter().flatten())
+        .map(|m| m.mount_path.clone())
+        .collect();
+    ensure!(
+        server_mounts.contains(&"/etc/infinispan/credential-store".to_string())
+            && !server_mounts
+                .iter()
+                .any(|m| m.contains("credential-store-source")),
+        "the server's mounts: {server_mounts:?}"
+    );
+
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}
+
 /// Waits until the Batch `name` is Succeeded or Failed: its status.
 async fn wait_batch_finished(
     batches: &Api<common_crds::Batch>,

@@ -176,6 +176,7 @@ fn prepare(name: &str, spec: serde_json::Value) -> anyhow::Result<Cluster> {
         tls,
         transport: None,
         client_trust: None,
+        credential_store: None,
     };
     let objects = server::build(&cr, &settings, &referenced)?;
     let realm = objects

@@ -147,6 +147,37 @@ impl Client {
         Err(crate::error::from_response(what, reply.status, &body))
     }
 
+    /// `GET /rest/v2/server/datasources`: the names of the server's data sources (declared
+    /// in its configuration, `<data-sources>`).
+    pub async fn data_sources(&self) -> Result<Vec<String>, Error> {
+        let what = "list the data sources";
+        self.expect(Req::get("/rest/v2/server/datasources"), what, &[200])
+            .await?
+            .json(what)
+    }
+
+    /// `POST /rest/v2/server/datasources/{name}?action=test`: whether the data source opens a
+    /// connection. `Ok(Err(message))` when the server answers that it cannot (16.0.7: 500 with
+    /// the driver's message, e.g. the database's refusal); an unknown name (404) or the
+    /// connection failing is an `Err`.
+    pub async fn test_data_source(&self, name: &str) -> Result<Result<String, String>, Error> {
+        let what = "test the data source";
+        let request = Req::new(
+            http::Method::POST,
+            format!(
+                "/rest/v2/server/datasources/{}?action=test",
+                crate::names::encode(name)
+            ),
+        );
+        let reply = self.call(request, what).await?;
+        let body = reply.text();
+        match reply.status.as_u16() {
+            200..=299 => Ok(Ok(body)),
+            500 | 503 => Ok(Err(body)),
+            _ => Err(crate::error::from_response(what, reply.status, &body)),
+        }
+    }
+
     /// `GET /rest/v2/container`: version, members, every configuration name.
     pub async fn container_info(&self) -> Result<ContainerInfo, Error> {
         let what = "read the container info";

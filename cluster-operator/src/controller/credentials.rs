@@ -133,6 +133,26 @@ pub fn metrics_credentials(
     )
 }
 
+/// The password of `cluster`'s credential store
+/// ([`crate::build::server::credential_store::password_secret_name`]).
+pub fn credential_store_password(
+    cluster: &Infinispan,
+    owner: k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    password: &str,
+) -> Secret {
+    use crate::build::server::credential_store::{PASSWORD_KEY, password_secret_name};
+    let name = password_secret_name(cluster.metadata.name.as_deref().unwrap_or_default());
+    secret(
+        name,
+        cluster,
+        owner,
+        BTreeMap::from([(
+            PASSWORD_KEY.to_string(),
+            ByteString(password.as_bytes().to_vec()),
+        )]),
+    )
+}
+
 /// The generated application identities Secret of `cluster` with `password`.
 pub fn generated_identities(
     cluster: &Infinispan,

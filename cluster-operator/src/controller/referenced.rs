@@ -14,6 +14,7 @@ use kube::api::PostParams;
 use super::credentials;
 use super::status::Problem;
 use crate::build::resources_operator::ClientCertificate;
+use crate::build::server::credential_store::CredentialStore;
 use crate::build::server::{BuildError, ConfigOverlay, Identities, Referenced, TlsCertificate};
 use crate::certificates::client_trust::ClientTrust;
 use crate::cr_policy::{self, CrPolicy};
@@ -208,6 +209,26 @@ pub async fn read(
         (false, _) => None,
     };
 
+    let credential_store = match &security.credential_store_secret_name {
+        Some(store_secret) => Some(
+            named_secret(
+                &secrets,
+                &namespace,
+                store_secret,
+                "spec.security.credentialStoreSecretName",
+                &name,
+                policy,
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let credential_store = credential_store
+        .as_ref()
+        .map(CredentialStore::from_secret)
+        .transpose()
+        .map_err(BuildError::from)?;
+
     // Then what the operator generates.
     let operator_credentials = get_or_create(
         &secrets,
@@ -246,6 +267,21 @@ pub async fn read(
     } else {
         None
     };
+    // The credential store's password, while the CR names a store.
+    if credential_store.is_some() {
+        get_or_create(
+            &secrets,
+            &crate::build::server::credential_store::password_secret_name(&name),
+            || {
+                Ok(credentials::credential_store_password(
+                    cluster,
+                    owner.clone(),
+                    &credentials::random_password()?,
+                ))
+            },
+        )
+        .await?;
+    }
     // The user the ServiceMonitor scrapes as, only while one scrapes with credentials.
     let metrics_credentials =
         if service_monitors_served && crate::build::server::metrics_user_needed(cluster) {
@@ -318,6 +354,7 @@ pub async fn read(
             tls,
             transport: generated.transport,
             client_trust,
+            credential_store,
         },
         operator_credentials,
         credentials_revision,

@@ -602,7 +602,16 @@ fn security_spec(
             convert_authorization(&mut authorization, security.endpoint_authentication, log)?;
         log.unknown(authorization);
     }
-    log.drop_field(fields, "credentialStoreSecretName", "not supported");
+    if let Some(secret) = log.take_text(fields, "credentialStoreSecretName")? {
+        log.mapped(
+            "spec.security.credentialStoreSecretName",
+            &format!(
+                "every key an alias of the store credentials, as the other operator made it; a value must be one line, not empty, without both ' and \"; {}",
+                allow_note("secret", &secret, name)
+            ),
+        );
+        security.credential_store_secret_name = Some(secret);
+    }
     Ok(security)
 }
 
@@ -1365,7 +1374,6 @@ mod conversion_tests {
                 "spec.service.replicationFactor",
                 "set owners in your cache configurations",
             ),
-            ("spec.security.credentialStoreSecretName", "not supported"),
             ("spec.autoscale", "scale subresource"),
             ("spec.cloudEvents", "not supported"),
             ("spec.dependencies.artifacts[0]", "hash must be sha256"),
@@ -1404,6 +1412,13 @@ mod conversion_tests {
             Outcome::Changed,
             Some("spec.security.endpointEncryption.clientCert"),
             "Authenticate -> Validate",
+        );
+        assert_field(
+            &report,
+            "spec.security.credentialStoreSecretName",
+            Outcome::Mapped,
+            Some("spec.security.credentialStoreSecretName"),
+            "alias of the store credentials",
         );
         assert_field(
             &report,

@@ -9,6 +9,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use sha2::{Digest, Sha256};
 
+use super::credential_store::{PASSWORD_ENV, STORE_DIR, STORE_FILE, STORE_NAME};
 use super::inputs::Cx;
 use super::referenced::hash_part;
 use super::{
@@ -22,12 +23,14 @@ use crate::certificates::objects::{KEYSTORE_KEY, TRUSTSTORE_KEY};
 
 /// SHA-256 (hex) of what must roll the pods besides the pod template: the server ConfigMap's
 /// data except [`LOGGING_CONFIG_KEY`] (every key and value, length-prefixed), the TLS digest,
-/// the transport stores' digest and the extra server libraries (their plan and claim).
+/// the transport stores' digest, the extra server libraries (their plan and claim) and the
+/// credential store's Secret (its content's digest).
 pub fn config_hash(
     config_map: &ConfigMap,
     tls: Option<&TlsCertificate>,
     transport: Option<&str>,
     dependencies: Option<&str>,
+    credential_store: Option<&str>,
 ) -> String {
     let mut hasher = Sha256::new();
     for (key, value) in config_map.data.iter().flatten() {
@@ -53,6 +56,11 @@ pub fn config_hash(
     if let Some(dependencies) = dependencies {
         hasher.update([3]);
         hash_part(&mut hasher, dependencies);
+    }
+    // The credential store's content (its Secret's digest); absent, nothing.
+    if let Some(store) = credential_store {
+        hasher.update([4]);
+        hash_part(&mut hasher, store);
     }
     format!("{:x}", hasher.finalize())
 }
@@ -236,10 +244,30 @@ impl Cx<'_> {
     fn security_xml(&self, xml: &mut Lines) {
         let auth = self.identities.is_some();
         let tls = self.tls.is_some();
-        if !(auth || tls) {
+        if !(auth || tls || self.credential_store.is_some()) {
             return;
         }
         xml.line(2, "<security>");
+        if self.credential_store.is_some() {
+            // The store the init container wrote; its password from the environment.
+            xml.line(3, "<credential-stores>");
+            xml.line(
+                4,
+                &format!(
+                    r#"<credential-store name="{STORE_NAME}" path="{STORE_DIR}/{STORE_FILE}">"#
+                ),
+            );
+            xml.line(
+                5,
+                &format!(r#"<clear-text-credential clear-text="${{env.{PASSWORD_ENV}}}"/>"#),
+            );
+            xml.line(4, "</credential-store>");
+            xml.line(3, "</credential-stores>");
+        }
+        if !(auth || tls) {
+            xml.line(2, "</security>");
+            return;
+        }
         xml.line(3, "<security-realms>");
         xml.line(4, &format!(r#"<security-realm name="{SECURITY_REALM}">"#));
         if tls {

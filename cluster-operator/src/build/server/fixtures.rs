@@ -205,6 +205,7 @@ pub fn full_referenced() -> Referenced {
             digest: "2027-01-01T00:00:00Z/ca/names".to_string(),
         }),
         client_trust: None,
+        credential_store: None,
     }
 }
 

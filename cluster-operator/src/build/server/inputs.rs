@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use super::credential_store::{CredentialStore, CredentialStoreError};
 use super::{
     ConfigOverlay, DEFAULT_CLUSTER_DOMAIN, DEFAULT_FS_GROUP, IDENTITIES_KEY, Identities,
     MAX_CLUSTER_NAME_LEN, MIN_VERSION, TlsCertificate, labels, ping_service_name,
@@ -180,6 +181,9 @@ pub struct Referenced {
     /// The CAs client certificates must be signed by, when
     /// `spec.security.endpointEncryption.clientCert` is `Validate`.
     pub client_trust: Option<ClientTrust>,
+    /// The credential store's Secret, checked, when `spec.security.credentialStoreSecretName`
+    /// is set.
+    pub credential_store: Option<CredentialStore>,
 }
 
 /// The Secret with the transport's PKCS#12 stores (`keystore.p12`, `truststore.p12`,
@@ -249,6 +253,12 @@ pub enum BuildError {
     MissingClientTrust,
     #[error(transparent)]
     InvalidArtifact(#[from] crate::artifacts::PlanError),
+    #[error(transparent)]
+    InvalidCredentialStore(#[from] CredentialStoreError),
+    #[error(
+        "spec.security.credentialStoreSecretName is {secret:?} but no credential store was given"
+    )]
+    MissingCredentialStore { secret: String },
     #[error("key {key} of Secret {secret:?} {problem}")]
     SecretKey {
         secret: String,
@@ -301,6 +311,9 @@ impl BuildError {
             | Self::MissingClientTrust
             | Self::InvalidTlsSecret { .. } => ProblemReason::InvalidTlsSecret,
             Self::InvalidLogCategory { .. } => ProblemReason::InvalidLogging,
+            Self::InvalidCredentialStore(_) | Self::MissingCredentialStore { .. } => {
+                ProblemReason::InvalidCredentialStore
+            }
             Self::InvalidArtifact(_) => ProblemReason::InvalidCluster,
             Self::ReservedKey(_) => ProblemReason::InvalidMetadata,
         }
@@ -325,6 +338,8 @@ pub(super) struct Cx<'a> {
     pub(super) transport: Option<&'a TransportTls>,
     /// The CAs of client certificates, when the endpoint asks for them.
     pub(super) client_trust: Option<&'a ClientTrust>,
+    /// The credential store's Secret, when the CR names one.
+    pub(super) credential_store: Option<&'a CredentialStore>,
     /// The extra server libraries to download (`spec.dependencies.artifacts`), checked.
     pub(super) artifacts: Option<crate::artifacts::Plan>,
     pub(super) log_categories: BTreeMap<String, &'static str>,
@@ -370,6 +385,7 @@ impl<'a> Cx<'a> {
             overlay: overlay(cluster, referenced)?,
             tls: tls(cluster, referenced)?,
             client_trust: client_trust(cluster, referenced)?,
+            credential_store: credential_store(cluster, referenced)?,
             artifacts: artifacts(cluster)?,
             transport: transport(cluster, referenced)?,
             log_categories: log_categories(cluster)?,
@@ -474,6 +490,23 @@ fn client_trust<'a>(
         .as_ref()
         .map(Some)
         .ok_or(BuildError::MissingClientTrust)
+}
+
+/// The credential store's Secret when `spec.security.credentialStoreSecretName` names one.
+fn credential_store<'a>(
+    cluster: &Infinispan,
+    referenced: &'a Referenced,
+) -> Result<Option<&'a CredentialStore>, BuildError> {
+    let Some(secret) = &cluster.spec.security.credential_store_secret_name else {
+        return Ok(None);
+    };
+    referenced
+        .credential_store
+        .as_ref()
+        .map(Some)
+        .ok_or_else(|| BuildError::MissingCredentialStore {
+            secret: secret.clone(),
+        })
 }
 
 /// The transport's stores when `spec.security.transportEncryption` is `Generated`.

@@ -8,6 +8,7 @@
 //! real server: `docs/cluster-objects.md`.
 
 mod config;
+pub mod credential_store;
 #[cfg(test)]
 pub(crate) mod fixtures;
 mod inputs;
@@ -148,6 +149,10 @@ const DATA_VOLUME: &str = "data";
 const SERVER_LIB_VOLUME: &str = "server-lib";
 /// The claim of `spec.dependencies.volumeClaimName`.
 const DEPENDENCIES_VOLUME: &str = "dependencies";
+/// The user's credential store Secret (the init container only).
+const CREDENTIAL_SOURCE_VOLUME: &str = "credential-store-source";
+/// The credential store the init container writes (in memory).
+const CREDENTIAL_STORE_VOLUME: &str = "credential-store";
 /// Name of the init container that fetches `spec.dependencies.artifacts`.
 pub const ARTIFACTS_INIT_CONTAINER_NAME: &str = "artifacts";
 

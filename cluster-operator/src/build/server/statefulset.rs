@@ -17,13 +17,15 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
+use super::credential_store::{self, CredentialStore};
 use super::inputs::Cx;
 use super::{
     ARTIFACTS_INIT_CONTAINER_NAME, CONFIG_DIR, CONFIG_HASH_ANNOTATION, CONFIG_VOLUME,
-    CONTAINER_NAME, DATA_DIR, DATA_VOLUME, DEPENDENCIES_VOLUME, IDENTITIES_DIR, IDENTITIES_VOLUME,
-    JGROUPS_FD_PORT, JGROUPS_PORT, JGROUPS_PORT_NAME, KEYSTORE_P12_KEY, KEYSTORE_PASSWORD_ENV,
-    KEYSTORE_PASSWORD_KEY, LOGGING_CONFIG_KEY, PEM_FILE, PROBES_PORT, PROBES_PORT_NAME,
-    SERVER_CONFIG_KEY, SERVER_LIB_VOLUME, SERVER_PORT, SERVER_PORT_NAME, TLS_CERT_KEY, TLS_DIR,
+    CONTAINER_NAME, CREDENTIAL_SOURCE_VOLUME, CREDENTIAL_STORE_VOLUME, DATA_DIR, DATA_VOLUME,
+    DEPENDENCIES_VOLUME, IDENTITIES_DIR, IDENTITIES_VOLUME, JGROUPS_FD_PORT, JGROUPS_PORT,
+    JGROUPS_PORT_NAME, KEYSTORE_P12_KEY, KEYSTORE_PASSWORD_ENV, KEYSTORE_PASSWORD_KEY,
+    LOGGING_CONFIG_KEY, PEM_FILE, PROBES_PORT, PROBES_PORT_NAME, SERVER_CONFIG_KEY,
+    SERVER_LIB_VOLUME, SERVER_PORT, SERVER_PORT_NAME, TLS_CERT_KEY, TLS_DIR,
     TLS_INIT_CONTAINER_NAME, TLS_KEY_KEY, TLS_SECRET_DIR, TLS_SECRET_VOLUME, TLS_VOLUME,
     TRANSPORT_TLS_DIR, TRANSPORT_TLS_PASSWORD_ENV, TRANSPORT_TLS_VOLUME, config_hash,
     config_map_name, identities_secret_name, labels, ping_service_name, selector_labels,
@@ -101,6 +103,31 @@ impl Cx<'_> {
             ));
             mounts.push(mount(TRANSPORT_TLS_VOLUME, TRANSPORT_TLS_DIR, true));
         }
+        if let Some(store) = self.credential_store {
+            // The user's Secret reaches the init container only; the server reads the store.
+            // Exactly the keys the operator checked.
+            let keys: Vec<&str> = store.aliases.iter().map(String::as_str).collect();
+            volumes.push(secret_volume(
+                CREDENTIAL_SOURCE_VOLUME,
+                store.secret.clone(),
+                &keys,
+            ));
+            volumes.push(Volume {
+                name: CREDENTIAL_STORE_VOLUME.to_string(),
+                empty_dir: Some(EmptyDirVolumeSource {
+                    medium: Some("Memory".to_string()),
+                    size_limit: Some(Quantity("16Mi".to_string())),
+                    ..EmptyDirVolumeSource::default()
+                }),
+                ..Volume::default()
+            });
+            mounts.push(mount(
+                CREDENTIAL_STORE_VOLUME,
+                credential_store::STORE_DIR,
+                true,
+            ));
+            init_containers.push(self.credential_store_init_container(store));
+        }
         mounts.push(mount(DATA_VOLUME, DATA_DIR, false));
         let volume_claim_templates = self.data_storage(&mut volumes);
         let container = self.server_container(resources, mounts);
@@ -109,6 +136,7 @@ impl Cx<'_> {
             self.tls.as_ref().map(|(_, certificate)| *certificate),
             self.transport.map(|transport| transport.digest.as_str()),
             self.dependencies_digest().as_deref(),
+            self.credential_store.map(|store| store.digest.as_str()),
         );
         let mut pod_metadata = ObjectMeta {
             labels: Some(labels(self.name)),
@@ -220,6 +248,39 @@ impl Cx<'_> {
             termination_message_policy: Some("FallbackToLogsOnError".to_string()),
             ..Container::default()
         }
+    }
+
+    /// The init container of the server image that writes the credential store from the
+    /// user's Secret with the server's CLI ([`credential_store::script`]): read-only root
+    /// filesystem, the restricted profile, the store's password from the operator's Secret.
+    fn credential_store_init_container(&self, store: &CredentialStore) -> Container {
+        Container {
+            name: credential_store::INIT_CONTAINER_NAME.to_string(),
+            image: Some(self.image.image.clone()),
+            command: Some(vec![
+                "/bin/sh".to_string(),
+                "-c".to_string(),
+                credential_store::script(store.aliases.len()),
+            ]),
+            env: Some(vec![self.credential_store_password_env()]),
+            resources: Some(helper_resources("100m", "256Mi", "384Mi")),
+            security_context: Some(restricted_container(true)),
+            volume_mounts: Some(vec![
+                mount(CREDENTIAL_SOURCE_VOLUME, credential_store::SOURCE_DIR, true),
+                mount(CREDENTIAL_STORE_VOLUME, credential_store::STORE_DIR, false),
+            ]),
+            termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+            ..Container::default()
+        }
+    }
+
+    /// The credential store's password, from the operator's Secret.
+    fn credential_store_password_env(&self) -> EnvVar {
+        secret_env(
+            credential_store::PASSWORD_ENV,
+            &credential_store::password_secret_name(self.name),
+            credential_store::PASSWORD_KEY,
+        )
     }
 
     /// `spec.dependencies.volumeClaimName`, when set.
@@ -385,6 +446,10 @@ impl Cx<'_> {
                 KEYSTORE_PASSWORD_KEY,
             ));
         }
+        if self.credential_store.is_some() {
+            // The store's password, read by the server configuration (`${env.…}`).
+            env.push(self.credential_store_password_env());
+        }
         if let Some(options) = container
             .and_then(|container| container.extra_jvm_opts.as_deref())
             .map(str::trim)
@@ -528,6 +593,118 @@ mod tests {
         };
         assert_eq!(fs_group(&default_objects()), Some(DEFAULT_FS_GROUP));
         assert_eq!(fs_group(&full_objects()), None);
+    }
+
+    #[test]
+    fn a_credential_store_is_written_by_an_init_container_and_only_the_store_reaches_the_server() {
+        use super::super::credential_store::{
+            INIT_CONTAINER_NAME, PASSWORD_ENV, SOURCE_DIR, STORE_DIR,
+        };
+        let mut cr = cluster("demo", "team-a");
+        cr.spec.security.credential_store_secret_name = Some("db-credentials".into());
+        let store = |digest: &str| CredentialStore {
+            secret: "db-credentials".into(),
+            aliases: vec!["dbpassword".into(), "ldap".into()],
+            digest: digest.into(),
+        };
+        let mut with_store = referenced();
+        with_store.credential_store = Some(store("one"));
+        let objects = built(&cr, &settings(), &with_store);
+        let pod = pod_spec(&objects.stateful_set);
+        assert_restricted(&pod);
+        let init = pod
+            .init_containers
+            .iter()
+            .flatten()
+            .find(|c| c.name == INIT_CONTAINER_NAME)
+            .expect("the credential store init container");
+        let script = &init.command.as_ref().expect("a command")[2];
+        assert!(
+            script.contains("!= \"2\""),
+            "counts the two aliases: {script}"
+        );
+        let mounts = |c: &Container| -> Vec<(String, bool)> {
+            c.volume_mounts
+                .iter()
+                .flatten()
+                .map(|m| (m.mount_path.clone(), m.read_only == Some(true)))
+                .collect()
+        };
+        assert_eq!(
+            mounts(init),
+            [
+                (SOURCE_DIR.to_string(), true),
+                (STORE_DIR.to_string(), false)
+            ]
+        );
+        let server = &pod.containers[0];
+        assert!(mounts(server).contains(&(STORE_DIR.to_string(), true)));
+        assert!(
+            !mounts(server).iter().any(|(path, _)| path == SOURCE_DIR),
+            "the user's Secret is not mounted in the server"
+        );
+        for container in [init, server] {
+            let password = container
+                .env
+                .iter()
+                .flatten()
+                .find(|e| e.name == PASSWORD_ENV)
+                .and_then(|e| e.value_from.as_ref()?.secret_key_ref.as_ref())
+                .expect("the store's password from a Secret");
+            assert_eq!(password.name, "demo-credential-store");
+        }
+        let source = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find_map(|v| {
+                v.secret
+                    .as_ref()
+                    .filter(|s| s.secret_name.as_deref() == Some("db-credentials"))
+            })
+            .expect("the user's Secret as a volume");
+        let keys: Vec<&str> = source
+            .items
+            .iter()
+            .flatten()
+            .map(|i| i.key.as_str())
+            .collect();
+        assert_eq!(keys, ["dbpassword", "ldap"]);
+        let store_volume = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == CREDENTIAL_STORE_VOLUME)
+            .and_then(|v| v.empty_dir.as_ref())
+            .expect("the store's emptyDir");
+        assert_eq!(store_volume.medium.as_deref(), Some("Memory"));
+        // The server configuration declares the store; a new content rolls the pods.
+        let xml = &objects.config_map.data.as_ref().expect("data")["infinispan.xml"];
+        assert!(xml.contains(&format!(
+            r#"<credential-store name="credentials" path="{STORE_DIR}/credentials.pfx">"#
+        )));
+        assert!(xml.contains(&format!(r#"clear-text="${{env.{PASSWORD_ENV}}}""#)));
+        let hash = |objects: &Objects| {
+            objects
+                .stateful_set
+                .spec
+                .template
+                .metadata
+                .as_ref()
+                .expect("metadata")
+                .annotations
+                .as_ref()
+                .expect("annotations")[CONFIG_HASH_ANNOTATION]
+                .clone()
+        };
+        let mut changed = referenced();
+        changed.credential_store = Some(store("two"));
+        assert_ne!(hash(&objects), hash(&built(&cr, &settings(), &changed)));
+        // Named but not given: an error, not a server without its store.
+        assert!(matches!(
+            crate::build::server::build(&cr, &settings(), &referenced()),
+            Err(crate::build::server::BuildError::MissingCredentialStore { .. })
+        ));
     }
 
     #[test]
