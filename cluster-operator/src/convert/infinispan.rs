@@ -893,7 +893,7 @@ fn endpoint_encryption(
             log.changed(
                 client_path,
                 client_path,
-                "Authenticate -> Validate: a certificate alone does not identify a client here (docs/security.md, \"Client certificates\": the server's truststore realm refused even the admin's password on 16.0.7); clients present their certificate and credentials",
+                "Authenticate -> Validate: certificate-only clients are not supported yet (docs/security.md, \"Client certificates\": on 16.0.7 such an endpoint takes no password at all, and the operators' own clients still log in with one); clients present their certificate and credentials",
             );
             true
         }
