@@ -571,11 +571,6 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
         .spec
         .and_then(|s| s.cluster_ip)
         .context("no cluster IP")?;
-    let plain = e2e::pods::plain_rest_client_at(&client, &ns.name, &cr, &ip).await?;
-    ensure!(
-        plain.container_info().await.is_err(),
-        "the server answered plain HTTP with TLS on"
-    );
     let rest = infinispan_rest::Client::new(
         ClientConfig::new(format!("https://{ip}:11222"))
             .with_ca_bundle_pem(ca.as_bytes().to_vec())
@@ -586,6 +581,13 @@ async fn with_tls_the_init_container_writes_the_keystore_and_the_operators_still
     // The resources operator's pod syncs both ways over TLS.
     wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
     sync_both_ways(&client, &ns.name, &rest, "over-tls", "from-rest-tls").await?;
+    // The Service answers over TLS now (before, any client was refused, which would prove
+    // nothing): plain HTTP is not answered.
+    let plain = e2e::pods::plain_rest_client_at(&client, &ns.name, &cr, &ip).await?;
+    ensure!(
+        plain.container_info().await.is_err(),
+        "the server answered plain HTTP with TLS on"
+    );
 
     // The same certificate as infinispan-operator's PKCS#12 Secret (issue 25): the pod rolls
     // onto it without the init container (the server reads the keystore itself), and the
@@ -1744,17 +1746,19 @@ async fn generated_tls_encrypts_the_endpoint_with_the_published_ca_and_lets_only
         .context("no cluster IP")?;
     // (`rest_client_at`: https, the CA of `status.security.caConfigMap`, the Service's name.)
     let rest = rest_client_at(&client, &ns.name, &cr, &ip).await?;
-    let plain = e2e::pods::plain_rest_client_at(&client, &ns.name, &cr, &ip).await?;
-    ensure!(
-        plain.container_info().await.is_err(),
-        "the server answered plain HTTP"
-    );
     // The two pods form one cluster over the transport's mutual TLS.
     eventually("two members over transport TLS", WAIT, || {
         let rest = rest.clone();
         async move { Ok((members(&rest).await? == ["demo-0", "demo-1"]).then_some(())) }
     })
     .await?;
+    // Once the Service answers over TLS (until its endpoints are in place, any client is
+    // refused, which would prove nothing), plain HTTP is not answered.
+    let plain = e2e::pods::plain_rest_client_at(&client, &ns.name, &cr, &ip).await?;
+    ensure!(
+        plain.container_info().await.is_err(),
+        "the server answered plain HTTP"
+    );
 
     // The operators sync over TLS with the generated certificate.
     wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
@@ -1961,9 +1965,17 @@ async fn a_cluster_that_validates_client_certificates_accepts_only_clients_with_
             .with_credentials(credentials.clone())
             .with_client_identity(identity(&alice, &clients_ca)),
     )?;
-    rest.container_info()
-        .await
-        .context("a client with a certificate of the truststore's CA and credentials")?;
+    // Ready=True comes from the pod's readiness; the Service's endpoint follows a moment later
+    // (until then its cluster IP refuses connections): the first call waits for it.
+    eventually(
+        "a client with a certificate of the truststore's CA and credentials accepted",
+        WAIT,
+        || {
+            let rest = rest.clone();
+            async move { Ok(rest.container_info().await.ok()) }
+        },
+    )
+    .await?;
     // The same certificate without credentials: authenticated by nothing (401).
     let anonymous = infinispan_rest::Client::new(
         config
@@ -2022,6 +2034,46 @@ async fn a_cluster_that_validates_client_certificates_accepts_only_clients_with_
         "from-rest-client-certificates",
     )
     .await?;
+
+    // Backup and Restore: the cluster operator's REST calls and the archive Jobs (which copy
+    // the archive to and from the Backup's claim) present the operators' certificate too.
+    let backups: Api<Backup> = Api::namespaced(client.clone(), &ns.name);
+    let backup: Backup = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Backup",
+        "metadata": {"name": "certified"}, "spec": {"cluster": "demo"},
+    }))?;
+    backups
+        .patch(
+            "certified",
+            &PatchParams::apply("e2e-user"),
+            &Patch::Apply(&backup),
+        )
+        .await?;
+    wait_succeeded(&backups, "certified").await?;
+    let saved = backups.get("certified").await?;
+    ensure!(
+        saved
+            .status
+            .as_ref()
+            .and_then(|s| s.volume.as_ref())
+            .is_some_and(|v| v.bytes.unwrap_or(0) > 0),
+        "the Backup's archive on its claim: {:?}",
+        saved.status
+    );
+    let restores: Api<Restore> = Api::namespaced(client.clone(), &ns.name);
+    let restore: Restore = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Restore",
+        "metadata": {"name": "certified-back"},
+        "spec": {"cluster": "demo", "backup": "certified"},
+    }))?;
+    restores
+        .patch(
+            "certified-back",
+            &PatchParams::apply("e2e-user"),
+            &Patch::Apply(&restore),
+        )
+        .await?;
+    wait_succeeded(&restores, "certified-back").await?;
 
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
