@@ -1303,18 +1303,7 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     // headless Service by the cluster's DNS), then a Job copies the archive onto the Backup's
     // claim, from which another Job restores it into `restored`.
     let backups: Api<Backup> = Api::namespaced(client.clone(), &ns.name);
-    let backup: Backup = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v2alpha1", "kind": "Backup",
-        "metadata": {"name": "nightly"}, "spec": {"cluster": "demo"},
-    }))?;
-    backups
-        .patch(
-            "nightly",
-            &PatchParams::apply("e2e-user"),
-            &Patch::Apply(&backup),
-        )
-        .await?;
-    wait_succeeded(&backups, "nightly").await?;
+    backup_succeeded(&backups, "nightly", "demo").await?;
 
     // `storage: Volume` (the default): the archive is on the Backup's own claim, in
     // infinispan-operator's layout, copied there by a Job; the server's copy is gone.
@@ -1370,19 +1359,7 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     .await?;
 
     let restores: Api<Restore> = Api::namespaced(client.clone(), &ns.name);
-    let restore: Restore = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v2alpha1", "kind": "Restore",
-        "metadata": {"name": "nightly-into-restored"},
-        "spec": {"cluster": "restored", "backup": "nightly"},
-    }))?;
-    restores
-        .patch(
-            "nightly-into-restored",
-            &PatchParams::apply("e2e-user"),
-            &Patch::Apply(&restore),
-        )
-        .await?;
-    wait_succeeded(&restores, "nightly-into-restored").await?;
+    restore_succeeded(&restores, "nightly-into-restored", "restored", "nightly").await?;
 
     // The target has the cache with its entry and the counter with its value, and its
     // resources operator mirrors the restored cache as a Cache CR of `restored`.
@@ -1418,6 +1395,46 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     delete_cluster(&client, &clusters, "restored").await?;
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
+}
+
+/// Applies (as a user would, server-side) the Backup `name` of `cluster` and waits until it
+/// Succeeded.
+async fn backup_succeeded(backups: &Api<Backup>, name: &str, cluster: &str) -> anyhow::Result<()> {
+    let backup: Backup = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Backup",
+        "metadata": {"name": name}, "spec": {"cluster": cluster},
+    }))?;
+    backups
+        .patch(
+            name,
+            &PatchParams::apply("e2e-user"),
+            &Patch::Apply(&backup),
+        )
+        .await?;
+    wait_succeeded(backups, name).await
+}
+
+/// Applies the Restore `name` of the Backup `backup` into `cluster` and waits until it
+/// Succeeded.
+async fn restore_succeeded(
+    restores: &Api<Restore>,
+    name: &str,
+    cluster: &str,
+    backup: &str,
+) -> anyhow::Result<()> {
+    let restore: Restore = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Restore",
+        "metadata": {"name": name},
+        "spec": {"cluster": cluster, "backup": backup},
+    }))?;
+    restores
+        .patch(
+            name,
+            &PatchParams::apply("e2e-user"),
+            &Patch::Apply(&restore),
+        )
+        .await?;
+    wait_succeeded(restores, name).await
 }
 
 /// Waits until a Cache CR of `cluster` stands for the server's cache `cache` (its
@@ -2038,18 +2055,7 @@ async fn a_cluster_that_validates_client_certificates_accepts_only_clients_with_
     // Backup and Restore: the cluster operator's REST calls and the archive Jobs (which copy
     // the archive to and from the Backup's claim) present the operators' certificate too.
     let backups: Api<Backup> = Api::namespaced(client.clone(), &ns.name);
-    let backup: Backup = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v2alpha1", "kind": "Backup",
-        "metadata": {"name": "certified"}, "spec": {"cluster": "demo"},
-    }))?;
-    backups
-        .patch(
-            "certified",
-            &PatchParams::apply("e2e-user"),
-            &Patch::Apply(&backup),
-        )
-        .await?;
-    wait_succeeded(&backups, "certified").await?;
+    backup_succeeded(&backups, "certified", "demo").await?;
     let saved = backups.get("certified").await?;
     ensure!(
         saved
@@ -2061,19 +2067,7 @@ async fn a_cluster_that_validates_client_certificates_accepts_only_clients_with_
         saved.status
     );
     let restores: Api<Restore> = Api::namespaced(client.clone(), &ns.name);
-    let restore: Restore = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v2alpha1", "kind": "Restore",
-        "metadata": {"name": "certified-back"},
-        "spec": {"cluster": "demo", "backup": "certified"},
-    }))?;
-    restores
-        .patch(
-            "certified-back",
-            &PatchParams::apply("e2e-user"),
-            &Patch::Apply(&restore),
-        )
-        .await?;
-    wait_succeeded(&restores, "certified-back").await?;
+    restore_succeeded(&restores, "certified-back", "demo", "certified").await?;
 
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await

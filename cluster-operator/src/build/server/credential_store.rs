@@ -184,18 +184,7 @@ mod tests {
     use k8s_openapi::ByteString;
 
     fn secret(data: &[(&str, &str)]) -> Secret {
-        Secret {
-            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                name: Some("db".to_string()),
-                ..Default::default()
-            },
-            data: Some(
-                data.iter()
-                    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-                    .collect(),
-            ),
-            ..Secret::default()
-        }
+        super::super::fixtures::secret("db", data)
     }
 
     #[test]
