@@ -35,10 +35,16 @@
 //!   client with a certificate of the truststore's CA and credentials is accepted, without
 //!   credentials it gets 401, without a certificate or with one of another CA it is refused at
 //!   the handshake; the pods' probes pass through the probes endpoint; the cluster operator
-//!   and the resources operator present their certificate of the cluster's CA and keep working.
+//!   and the resources operator present their certificate of the cluster's CA and keep working;
+//!   a Backup and a Restore (their archive Jobs present it too) succeed.
 //! - Extra server libraries (`spec.dependencies`): a jar compiled here (a server task) served
 //!   in the namespace; a wrong SHA-256 stops the pod in its init container with a message
 //!   naming the digest; the right one places the jar, the server loads it, the task runs.
+//! - The credential store (`spec.security.credentialStoreSecretName`): a value with a line
+//!   break is refused (`InvalidCredentialStore`, the key named, not the value, no StatefulSet);
+//!   fixed, three H2 data sources of an overlay on one in-memory database (H2 from a claim,
+//!   `spec.dependencies.volumeClaimName`): the password written in the overlay and the same
+//!   from the store connect, another value from the store is refused by the database.
 //! - Batch: a script creating a cache, a counter and an entry runs to `Succeeded` (the CLI of
 //!   the server image in a Job, over TLS as the operators' user), both mirrored as CRs; a
 //!   script with a command the server refuses ends `Failed` with the CLI's message.
