@@ -1255,6 +1255,41 @@ where
     .await
 }
 
+/// Applies `manifest` through `api` as a user would (server-side apply, manager `e2e-user`)
+/// and waits until the object is Succeeded ([`wait_succeeded`]).
+async fn apply_until_succeeded<K>(api: &Api<K>, manifest: serde_json::Value) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = manifest["metadata"]["name"]
+        .as_str()
+        .context("the manifest has no metadata.name")?;
+    api.patch(
+        name,
+        &PatchParams::apply("e2e-user"),
+        &Patch::Apply(&manifest),
+    )
+    .await?;
+    wait_succeeded(api, name).await
+}
+
+/// A Backup `name` of `cluster`.
+fn backup_manifest(name: &str, cluster: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Backup",
+        "metadata": {"name": name}, "spec": {"cluster": cluster},
+    })
+}
+
+/// A Restore `name` of the Backup `backup` into `cluster`.
+fn restore_manifest(name: &str, cluster: &str, backup: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "infinispan.org/v2alpha1", "kind": "Restore",
+        "metadata": {"name": name},
+        "spec": {"cluster": cluster, "backup": backup},
+    })
+}
+
 #[tokio::test]
 async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> anyhow::Result<()> {
     let _only = CLUSTER.lock().await;
@@ -1309,7 +1344,7 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     // headless Service by the cluster's DNS), then a Job copies the archive onto the Backup's
     // claim, from which another Job restores it into `restored`.
     let backups: Api<Backup> = Api::namespaced(client.clone(), &ns.name);
-    backup_succeeded(&backups, "nightly", "demo").await?;
+    apply_until_succeeded(&backups, backup_manifest("nightly", "demo")).await?;
 
     // `storage: Volume` (the default): the archive is on the Backup's own claim, in
     // infinispan-operator's layout, copied there by a Job; the server's copy is gone.
@@ -1365,7 +1400,11 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     .await?;
 
     let restores: Api<Restore> = Api::namespaced(client.clone(), &ns.name);
-    restore_succeeded(&restores, "nightly-into-restored", "restored", "nightly").await?;
+    apply_until_succeeded(
+        &restores,
+        restore_manifest("nightly-into-restored", "restored", "nightly"),
+    )
+    .await?;
 
     // The target has the cache with its entry and the counter with its value, and its
     // resources operator mirrors the restored cache as a Cache CR of `restored`.
@@ -1401,46 +1440,6 @@ async fn a_backup_of_two_server_pods_restores_into_another_cluster_of_pods() -> 
     delete_cluster(&client, &clusters, "restored").await?;
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
-}
-
-/// Applies (as a user would, server-side) the Backup `name` of `cluster` and waits until it
-/// Succeeded.
-async fn backup_succeeded(backups: &Api<Backup>, name: &str, cluster: &str) -> anyhow::Result<()> {
-    let backup: Backup = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v2alpha1", "kind": "Backup",
-        "metadata": {"name": name}, "spec": {"cluster": cluster},
-    }))?;
-    backups
-        .patch(
-            name,
-            &PatchParams::apply("e2e-user"),
-            &Patch::Apply(&backup),
-        )
-        .await?;
-    wait_succeeded(backups, name).await
-}
-
-/// Applies the Restore `name` of the Backup `backup` into `cluster` and waits until it
-/// Succeeded.
-async fn restore_succeeded(
-    restores: &Api<Restore>,
-    name: &str,
-    cluster: &str,
-    backup: &str,
-) -> anyhow::Result<()> {
-    let restore: Restore = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v2alpha1", "kind": "Restore",
-        "metadata": {"name": name},
-        "spec": {"cluster": cluster, "backup": backup},
-    }))?;
-    restores
-        .patch(
-            name,
-            &PatchParams::apply("e2e-user"),
-            &Patch::Apply(&restore),
-        )
-        .await?;
-    wait_succeeded(restores, name).await
 }
 
 /// Waits until a Cache CR of `cluster` stands for the server's cache `cache` (its
@@ -1529,36 +1528,23 @@ async fn restore_legacy_archive(
         },
     }))?;
     pods.create(&Default::default(), &writer).await?;
-    eventually("the archive written onto the claim legacy", WAIT, || {
-        let pods = pods.clone();
-        async move {
-            let pod = pods.get("legacy-writer").await?;
-            match pod.status.and_then(|s| s.phase).as_deref() {
-                Some("Succeeded") => Ok(Some(())),
-                Some("Failed") => bail!("the pod writing the archive failed"),
-                _ => Ok(None),
-            }
-        }
-    })
-    .await?;
+    wait_succeeded(&pods, "legacy-writer")
+        .await
+        .context("the pod writing the archive onto the claim legacy")?;
     let restores: Api<Restore> = Api::namespaced(client.clone(), namespace);
-    let restore: Restore = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v2alpha1", "kind": "Restore",
-        "metadata": {"name": "legacy-into-restored"},
-        "spec": {
-            "cluster": "restored",
-            "source": {"persistentVolumeClaim": "legacy"},
-            "resources": {"caches": ["plain"], "templates": ["tmpl1"], "counters": [], "schemas": [], "tasks": []},
-        },
-    }))?;
-    restores
-        .patch(
-            "legacy-into-restored",
-            &PatchParams::apply("e2e-user"),
-            &Patch::Apply(&restore),
-        )
-        .await?;
-    wait_succeeded(&restores, "legacy-into-restored").await?;
+    apply_until_succeeded(
+        &restores,
+        json!({
+            "apiVersion": "infinispan.org/v2alpha1", "kind": "Restore",
+            "metadata": {"name": "legacy-into-restored"},
+            "spec": {
+                "cluster": "restored",
+                "source": {"persistentVolumeClaim": "legacy"},
+                "resources": {"caches": ["plain"], "templates": ["tmpl1"], "counters": [], "schemas": [], "tasks": []},
+            },
+        }),
+    )
+    .await?;
     let done = restores.get("legacy-into-restored").await?;
     let volume = done
         .status
@@ -2061,7 +2047,7 @@ async fn a_cluster_that_validates_client_certificates_accepts_only_clients_with_
     // Backup and Restore: the cluster operator's REST calls and the archive Jobs (which copy
     // the archive to and from the Backup's claim) present the operators' certificate too.
     let backups: Api<Backup> = Api::namespaced(client.clone(), &ns.name);
-    backup_succeeded(&backups, "certified", "demo").await?;
+    apply_until_succeeded(&backups, backup_manifest("certified", "demo")).await?;
     let saved = backups.get("certified").await?;
     ensure!(
         saved
@@ -2073,7 +2059,11 @@ async fn a_cluster_that_validates_client_certificates_accepts_only_clients_with_
         saved.status
     );
     let restores: Api<Restore> = Api::namespaced(client.clone(), &ns.name);
-    restore_succeeded(&restores, "certified-back", "demo", "certified").await?;
+    apply_until_succeeded(
+        &restores,
+        restore_manifest("certified-back", "demo", "certified"),
+    )
+    .await?;
 
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await
@@ -2405,22 +2395,9 @@ async fn fill_claim(
     }))?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     pods.create(&Default::default(), &pod).await?;
-    let phase = eventually("the loader pod finished", WAIT, || {
-        let pods = pods.clone();
-        async move {
-            let phase = pods
-                .get("loader")
-                .await?
-                .status
-                .and_then(|s| s.phase)
-                .unwrap_or_default();
-            Ok(["Succeeded", "Failed"]
-                .contains(&phase.as_str())
-                .then_some(phase))
-        }
-    })
-    .await?;
-    ensure!(phase == "Succeeded", "the loader pod {phase}: `{script}`");
+    wait_succeeded(&pods, "loader")
+        .await
+        .with_context(|| format!("the loader pod running `{script}`"))?;
     pods.delete("loader", &DeleteParams::default()).await?;
     for part in &parts {
         config_maps.delete(part, &DeleteParams::default()).await?;
