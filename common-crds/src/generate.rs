@@ -499,7 +499,11 @@ mod tests {
                 "/properties/spec/properties/security/properties/endpointEncryption"
             )
             .len(),
-            4
+            3
+        );
+        assert_eq!(
+            rule_messages("Infinispan", "/properties/spec/properties/security").len(),
+            1
         );
         assert_eq!(
             rule_messages("Infinispan", "/properties/spec/properties/expose").len(),

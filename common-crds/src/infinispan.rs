@@ -498,9 +498,11 @@ fn default_storage() -> Quantity {
 }
 
 /// Authentication and encryption of the server endpoint.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::common::unwrap_doc_lines)]
+#[x_kube(validation = Rule::new("!has(self.endpointEncryption) || !has(self.endpointEncryption.clientCert) || self.endpointEncryption.clientCert != 'Authenticate' || !has(self.endpointAuthentication) || self.endpointAuthentication")
+    .message("spec.security.endpointEncryption.clientCert: Authenticate identifies clients by their certificate, which needs spec.security.endpointAuthentication: true"))]
 pub struct SecuritySpec {
     /// Require clients to authenticate (default true).
     #[serde(default = "default_true")]
@@ -647,11 +649,9 @@ fn default_true() -> bool {
 #[x_kube(validation = Rule::new("!has(self.type) || self.type != 'Secret' || has(self.certSecretName)")
     .message("spec.security.endpointEncryption.certSecretName is required when type is Secret"))]
 #[x_kube(validation = Rule::new("!has(self.clientCert) || self.clientCert == 'None' || has(self.clientCertSecretName)")
-    .message("spec.security.endpointEncryption.clientCertSecretName is required when clientCert is Validate"))]
+    .message("spec.security.endpointEncryption.clientCertSecretName is required when clientCert is Validate or Authenticate"))]
 #[x_kube(validation = Rule::new("!has(self.clientCert) || self.clientCert == 'None' || !has(self.type) || self.type != 'None'")
     .message("spec.security.endpointEncryption.clientCert needs TLS on the endpoint: type Generated or Secret"))]
-#[x_kube(validation = Rule::new("!has(self.clientCert) || self.clientCert != 'Authenticate'")
-    .message("spec.security.endpointEncryption.clientCert: Authenticate is not supported (docs/security.md, client certificates): use Validate, where a client needs a certificate of a trusted CA and its credentials"))]
 pub struct EndpointEncryption {
     /// Generated: TLS with a certificate the operator issues from the cluster's own CA; Secret:
     /// TLS with the certificate of certSecretName; None: plain text. Absent: what the cluster
@@ -667,15 +667,19 @@ pub struct EndpointEncryption {
     /// Client certificates (infinispan-operator's field). Validate: every client of the
     /// endpoint (REST, Hot Rod, metrics) must present a certificate signed by a CA of
     /// clientCertSecretName, besides its credentials; the operators present one of the
-    /// cluster's own CA. None (the default): no client certificate asked for. Changing it
-    /// rolls the pods.
+    /// cluster's own CA. Authenticate: the certificate alone identifies the client, and only
+    /// the certificates clientCertSecretName lists themselves are accepted (no password login
+    /// at all); a client's role is its certificate's common name (CN=admin: the admin role).
+    /// None (the default): no client certificate asked for. Changing it rolls the pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cert: Option<ClientCertType>,
 
     /// Name of a Secret (same namespace, annotated infinispan.org/allow-clusters like
-    /// certSecretName's) with the CAs clients' certificates must be signed by: `trust.ca` (PEM,
+    /// certSecretName's) with the certificates clients are checked against: `trust.ca` (PEM,
     /// one or more certificates) and maybe `trust.cert.<name>` (PEM), or `truststore.p12` and
-    /// its `truststore-password`; required when clientCert is Validate.
+    /// its `truststore-password`. Validate: the CAs clients' certificates must be signed by;
+    /// Authenticate: the clients' certificates themselves. Required when clientCert is
+    /// Validate or Authenticate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cert_secret_name: Option<String>,
 }
@@ -688,8 +692,8 @@ pub enum ClientCertType {
     None,
     /// A client must present a certificate signed by a trusted CA (and its credentials).
     Validate,
-    /// infinispan-operator's: the certificate itself identifies the client (not supported
-    /// here: refused by the schema, see docs/security.md).
+    /// The certificate itself identifies the client: it must be one the truststore lists,
+    /// and its common name is the client's role (no password login).
     Authenticate,
 }
 

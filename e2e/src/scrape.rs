@@ -119,12 +119,34 @@ pub fn scrape(
                 roots.add(cert.context("the CA's PEM")?)?;
             }
             ensure!(!roots.is_empty(), "the CA holds no certificate");
-            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
                 rustls::crypto::ring::default_provider(),
             ))
             .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .with_root_certificates(roots);
+            // The client certificate the scraper presents (`cert`, `keySecret`), if any.
+            let config = match (&tls.cert, &tls.key_secret) {
+                (None, None) => builder.with_no_client_auth(),
+                (
+                    Some(SecretOrConfigMap {
+                        secret: Some(cert),
+                        config_map: None,
+                    }),
+                    Some(key),
+                ) => {
+                    let chain = resolve.secret_key(cert)?;
+                    let chain = rustls_pki_types::CertificateDer::pem_slice_iter(chain.as_bytes())
+                        .collect::<Result<Vec<_>, _>>()
+                        .context("the client certificate's PEM")?;
+                    let key = resolve.secret_key(key)?;
+                    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes())
+                        .context("the client key's PEM")?;
+                    builder.with_client_auth_cert(chain, key)?
+                }
+                other => {
+                    bail!("tlsConfig.cert and keySecret are {other:?}: both from Secrets expected")
+                }
+            };
             let name = rustls_pki_types::ServerName::try_from(server_name.clone())
                 .with_context(|| format!("serverName {server_name}"))?;
             let connection = rustls::ClientConnection::new(Arc::new(config), name)?;
@@ -267,6 +289,14 @@ impl FromApi {
         let mut secret_names = Vec::new();
         if let Some(auth) = &endpoint.basic_auth {
             secret_names.extend([auth.username.name.clone(), auth.password.name.clone()]);
+        }
+        if let Some(tls) = &endpoint.tls_config {
+            if let Some(secret) = tls.cert.as_ref().and_then(|c| c.secret.as_ref()) {
+                secret_names.push(secret.name.clone());
+            }
+            if let Some(key) = &tls.key_secret {
+                secret_names.push(key.name.clone());
+            }
         }
         if let Some(ca) = endpoint.tls_config.as_ref().and_then(|t| t.ca.as_ref()) {
             if let Some(secret) = &ca.secret {

@@ -357,8 +357,8 @@ async fn schema_and_cel_rules_reject_invalid_crs() -> anyhow::Result<()> {
         ),
         (
             "Infinispan",
-            json!({"security": {"endpointEncryption": {"clientCert": "Authenticate", "clientCertSecretName": "cas"}}}),
-            "Authenticate is not supported",
+            json!({"security": {"endpointAuthentication": false, "endpointEncryption": {"type": "Generated", "clientCert": "Authenticate", "clientCertSecretName": "cas"}}}),
+            "Authenticate identifies clients by their certificate",
         ),
         (
             "Infinispan",

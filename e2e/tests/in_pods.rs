@@ -222,7 +222,7 @@ async fn wait_cluster_ready(
     for index in 0..replicas {
         wait_ready(client, namespace, &format!("{name}-{index}"), WAIT).await?;
     }
-    eventually(
+    let ready = eventually(
         &format!("the Infinispan CR {name} Ready=True"),
         WAIT,
         || {
@@ -233,7 +233,19 @@ async fn wait_cluster_ready(
             }
         },
     )
-    .await
+    .await;
+    match ready {
+        Ok(cr) => Ok(cr),
+        // What the CR said last: the reason a failure report needs.
+        Err(error) => {
+            let said = clusters
+                .get(name)
+                .await
+                .map(|cr| format!("{:?}", cr.status.map(|s| s.conditions)))
+                .unwrap_or_else(|e| e.to_string());
+            Err(error.context(format!("the CR's conditions: {said}")))
+        }
+    }
 }
 
 /// Uninstalls the chart's release and deletes the test's namespace.
@@ -2064,6 +2076,397 @@ async fn a_cluster_that_validates_client_certificates_accepts_only_clients_with_
         restore_manifest("certified-back", "demo", "certified"),
     )
     .await?;
+
+    delete_cluster(&client, &clusters, "demo").await?;
+    uninstall(&testbed, ns).await
+}
+
+#[tokio::test]
+async fn a_cluster_that_authenticates_client_certificates_takes_only_listed_ones_maps_their_names_to_roles_and_the_operators_keep_syncing()
+-> anyhow::Result<()> {
+    use cluster_operator::build::server::ServiceMonitor;
+    use cluster_operator::certificates::{Purpose, issue};
+    use infinispan_rest::ClientIdentity;
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    let _only = CLUSTER.lock().await;
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = install("in-pods", "pods-client-authn").await?;
+    let installed_crd = e2e::scrape::ensure_service_monitor_crd(&client).await?;
+    let result = async {
+        // infinispan-operator's Secret form: the users' CA (trust.ca) and the certificates
+        // that may log in (trust.cert.<name>): alice (CN=admin) and a reader (CN=reader, a
+        // custom role that may only read). Bob's certificate comes from the same CA and is not
+        // listed.
+        let now = Timestamp::now();
+        let day = SignedDuration::from_hours(24);
+        let users_ca = issue::new_ca("e2e users CA", now, day)?;
+        let alice = issue::issue(&users_ca, Purpose::Client, &["admin".into()], now, day)?;
+        let reader = issue::issue(&users_ca, Purpose::Client, &["reader".into()], now, day)?;
+        let bob = issue::issue(&users_ca, Purpose::Client, &["admin".into()], now, day)?;
+        let secret: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "client-certs", "annotations": {"infinispan.org/allow-clusters": "demo"}},
+            "stringData": {
+                "trust.ca": users_ca.cert_pem,
+                "trust.cert.alice": alice.cert_pem,
+                "trust.cert.reader": reader.cert_pem,
+            },
+        }))?;
+        Api::<Secret>::namespaced(client.clone(), &ns.name)
+            .create(&Default::default(), &secret)
+            .await?;
+        apply_cluster(
+            &clusters,
+            "demo",
+            json!({"replicas": 1, "security": {
+                "endpointEncryption": {
+                    "type": "Generated", "clientCert": "Authenticate", "clientCertSecretName": "client-certs",
+                },
+                "authorization": {"roles": [{"name": "reader", "permissions": ["READ"]}]},
+            }}),
+        )
+        .await?;
+        let cr = wait_cluster_ready(&client, &clusters, "demo", 1).await?;
+        let ip = Api::<Service>::namespaced(client.clone(), &ns.name)
+            .get("demo")
+            .await?
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .context("no cluster IP")?;
+        let config = e2e::pods::rest_config_at(&client, &ns.name, &cr, &ip).await?;
+        let identity = |issued: &issue::Issued| ClientIdentity {
+            cert_chain_pem: format!("{}{}", issued.cert_pem, users_ca.cert_pem).into_bytes(),
+            key_pem: issued.key_pem.clone().into_bytes(),
+        };
+        // Alice's listed certificate alone, no credentials: she is admin and creates a cache.
+        let rest = infinispan_rest::Client::new(config.clone().with_client_identity(identity(&alice)))?;
+        eventually(
+            "a client with a listed certificate and no credentials accepted",
+            WAIT,
+            || {
+                let rest = rest.clone();
+                async move { Ok(rest.container_info().await.ok()) }
+            },
+        )
+        .await?;
+        rest.create_cache_from_template("by-alice", "org.infinispan.DIST_SYNC", Default::default())
+            .await
+            .context("alice (CN=admin) creates a cache")?;
+        // The reader's certificate maps to the custom role: it may not create caches.
+        let as_reader =
+            infinispan_rest::Client::new(config.clone().with_client_identity(identity(&reader)))?;
+        match as_reader
+            .create_cache_from_template("by-reader", "org.infinispan.DIST_SYNC", Default::default())
+            .await
+        {
+            Err(infinispan_rest::Error::Forbidden { .. }) => {}
+            other => bail!("the reader (role READ) creating a cache: {other:?}"),
+        }
+        // Bob's certificate is signed by the listed CA but not listed; with the operators'
+        // password or without a certificate at all: refused at the TLS handshake.
+        let credentials = operator_credentials(&client, &ns.name, &cr).await?;
+        for (what, config) in [
+            (
+                "a certificate of the users' CA that is not listed",
+                config.clone().with_client_identity(identity(&bob)),
+            ),
+            ("no certificate", config.clone().with_credentials(credentials.clone())),
+        ] {
+            match infinispan_rest::Client::new(config)?.container_info().await {
+                Ok(_) => bail!("a client with {what} was accepted"),
+                Err(
+                    infinispan_rest::Error::Unauthorized { .. }
+                    | infinispan_rest::Error::Forbidden { .. },
+                ) => bail!("a client with {what} got past the TLS handshake"),
+                Err(_) => {}
+            }
+        }
+
+        // The operators present their own listed certificates and no password: the cluster
+        // operator reads the versions, the resources operator (started without a credentials
+        // Secret) syncs both ways.
+        eventually("status.serverVersions read by the cluster operator", WAIT, || {
+            let clusters = clusters.clone();
+            async move {
+                let cr = clusters.get("demo").await?;
+                Ok(cr
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| !s.server_versions.is_empty())
+                    .then_some(()))
+            }
+        })
+        .await?;
+        let deployment = Api::<Deployment>::namespaced(client.clone(), &ns.name)
+            .get("resources-operator-demo")
+            .await?;
+        let args = deployment
+            .spec
+            .template
+            .spec
+            .and_then(|p| p.containers.into_iter().next())
+            .and_then(|c| c.args)
+            .unwrap_or_default();
+        ensure!(
+            !args.iter().any(|a| a.starts_with("--credentials-secret")),
+            "the resources operator is given credentials: {args:?}"
+        );
+        wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
+        sync_both_ways(
+            &client,
+            &ns.name,
+            &rest,
+            "over-listed-certificates",
+            "from-rest-listed-certificates",
+        )
+        .await?;
+
+        // Backup and Restore: the archive Jobs present the operators' certificate, no password.
+        let backups: Api<Backup> = Api::namespaced(client.clone(), &ns.name);
+        apply_until_succeeded(&backups, backup_manifest("listed", "demo")).await?;
+        let restores: Api<Restore> = Api::namespaced(client.clone(), &ns.name);
+        apply_until_succeeded(&restores, restore_manifest("listed-back", "demo", "listed")).await?;
+
+        // The ServiceMonitor's scraper presents its own certificate (role MONITOR): /metrics
+        // answers, a cache creation with the same certificate is refused.
+        let monitors: Api<ServiceMonitor> = Api::namespaced(client.clone(), &ns.name);
+        let monitor = eventually("the ServiceMonitor", WAIT, || {
+            let monitors = monitors.clone();
+            async move { Ok(monitors.get_opt("demo").await?) }
+        })
+        .await?;
+        let [endpoint] = &monitor.spec.endpoints[..] else {
+            bail!("one endpoint expected: {:?}", monitor.spec.endpoints);
+        };
+        ensure!(
+            endpoint.basic_auth.is_none()
+                && endpoint
+                    .tls_config
+                    .as_ref()
+                    .and_then(|t| t.key_secret.as_ref())
+                    .is_some_and(|k| k.name == "demo-metrics-client-tls"),
+            "the scraper presents its certificate and no password: {endpoint:?}"
+        );
+        let values = e2e::scrape::FromApi::read(&client, &ns.name, endpoint).await?;
+        let pod_ip = pods_ip(&client, &ns.name, "demo-0").await?;
+        let target: std::net::SocketAddr = format!("{pod_ip}:11222").parse()?;
+        let scraped = eventually("a scrape of demo-0", WAIT, || {
+            let (endpoint, values) = (endpoint.clone(), &values);
+            async move {
+                let scraped = e2e::scrape::scrape(target, &endpoint, values)?;
+                Ok((scraped.status == 200).then_some(scraped))
+            }
+        })
+        .await?;
+        ensure!(
+            scraped.samples("infinispan_cluster_size").next().is_some(),
+            "no infinispan_cluster_size in {}",
+            scraped.body
+        );
+        let scraper_secret = Api::<Secret>::namespaced(client.clone(), &ns.name)
+            .get("demo-metrics-client-tls")
+            .await?;
+        let key = |k: &str| -> anyhow::Result<Vec<u8>> {
+            Ok(scraper_secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(k))
+                .with_context(|| format!("no {k}"))?
+                .0
+                .clone())
+        };
+        let as_scraper = infinispan_rest::Client::new(config.with_client_identity(ClientIdentity {
+            cert_chain_pem: key("tls.crt")?,
+            key_pem: key("tls.key")?,
+        }))?;
+        match as_scraper
+            .create_cache_from_template("by-scraper", "org.infinispan.DIST_SYNC", Default::default())
+            .await
+        {
+            Err(infinispan_rest::Error::Forbidden { .. }) => {}
+            other => bail!("the scraper's certificate (role MONITOR) creating a cache: {other:?}"),
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    if result.is_err() && std::env::var("E2E_PAUSE").is_ok() { eprintln!("PAUSED {}", ns.name); tokio::time::sleep(Duration::from_secs(900)).await; }
+    let _ = delete_cluster(&client, &clusters, "demo").await;
+    uninstall(&testbed, ns).await?;
+    if installed_crd {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .delete(e2e::scrape::SERVICE_MONITOR_CRD, &DeleteParams::default())
+            .await?;
+    }
+    result
+}
+
+#[tokio::test]
+async fn listed_operator_certificates_rotate_onto_pods_that_list_them_before_they_are_presented()
+-> anyhow::Result<()> {
+    use cluster_operator::certificates::{Purpose, issue};
+    use infinispan_rest::ClientIdentity;
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    let _only = CLUSTER.lock().await;
+    // Certificates of 6 minutes: the listed next certificate is presented 2 minutes after it
+    // was issued.
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = e2e::pods::install_with(
+        "in-pods",
+        "pods-rotate",
+        &[],
+        json!({"certificateLifetime": "360s"}),
+    )
+    .await?;
+    let now = Timestamp::now();
+    let day = SignedDuration::from_hours(24);
+    let users_ca = issue::new_ca("e2e users CA", now, day)?;
+    let alice = issue::issue(&users_ca, Purpose::Client, &["admin".into()], now, day)?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    secrets
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "client-certs", "annotations": {"infinispan.org/allow-clusters": "demo"}},
+                "stringData": {"trust.cert.alice": alice.cert_pem},
+            }))?,
+        )
+        .await?;
+    apply_cluster(
+        &clusters,
+        "demo",
+        json!({"replicas": 1, "security": {"endpointEncryption": {
+            "type": "Generated", "clientCert": "Authenticate", "clientCertSecretName": "client-certs",
+        }}}),
+    )
+    .await?;
+    let cr = wait_cluster_ready(&client, &clusters, "demo", 1).await?;
+    // Certificates compared as DER (the truststore is written again, in its own PEM lines).
+    let ders = |pem: &[u8]| -> anyhow::Result<Vec<Vec<u8>>> {
+        use rustls_pki_types::pem::PemObject;
+        Ok(rustls_pki_types::CertificateDer::pem_slice_iter(pem)
+            .map(|c| c.map(|c| c.to_vec()))
+            .collect::<Result<_, _>>()?)
+    };
+    let certificate = |secret: Secret| -> anyhow::Result<Vec<u8>> {
+        let pem = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get("tls.crt"))
+            .context("no tls.crt")?;
+        ders(&pem.0)?
+            .into_iter()
+            .next()
+            .context("no certificate in tls.crt")
+    };
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let listed = async || -> anyhow::Result<Vec<Vec<u8>>> {
+        let pem = config_maps
+            .get("demo-server-config")
+            .await?
+            .data
+            .and_then(|d| d.get("client-truststore.pem").cloned())
+            .context("no client-truststore.pem")?;
+        ders(pem.as_bytes())
+    };
+    let presented = certificate(secrets.get("demo-client-tls").await?)?;
+    let next = certificate(secrets.get("demo-client-tls-next").await?)?;
+    ensure!(presented != next, "the next certificate is another one");
+    let truststore = listed().await?;
+    ensure!(
+        truststore.contains(&presented) && truststore.contains(&next),
+        "the truststore lists the presented and the next certificate"
+    );
+
+    let ip = Api::<Service>::namespaced(client.clone(), &ns.name)
+        .get("demo")
+        .await?
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no cluster IP")?;
+    let config = e2e::pods::rest_config_at(&client, &ns.name, &cr, &ip).await?;
+    let rest = infinispan_rest::Client::new(config.with_client_identity(ClientIdentity {
+        cert_chain_pem: alice.cert_pem.clone().into_bytes(),
+        key_pem: alice.key_pem.clone().into_bytes(),
+    }))?;
+    wait_ready_deployment(&client, &ns.name, "resources-operator-demo").await?;
+    eventually("the Service answers alice", WAIT, || {
+        let rest = rest.clone();
+        async move { Ok(rest.container_info().await.ok()) }
+    })
+    .await?;
+    sync_both_ways(
+        &client,
+        &ns.name,
+        &rest,
+        "before-rotation",
+        "from-rest-before",
+    )
+    .await?;
+
+    // Two minutes after it was issued, the next certificate is presented and a fresh one is
+    // listed; the pods roll onto the new list.
+    let stateful_sets: Api<StatefulSet> = Api::namespaced(client.clone(), &ns.name);
+    let generation_before = stateful_sets.get("demo").await?.metadata.generation;
+    eventually("the next certificate presented", WAIT, || {
+        let (secrets, next) = (secrets.clone(), next.clone());
+        async move {
+            let now_presented = certificate(secrets.get("demo-client-tls").await?)?;
+            Ok((now_presented == next).then_some(()))
+        }
+    })
+    .await?;
+    let fresh = certificate(secrets.get("demo-client-tls-next").await?)?;
+    ensure!(
+        fresh != next && fresh != presented,
+        "a fresh next certificate"
+    );
+    eventually("the pod rolled onto the new list", WAIT, || {
+        let stateful_sets = stateful_sets.clone();
+        async move {
+            let set = stateful_sets.get("demo").await?;
+            let status = set.status.unwrap_or_default();
+            Ok((set.metadata.generation > generation_before
+                && status.observed_generation == set.metadata.generation
+                && status.update_revision.is_some()
+                && status.update_revision == status.current_revision
+                && status.ready_replicas == Some(1))
+            .then_some(()))
+        }
+    })
+    .await?;
+    let truststore = listed().await?;
+    ensure!(
+        truststore.contains(&next)
+            && truststore.contains(&fresh)
+            && !truststore.contains(&presented),
+        "the new list: the presented certificate and the fresh next one, not the retired one"
+    );
+    // The operators keep working with the rotated certificate: the resources operator syncs,
+    // the cluster operator and its archive Job make a Backup.
+    sync_both_ways(
+        &client,
+        &ns.name,
+        &rest,
+        "after-rotation",
+        "from-rest-after",
+    )
+    .await?;
+    let backups: Api<Backup> = Api::namespaced(client.clone(), &ns.name);
+    apply_until_succeeded(&backups, backup_manifest("rotated", "demo")).await?;
 
     delete_cluster(&client, &clusters, "demo").await?;
     uninstall(&testbed, ns).await

@@ -60,8 +60,10 @@ pub struct RunArgs {
     pub infinispan_url: String,
 
     /// Secret (same namespace) with the keys `username` and `password` of an admin user.
+    /// Absent: no credentials are sent (a server without authentication, or one that
+    /// authenticates the client certificate of `--client-certificate`).
     #[arg(long, env = "RESOURCES_OPERATOR_CREDENTIALS_SECRET")]
-    pub credentials_secret: String,
+    pub credentials_secret: Option<String>,
 
     /// PEM file with the CA certificates to trust for an https `--infinispan-url` (one or
     /// more; e.g. the private CA that signed the server's certificate), instead of the system's

@@ -126,14 +126,21 @@ pub fn client_identity(args: &RunArgs) -> Result<Option<ClientIdentity>, RunErro
     }))
 }
 
-async fn credentials(client: &kube::Client, args: &RunArgs) -> Result<Credentials, RunError> {
+/// The credentials of `--credentials-secret`; none when it is not given.
+async fn credentials(
+    client: &kube::Client,
+    args: &RunArgs,
+) -> Result<Option<Credentials>, RunError> {
+    let Some(name) = &args.credentials_secret else {
+        return Ok(None);
+    };
     let error = |message: String| RunError::Credentials {
         namespace: args.namespace.clone(),
-        name: args.credentials_secret.clone(),
+        name: name.clone(),
         message,
     };
     let secret = Api::<Secret>::namespaced(client.clone(), &args.namespace)
-        .get(&args.credentials_secret)
+        .get(name)
         .await
         .map_err(|e| error(e.to_string()))?;
     let data = secret.data.unwrap_or_default();
@@ -141,7 +148,7 @@ async fn credentials(client: &kube::Client, args: &RunArgs) -> Result<Credential
         let bytes = data.get(k).ok_or_else(|| error(format!("no key {k:?}")))?;
         String::from_utf8(bytes.0.clone()).map_err(|_| error(format!("key {k:?} is not UTF-8")))
     };
-    Ok(Credentials::new(key("username")?, key("password")?))
+    Ok(Some(Credentials::new(key("username")?, key("password")?)))
 }
 
 /// Runs until SIGTERM or Ctrl-C, or until leadership is lost (an error: the process must end).
@@ -363,8 +370,10 @@ async fn rest_client(
     ca_bundle: Option<&[u8]>,
     client_identity: Option<&ClientIdentity>,
 ) -> Result<infinispan_rest::Client, RunError> {
-    let mut config = ClientConfig::new(args.infinispan_url.clone())
-        .with_credentials(credentials(client, args).await?);
+    let mut config = ClientConfig::new(args.infinispan_url.clone());
+    if let Some(credentials) = credentials(client, args).await? {
+        config = config.with_credentials(credentials);
+    }
     if let Some(pem) = ca_bundle {
         config = config.with_ca_bundle_pem(pem);
     }

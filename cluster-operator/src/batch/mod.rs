@@ -7,7 +7,8 @@
 //! names). The Job and its pod stay, with the CLI's output in the pod's log, until the Batch is
 //! deleted.
 //!
-//! Not run: against a cluster that asks clients for a certificate (`clientCert: Validate`):
+//! Not run: against a cluster that asks clients for a certificate (`clientCert: Validate` or
+//! `Authenticate`):
 //! the CLI would need the operators' client certificate as a PKCS#12 keystore, which is not
 //! issued yet; the Batch fails saying so.
 
@@ -219,7 +220,11 @@ async fn step(batch: &Batch, ctx: &Context) -> Result<Step, BatchError> {
     let resolved = security::resolved(&cluster, &security::recorded(&cluster));
     if security::client_certificates_required(&resolved) {
         return Ok(Step::Fail(format!(
-            "the cluster {cluster_name} asks clients for a certificate (clientCert: Validate), which a Batch's CLI does not present yet: run the script with the Infinispan CLI from a client that has one"
+            "the cluster {cluster_name} asks clients for a certificate (clientCert: {}), which a Batch's CLI does not present yet: run the script with the Infinispan CLI from a client that has one",
+            match resolved.spec.security.endpoint_encryption.client_cert {
+                Some(common_crds::infinispan::ClientCertType::Authenticate) => "Authenticate",
+                _ => "Validate",
+            }
         )));
     }
     let script = match (&batch.spec.config, &batch.spec.config_map) {

@@ -8,7 +8,9 @@
 //! The controller hands the builders the CR [`resolved`]: every type written in.
 
 use common_crds::Infinispan;
-use common_crds::infinispan::{EncryptionType, SecurityStatus, TransportEncryptionType};
+use common_crds::infinispan::{
+    ClientCertType, EncryptionType, SecurityStatus, TransportEncryptionType,
+};
 use k8s_openapi::api::apps::v1::StatefulSet;
 
 use crate::certificates::objects::{ca_config_map_name, endpoint_secret_name};
@@ -170,11 +172,22 @@ pub fn endpoint_tls(resolved: &Infinispan) -> bool {
     types(resolved).endpoint != EncryptionType::None
 }
 
-/// The endpoint asks clients for a certificate (`clientCert: Validate` on a TLS endpoint):
-/// the operators present theirs.
+/// The endpoint asks clients for a certificate (`clientCert: Validate` or `Authenticate` on a
+/// TLS endpoint): the operators present theirs.
 pub fn client_certificates_required(resolved: &Infinispan) -> bool {
-    resolved.spec.security.endpoint_encryption.client_cert
-        == Some(common_crds::infinispan::ClientCertType::Validate)
+    matches!(
+        resolved.spec.security.endpoint_encryption.client_cert,
+        Some(ClientCertType::Validate | ClientCertType::Authenticate)
+    ) && endpoint_tls(resolved)
+}
+
+/// The certificate alone identifies clients (`clientCert: Authenticate` on a TLS endpoint with
+/// authentication on): the server lists the accepted certificates themselves, maps a
+/// certificate's common name to its role, and takes no password; the operators present their
+/// certificate and no credentials.
+pub fn certificate_authentication(resolved: &Infinispan) -> bool {
+    resolved.spec.security.endpoint_encryption.client_cert == Some(ClientCertType::Authenticate)
+        && resolved.spec.security.endpoint_authentication
         && endpoint_tls(resolved)
 }
 

@@ -1,6 +1,9 @@
 //! The CAs a cluster trusts for client certificates (`clientCert: Validate`): every certificate
 //! of the user's truststore Secret (`clientCertSecretName`), then the cluster's own CA, which
-//! signs the certificate the operators present. Written as one PEM file (the server reads a PEM
+//! signs the certificate the operators present. With `clientCert: Authenticate` the server
+//! accepts only the certificates the file holds themselves (measured on 16.0.7: a certificate
+//! merely signed by a CA of the file is refused), so the operators' certificates are listed
+//! too ([`ClientTrust::listing`]). Written as one PEM file (the server reads a PEM
 //! truststore, measured on 16.0.7) into the server ConfigMap: CA certificates are public, and
 //! a change of them changes the config hash, so the pods roll onto it.
 //!
@@ -118,18 +121,45 @@ impl ClientTrust {
         if !certificates.iter().any(|c| c[..] == cluster_ca[..]) {
             certificates.push(cluster_ca.to_vec());
         }
+        Ok(Self::of(&certificates))
+    }
+
+    /// With `clientCert: Authenticate`: the first certificate of each PEM of `certificates`
+    /// (the operators' issued certificates, `tls.crt`: the certificate, then the CA) listed
+    /// too, after the others, so that the server accepts them themselves.
+    pub fn listing(self, certificates: &[String]) -> Result<Self, BuildError> {
+        let mut ders: Vec<Vec<u8>> = CertificateDer::pem_slice_iter(self.pem.as_bytes())
+            .filter_map(Result::ok)
+            .map(|c| c.to_vec())
+            .collect();
+        for pem in certificates {
+            let first = CertificateDer::pem_slice_iter(pem.as_bytes())
+                .next()
+                .and_then(Result::ok)
+                .ok_or_else(|| BuildError::InvalidTlsSecret {
+                    secret: "the operators' client certificate".to_string(),
+                    problem: "tls.crt holds no PEM certificate".to_string(),
+                })?;
+            if !ders.iter().any(|d| d[..] == first[..]) {
+                ders.push(first.to_vec());
+            }
+        }
+        Ok(Self::of(&ders))
+    }
+
+    fn of(certificates: &[Vec<u8>]) -> Self {
         let mut pem = String::new();
-        for der in &certificates {
+        for der in certificates {
             pem.push_str(&pem_certificate(der));
         }
-        Ok(Self {
+        Self {
             digest: format!("{:x}", Sha256::digest(pem.as_bytes())),
             count: certificates.len(),
             pem,
-        })
+        }
     }
 
-    /// The PEM file: every trusted certificate, the cluster's CA last.
+    /// The PEM file: every trusted certificate, the cluster's CA, then the listed ones.
     pub fn pem(&self) -> &str {
         &self.pem
     }

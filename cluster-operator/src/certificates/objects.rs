@@ -54,9 +54,32 @@ pub fn client_secret_name(cluster: &str) -> String {
     format!("{cluster}-client-tls")
 }
 
-/// The common name of the operators' client certificate for `cluster`.
+/// The common name of the operators' client certificate for `cluster`. With
+/// `clientCert: Authenticate` it is also the name of the server role it maps to (`ALL`).
 pub fn client_common_name(namespace: &str, cluster: &str) -> String {
     format!("infinispan-operator {namespace}/{cluster}")
+}
+
+/// With `clientCert: Authenticate`: the Secret of the operators' next certificate, which the
+/// server lists before they present it.
+pub fn client_next_secret_name(cluster: &str) -> String {
+    format!("{cluster}-client-tls-next")
+}
+
+/// With `clientCert: Authenticate`: the Secret of the certificate the ServiceMonitor's scraper
+/// presents (`kubernetes.io/tls` with `ca.crt`).
+pub fn metrics_client_secret_name(cluster: &str) -> String {
+    format!("{cluster}-metrics-client-tls")
+}
+
+/// The Secret of the scraper's next certificate ([`client_next_secret_name`]'s counterpart).
+pub fn metrics_client_next_secret_name(cluster: &str) -> String {
+    format!("{cluster}-metrics-client-tls-next")
+}
+
+/// The common name of the scraper's certificate, and the name of its server role (`MONITOR`).
+pub fn metrics_common_name(namespace: &str, cluster: &str) -> String {
+    format!("infinispan-metrics {namespace}/{cluster}")
 }
 
 /// The ConfigMap publishing `cluster`'s CA to clients (named like `kube-root-ca.crt`).
@@ -163,6 +186,25 @@ pub fn tls_secret(meta: ObjectMeta, ca: &Ca, issued: &Issued, recorded: &Recorde
         ])),
         ..Secret::default()
     }
+}
+
+/// `listed`'s certificate in the Secret of `meta`: its data and what it records, so that
+/// the certificate a server lists can be presented from the Secret consumers mount.
+pub fn tls_secret_renamed(listed: &Secret, meta: ObjectMeta) -> Secret {
+    let annotations = recorded(listed)
+        .map(|r| recorded_annotations(&r))
+        .unwrap_or_default();
+    Secret {
+        metadata: with_annotations(meta, annotations),
+        type_: Some("kubernetes.io/tls".to_string()),
+        data: listed.data.clone(),
+        ..Secret::default()
+    }
+}
+
+/// `tls.crt` of a Secret of the operator (the certificate, then its CA).
+pub fn certificate_pem(secret: &Secret) -> Option<String> {
+    text(secret, TLS_CERT_KEY).map(str::to_string)
 }
 
 /// The transport stores Secret.

@@ -85,6 +85,93 @@ pub fn verdict(
     Verdict::Keep { renew_at }
 }
 
+/// A third into the lifetime `not_before`..`not_after` (counted like [`renew_at`]): when a
+/// listed certificate takes the presented one's place ([`listed_plan`]).
+pub fn promote_at(not_before: Timestamp, not_after: Timestamp) -> Timestamp {
+    let issued = (not_before + super::issue::BACKDATE).min(not_after);
+    issued + not_after.duration_since(issued) / 3
+}
+
+/// What to do with a certificate the server must list before it is presented
+/// (`clientCert: Authenticate`: the server accepts only the certificates its truststore holds,
+/// and the pods read the truststore when they start). Two certificates: the presented one
+/// (`current`) and a listed one waiting (`next`); both are in the truststore. A third into its
+/// validity, `next` takes `current`'s place and a fresh `next` is issued, which rolls the pods
+/// onto the new list long before that one is presented in turn. So the operators never present
+/// a certificate a pod does not list, as long as a roll takes less than a third of the
+/// certificates' lifetime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListedPlan {
+    /// Issue a new presented certificate: only when there is none that can be used (it is
+    /// presented before the pods list it: the first one, or after the CA changed).
+    pub issue_current: Option<Reason>,
+    /// Present `next` instead of `current`.
+    pub promote: bool,
+    /// Issue a new `next`.
+    pub issue_next: Option<Reason>,
+}
+
+impl ListedPlan {
+    /// Nothing to do.
+    pub fn keep(&self) -> bool {
+        self.issue_current.is_none() && !self.promote && self.issue_next.is_none()
+    }
+}
+
+/// The plan for the presented certificate `current` and the listed one `next` (each as
+/// [`verdict`] takes it), for `names` and `issuer`, at `now`.
+pub fn listed_plan(
+    current: Option<Option<&Recorded>>,
+    next: Option<Option<&Recorded>>,
+    names: &str,
+    issuer: &str,
+    now: Timestamp,
+) -> ListedPlan {
+    let next_ok = match verdict(next, names, issuer, now) {
+        Verdict::Keep { .. } => next.flatten(),
+        Verdict::Issue(_) => None,
+    };
+    let next_reason = match verdict(next, names, issuer, now) {
+        Verdict::Keep { .. } => None,
+        Verdict::Issue(reason) => Some(reason),
+    };
+    match (verdict(current, names, issuer, now), next_ok) {
+        // Unusable (not merely due): a new one now.
+        (Verdict::Issue(reason), _) if reason != Reason::DueForRenewal => ListedPlan {
+            issue_current: Some(reason),
+            promote: false,
+            issue_next: next_reason,
+        },
+        (Verdict::Issue(reason), None) => ListedPlan {
+            issue_current: Some(reason),
+            promote: false,
+            issue_next: next_reason,
+        },
+        // Due, or next a third into its life: next is presented, a fresh one listed.
+        (current_verdict, Some(next))
+            if matches!(current_verdict, Verdict::Issue(_))
+                || now >= promote_at(next.not_before, next.not_after) =>
+        {
+            ListedPlan {
+                issue_current: None,
+                promote: true,
+                issue_next: Some(Reason::DueForRenewal),
+            }
+        }
+        (_, _) => ListedPlan {
+            issue_current: None,
+            promote: false,
+            issue_next: next_reason,
+        },
+    }
+}
+
+/// When [`listed_plan`] has something to do next, for the certificates recorded `current`
+/// and `next` (after the plan was carried out).
+pub fn listed_due(current: &Recorded, next: &Recorded) -> Timestamp {
+    renew_at(current.not_before, current.not_after).min(promote_at(next.not_before, next.not_after))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,6 +237,84 @@ mod tests {
         assert_eq!(
             verdict(Some(Some(&r)), "n", "new-ca", at(1)),
             Verdict::Issue(Reason::IssuerChanged)
+        );
+    }
+
+    fn issued_at(seconds: i64) -> Recorded {
+        Recorded {
+            not_before: at(seconds) - super::super::issue::BACKDATE,
+            not_after: at(seconds + 300),
+            names: "n".into(),
+            issuer: "ca".into(),
+        }
+    }
+
+    #[test]
+    fn a_listed_certificate_is_presented_a_third_into_its_life_and_a_fresh_one_listed() {
+        let plan = |current: Option<&Recorded>, next: Option<&Recorded>, now: i64| {
+            listed_plan(Some(current), Some(next), "n", "ca", at(now))
+        };
+        let (current, next) = (issued_at(0), issued_at(0));
+        // Both fresh: kept until next is a third into its 300 s.
+        assert!(plan(Some(&current), Some(&next), 99).keep());
+        assert_eq!(listed_due(&current, &next), at(100));
+        let rotate = ListedPlan {
+            issue_current: None,
+            promote: true,
+            issue_next: Some(Reason::DueForRenewal),
+        };
+        assert_eq!(plan(Some(&current), Some(&next), 100), rotate);
+        // After the rotation the presented one (issued at 0) is replaced when the fresh next
+        // (issued at 100) is a third in, at 200: before its own renewal and long before its
+        // end (300).
+        let fresh = issued_at(100);
+        assert!(plan(Some(&next), Some(&fresh), 199).keep());
+        assert_eq!(listed_due(&next, &fresh), at(200));
+        assert_eq!(plan(Some(&next), Some(&fresh), 200), rotate);
+        // A next issued late (deleted by hand) still takes over when the presented one is due.
+        let late = issued_at(190);
+        assert_eq!(listed_due(&current, &late), at(200));
+        assert_eq!(plan(Some(&current), Some(&late), 200), rotate);
+    }
+
+    #[test]
+    fn an_unusable_presented_certificate_is_issued_again_and_a_missing_next_is_listed() {
+        let good = issued_at(0);
+        // The first time: both.
+        assert_eq!(
+            listed_plan(None, None, "n", "ca", at(1)),
+            ListedPlan {
+                issue_current: Some(Reason::Missing),
+                promote: false,
+                issue_next: Some(Reason::Missing),
+            }
+        );
+        // Next deleted: only next, the presented one stays.
+        assert_eq!(
+            listed_plan(Some(Some(&good)), None, "n", "ca", at(1)),
+            ListedPlan {
+                issue_current: None,
+                promote: false,
+                issue_next: Some(Reason::Missing),
+            }
+        );
+        // A new CA: both again (nothing the pods list can be kept).
+        assert_eq!(
+            listed_plan(Some(Some(&good)), Some(Some(&good)), "n", "new-ca", at(1)),
+            ListedPlan {
+                issue_current: Some(Reason::IssuerChanged),
+                promote: false,
+                issue_next: Some(Reason::IssuerChanged),
+            }
+        );
+        // The presented one due and no usable next: a new presented one.
+        assert_eq!(
+            listed_plan(Some(Some(&good)), Some(None), "n", "ca", at(250)),
+            ListedPlan {
+                issue_current: Some(Reason::DueForRenewal),
+                promote: false,
+                issue_next: Some(Reason::Unreadable),
+            }
         );
     }
 }

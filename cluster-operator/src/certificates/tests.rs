@@ -162,3 +162,34 @@ fn the_transport_stores_hold_the_key_chain_and_the_trusted_ca() {
         .is_err()
     );
 }
+
+#[test]
+fn two_client_certificates_for_one_name_have_subjects_of_their_own_and_the_same_common_name() {
+    // A server's truststore realm finds a listed certificate by its subject: the presented and
+    // the next certificate of one identity must differ there, and keep the common name that
+    // roles are mapped from.
+    let ca = ca();
+    let names = vec![objects::client_common_name("team-a", "demo")];
+    let now = Timestamp::now();
+    let subject = |issued: &issue::Issued| {
+        let der = CertificateDer::from_pem_slice(issued.cert_pem.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (_, parsed) =
+            x509_parser::parse_x509_certificate(&der).unwrap_or_else(|e| panic!("{e}"));
+        let common_names: Vec<String> = parsed
+            .subject()
+            .iter_common_name()
+            .filter_map(|cn| cn.as_str().ok().map(str::to_string))
+            .collect();
+        (parsed.subject().to_string(), common_names)
+    };
+    let issue = || {
+        issue::issue(&ca, Purpose::Client, &names, now, Lifetimes::default().certificate)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (first, first_cn) = subject(&issue());
+    let (second, second_cn) = subject(&issue());
+    assert_ne!(first, second);
+    assert_eq!(first_cn, ["infinispan-operator team-a/demo"]);
+    assert_eq!(second_cn, first_cn);
+}

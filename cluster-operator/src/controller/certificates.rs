@@ -19,6 +19,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 
 use super::referenced::ReferenceError;
+use crate::build::security;
 use crate::build::server::{
     TransportTls, client_service_name, labels, operator_service_name, ping_service_name,
 };
@@ -36,6 +37,11 @@ pub struct Generated {
     pub transport: Option<TransportTls>,
     /// The operators' client certificate Secret, when the endpoint asks clients for one.
     pub client: Option<Secret>,
+    /// With `clientCert: Authenticate` and a ServiceMonitor: the scraper's certificate Secret.
+    pub metrics_client: Option<Secret>,
+    /// With `clientCert: Authenticate`: the certificates (`tls.crt`, PEM) the server must list
+    /// for the operators and the scraper, presented and next.
+    pub listed: Vec<String>,
     /// The cluster's CA (PEM), whenever the operator issues anything.
     pub ca_pem: Option<String>,
     /// The earliest renewal due: the reconcile comes back then.
@@ -96,8 +102,11 @@ pub async fn ensure(
 ) -> Result<Generated, ReferenceError> {
     let endpoint = security.endpoint_encryption == EncryptionType::Generated;
     let transport = security.transport_encryption == TransportEncryptionType::Generated;
-    let client_certificate =
-        cluster.spec.security.endpoint_encryption.client_cert == Some(ClientCertType::Validate);
+    let client_certificate = matches!(
+        cluster.spec.security.endpoint_encryption.client_cert,
+        Some(ClientCertType::Validate | ClientCertType::Authenticate)
+    );
+    let listed = security::certificate_authentication(cluster);
     if !(endpoint || transport || client_certificate) {
         return Ok(Generated::default());
     }
@@ -197,7 +206,44 @@ pub async fn ensure(
             digest: transport_digest(&secret),
         });
     }
-    if client_certificate {
+    if listed {
+        let next_name = objects::client_next_secret_name(&name);
+        let found_next = ours(secrets.get_opt(&next_name).await?, "Secret", owner)?;
+        let names = vec![objects::client_common_name(&namespace, &name)];
+        let identity = issuing
+            .listed_tls_secrets(
+                &client_name,
+                found_client.as_ref(),
+                &next_name,
+                found_next.as_ref(),
+                &names,
+                "operators' client certificate",
+            )
+            .await?;
+        due(identity.due);
+        generated.listed.extend(identity.listed);
+        generated.client = Some(identity.current);
+        if cluster.spec.monitoring.service_monitor {
+            let metrics_name = objects::metrics_client_secret_name(&name);
+            let metrics_next_name = objects::metrics_client_next_secret_name(&name);
+            let found = ours(secrets.get_opt(&metrics_name).await?, "Secret", owner)?;
+            let found_next = ours(secrets.get_opt(&metrics_next_name).await?, "Secret", owner)?;
+            let names = vec![objects::metrics_common_name(&namespace, &name)];
+            let identity = issuing
+                .listed_tls_secrets(
+                    &metrics_name,
+                    found.as_ref(),
+                    &metrics_next_name,
+                    found_next.as_ref(),
+                    &names,
+                    "scraper's client certificate",
+                )
+                .await?;
+            due(identity.due);
+            generated.listed.extend(identity.listed);
+            generated.metrics_client = Some(identity.current);
+        }
+    } else if client_certificate {
         let names = vec![objects::client_common_name(&namespace, &name)];
         let (secret, renew_at) = issuing
             .tls_secret(
@@ -250,16 +296,9 @@ impl Issuing<'_> {
         match verdict {
             Verdict::Keep { renew_at } => Ok((found.cloned(), renew_at)),
             Verdict::Issue(reason) => {
-                let issued = issue::issue(self.ca, purpose, names, self.now, self.lifetime)?;
-                let recorded = recorded(&issued, digest, self.issuer.to_string());
-                let secret = objects::tls_secret(
-                    meta(name.to_string(), self.namespace, self.cluster, self.owner),
-                    self.ca,
-                    &issued,
-                    &recorded,
-                );
-                tracing::info!(cluster = %format!("{}/{}", self.namespace, self.cluster), secret = %name, reason = reason.as_str(), not_after = %recorded.not_after, "issued the {what}");
-                let applied = apply_secret(self.secrets, name, &secret).await?;
+                let (applied, recorded) = self
+                    .issue_tls(purpose, name, names, digest, reason, what)
+                    .await?;
                 Ok((
                     Some(applied),
                     renewal::renew_at(recorded.not_before, recorded.not_after),
@@ -267,6 +306,113 @@ impl Issuing<'_> {
             }
         }
     }
+
+    /// A new certificate for `purpose` with `names` (of digest `digest`) in the
+    /// `kubernetes.io/tls` Secret `name`, applied, for `reason` (logged with `what`).
+    async fn issue_tls(
+        &self,
+        purpose: Purpose,
+        name: &str,
+        names: &[String],
+        digest: String,
+        reason: renewal::Reason,
+        what: &str,
+    ) -> Result<(Secret, Recorded), ReferenceError> {
+        let issued = issue::issue(self.ca, purpose, names, self.now, self.lifetime)?;
+        let recorded = recorded(&issued, digest, self.issuer.to_string());
+        let secret = objects::tls_secret(
+            meta(name.to_string(), self.namespace, self.cluster, self.owner),
+            self.ca,
+            &issued,
+            &recorded,
+        );
+        tracing::info!(cluster = %format!("{}/{}", self.namespace, self.cluster), secret = %name, reason = reason.as_str(), not_after = %recorded.not_after, "issued the {what}");
+        let applied = apply_secret(self.secrets, name, &secret).await?;
+        Ok((applied, recorded))
+    }
+
+    /// A client identity of an endpoint that authenticates by certificate: the presented
+    /// certificate's Secret `name` and the listed one's `next_name`, kept, rotated or issued
+    /// as [`renewal::listed_plan`] says (`found`, `found_next`: as they are now).
+    async fn listed_tls_secrets(
+        &self,
+        name: &str,
+        found: Option<&Secret>,
+        next_name: &str,
+        found_next: Option<&Secret>,
+        names: &[String],
+        what: &str,
+    ) -> Result<ListedIdentity, ReferenceError> {
+        let digest = names_digest(names);
+        let record = |secret: Option<&Secret>| {
+            secret.map(|s| objects::recorded(s).filter(|_| objects::tls_secret_complete(s)))
+        };
+        let plan = renewal::listed_plan(
+            record(found).as_ref().map(Option::as_ref),
+            record(found_next).as_ref().map(Option::as_ref),
+            &digest,
+            self.issuer,
+            self.now,
+        );
+        // Total: listed_plan issues what is missing or unusable; the fallbacks issue anyway.
+        let issue = |secret: &'static str, reason: renewal::Reason| {
+            let (secret_name, logged) = if secret == "current" {
+                (name, what.to_string())
+            } else {
+                (next_name, format!("listed {what}"))
+            };
+            let digest = digest.clone();
+            async move {
+                self.issue_tls(Purpose::Client, secret_name, names, digest, reason, &logged)
+                    .await
+                    .map(|(applied, _)| applied)
+            }
+        };
+        let current = match (
+            plan.issue_current,
+            plan.promote.then_some(found_next).flatten(),
+            found,
+        ) {
+            (Some(reason), _, _) => issue("current", reason).await?,
+            (None, Some(listed), _) => {
+                let promoted = objects::tls_secret_renamed(
+                    listed,
+                    meta(name.to_string(), self.namespace, self.cluster, self.owner),
+                );
+                tracing::info!(cluster = %format!("{}/{}", self.namespace, self.cluster), secret = %name, from = %next_name, "the listed {what} is presented from now on");
+                apply_secret(self.secrets, name, &promoted).await?
+            }
+            (None, None, Some(found)) => found.clone(),
+            (None, None, None) => issue("current", renewal::Reason::Missing).await?,
+        };
+        let next = match (plan.issue_next, found_next) {
+            (Some(reason), _) => issue("next", reason).await?,
+            (None, Some(found)) => found.clone(),
+            (None, None) => issue("next", renewal::Reason::Missing).await?,
+        };
+        let due = match (objects::recorded(&current), objects::recorded(&next)) {
+            (Some(c), Some(n)) => renewal::listed_due(&c, &n),
+            _ => self.now,
+        };
+        Ok(ListedIdentity {
+            listed: [&current, &next]
+                .iter()
+                .filter_map(|s| objects::certificate_pem(s))
+                .collect(),
+            current,
+            due,
+        })
+    }
+}
+
+/// A client identity of an endpoint that authenticates by certificate.
+struct ListedIdentity {
+    /// The Secret of the certificate presented.
+    current: Secret,
+    /// The certificates the server must list (`tls.crt` of both Secrets).
+    listed: Vec<String>,
+    /// When to look again.
+    due: Timestamp,
 }
 
 /// [`renewal::verdict`] on the Secret `found` (its record, when `complete` says its data is).

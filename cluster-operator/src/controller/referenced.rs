@@ -192,7 +192,10 @@ pub async fn read(
         (EncryptionType::Secret, None) => return Err(BuildError::MissingTlsSecretName.into()),
         _ => None,
     };
-    let validate_clients = encryption.client_cert == Some(ClientCertType::Validate);
+    let validate_clients = matches!(
+        encryption.client_cert,
+        Some(ClientCertType::Validate | ClientCertType::Authenticate)
+    );
     let client_cas = match (validate_clients, &encryption.client_cert_secret_name) {
         (true, Some(trust_secret)) => Some(
             named_secret(
@@ -338,7 +341,9 @@ pub async fn read(
 
     // With client certificates: the user's CAs and the cluster's, which signs the operators'.
     let client_trust = match (&client_cas, &generated.ca_pem) {
-        (Some(found), Some(ca_pem)) => Some(ClientTrust::from_secret(found, ca_pem)?),
+        (Some(found), Some(ca_pem)) => {
+            Some(ClientTrust::from_secret(found, ca_pem)?.listing(&generated.listed)?)
+        }
         _ => None,
     };
     let client_certificate = generated.client.as_ref().map(|secret| ClientCertificate {

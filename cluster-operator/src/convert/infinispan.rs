@@ -647,7 +647,7 @@ fn convert_authorization(
             log.dropped(
                 "spec.security.authorization.roleMapper",
                 &json!(mapper),
-                "users get their roles from their identities (the cluster role mapper)",
+                "users get their roles from their identities (the cluster role mapper); with clientCert: Authenticate a certificate's common name is its role, as commonName did",
             );
         }
     }
@@ -876,26 +876,25 @@ fn endpoint_encryption(
     );
     let client_path = "spec.security.endpointEncryption.clientCert";
     let trust_path = "spec.security.endpointEncryption.clientCertSecretName";
-    let validate = match fields.take_as::<String>("clientCert")?.as_deref() {
-        None | Some("") => false,
+    let client_cert = match fields.take_as::<String>("clientCert")?.as_deref() {
+        None | Some("") => None,
         Some("None") => {
             log.removed(client_path, "None: no client certificates, as here");
-            false
+            None
         }
         Some("Validate") => {
             log.mapped(
                 client_path,
                 "clients present a certificate signed by a CA of clientCertSecretName, and their credentials; the operators present one of the cluster's own CA",
             );
-            true
+            Some(ClientCertType::Validate)
         }
         Some("Authenticate") => {
-            log.changed(
+            log.mapped(
                 client_path,
-                client_path,
-                "Authenticate -> Validate: certificate-only clients are not supported yet (docs/security.md, \"Client certificates\": on 16.0.7 such an endpoint takes no password at all, and the operators' own clients still log in with one); clients present their certificate and credentials",
+                "the certificates clientCertSecretName lists themselves are accepted, without a password (a certificate merely signed by a listed CA is refused); a client's role is its certificate's common name; the operators and the ServiceMonitor present certificates of their own, which the server lists too",
             );
-            true
+            Some(ClientCertType::Authenticate)
         }
         Some(other) => {
             return Err(FieldError::new(
@@ -904,9 +903,8 @@ fn endpoint_encryption(
             ));
         }
     };
-    if validate {
-        encryption.client_cert = Some(ClientCertType::Validate);
-    }
+    let validate = client_cert.is_some();
+    encryption.client_cert = client_cert;
     match fields.take_as::<String>("clientCertSecretName")? {
         Some(secret) if validate && !secret.is_empty() => {
             log.mapped(
@@ -919,7 +917,10 @@ fn endpoint_encryption(
             encryption.client_cert_secret_name = Some(secret);
         }
         Some(secret) if !secret.is_empty() => {
-            log.removed(trust_path, "unused without clientCert Validate");
+            log.removed(
+                trust_path,
+                "unused without clientCert Validate or Authenticate",
+            );
         }
         _ if validate => {
             return Err(FieldError::new(
@@ -1409,9 +1410,9 @@ mod conversion_tests {
         assert_field(
             &report,
             "spec.security.endpointEncryption.clientCert",
-            Outcome::Changed,
+            Outcome::Mapped,
             Some("spec.security.endpointEncryption.clientCert"),
-            "Authenticate -> Validate",
+            "certificate's common name",
         );
         assert_field(
             &report,

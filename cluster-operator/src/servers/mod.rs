@@ -302,7 +302,14 @@ impl Servers {
                     source,
                 })
         };
-        let (credentials, credentials_secret) = match credentials_secret_name(cluster)? {
+        let resolved = security::resolved(cluster, &security::recorded(cluster));
+        // Authenticate: the certificate is the identity; the server takes no password.
+        let credentials_secret = if security::certificate_authentication(&resolved) {
+            None
+        } else {
+            credentials_secret_name(cluster)?
+        };
+        let (credentials, credentials_secret) = match credentials_secret {
             Some(secret) => {
                 let found = read(secret).await?.ok_or_else(|| {
                     ServerAccessError::CredentialsSecretNotFound {
@@ -317,7 +324,6 @@ impl Servers {
             }
             None => (None, None),
         };
-        let resolved = security::resolved(cluster, &security::recorded(cluster));
         let certificate_ca = match security::endpoint_certificate_secret(&resolved) {
             Some(secret) => {
                 let found = read(&secret).await?.ok_or_else(|| {

@@ -178,8 +178,8 @@ pub struct Referenced {
     pub tls: Option<TlsCertificate>,
     /// The transport's stores, when `spec.security.transportEncryption.type` is `Generated`.
     pub transport: Option<TransportTls>,
-    /// The CAs client certificates must be signed by, when
-    /// `spec.security.endpointEncryption.clientCert` is `Validate`.
+    /// The CAs client certificates must be signed by (`Validate`), or the certificates
+    /// themselves (`Authenticate`), when `spec.security.endpointEncryption.clientCert` asks.
     pub client_trust: Option<ClientTrust>,
     /// The credential store's Secret, checked, when `spec.security.credentialStoreSecretName`
     /// is set.
@@ -249,7 +249,7 @@ pub enum BuildError {
         "spec.security.endpointEncryption.clientCert is Validate but the endpoint has no TLS (this cluster's endpointEncryption type resolves to None): set type Generated or Secret"
     )]
     ClientCertWithoutTls,
-    #[error("clientCert is Validate but no client truststore was given")]
+    #[error("clientCert is Validate or Authenticate but no client truststore was given")]
     MissingClientTrust,
     #[error(transparent)]
     InvalidArtifact(#[from] crate::artifacts::PlanError),
@@ -338,6 +338,9 @@ pub(super) struct Cx<'a> {
     pub(super) transport: Option<&'a TransportTls>,
     /// The CAs of client certificates, when the endpoint asks for them.
     pub(super) client_trust: Option<&'a ClientTrust>,
+    /// The certificate alone identifies clients (`clientCert: Authenticate`, with
+    /// `client_trust` and authentication on): no password login.
+    pub(super) certificate_authentication: bool,
     /// The credential store's Secret, when the CR names one.
     pub(super) credential_store: Option<&'a CredentialStore>,
     /// The extra server libraries to download (`spec.dependencies.artifacts`), checked.
@@ -385,6 +388,9 @@ impl<'a> Cx<'a> {
             overlay: overlay(cluster, referenced)?,
             tls: tls(cluster, referenced)?,
             client_trust: client_trust(cluster, referenced)?,
+            certificate_authentication: referenced.client_trust.is_some()
+                && referenced.identities.is_some()
+                && crate::build::security::certificate_authentication(cluster),
             credential_store: credential_store(cluster, referenced)?,
             artifacts: artifacts(cluster)?,
             transport: transport(cluster, referenced)?,
@@ -469,14 +475,18 @@ fn artifacts(cluster: &Infinispan) -> Result<Option<crate::artifacts::Plan>, Bui
     }
 }
 
-/// The CAs of client certificates when `spec.security.endpointEncryption.clientCert` is
-/// `Validate` (which needs TLS on the endpoint).
+/// The CAs (`Validate`) or the certificates (`Authenticate`) of clients when
+/// `spec.security.endpointEncryption.clientCert` asks for them (which needs TLS on the
+/// endpoint).
 fn client_trust<'a>(
     cluster: &Infinispan,
     referenced: &'a Referenced,
 ) -> Result<Option<&'a ClientTrust>, BuildError> {
     let encryption = &cluster.spec.security.endpoint_encryption;
-    if encryption.client_cert != Some(ClientCertType::Validate) {
+    if !matches!(
+        encryption.client_cert,
+        Some(ClientCertType::Validate | ClientCertType::Authenticate)
+    ) {
         return Ok(None);
     }
     if encryption.client_cert_secret_name.is_none() {

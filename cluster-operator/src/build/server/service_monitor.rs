@@ -9,6 +9,9 @@
 //! - Authentication on and TLS: BASIC with the generated metrics user
 //!   ([`METRICS_USERNAME`], role [`METRICS_ROLE`], Secret `<cluster>-metrics-credentials`),
 //!   never the operators' admin user.
+//! - `clientCert: Authenticate`: no credentials; the scraper presents its own certificate
+//!   (Secret `<cluster>-metrics-client-tls`, common name `infinispan-metrics <ns>/<cluster>`,
+//!   which the server lists and maps to a role with MONITOR only).
 //! - Authentication on without TLS: none. The server offers BASIC only over TLS (403 in clear)
 //!   and Prometheus speaks no DIGEST, so no scrape with credentials can succeed.
 //!
@@ -30,6 +33,7 @@ use super::{PASSWORD_KEY, SERVER_PORT_NAME, USERNAME_KEY, client_service_name, s
 use crate::build::identity;
 use crate::certificates::objects::{
     CA_CERT_KEY, TLS_CERT_KEY, TLS_KEY_KEY, ca_config_map_name, client_secret_name,
+    metrics_client_secret_name,
 };
 use common_crds::infinispan::EncryptionType;
 use common_crds::labels::CLUSTER_LABEL;
@@ -205,6 +209,7 @@ pub fn metrics_user_needed(resolved: &common_crds::Infinispan) -> bool {
         && spec.security.endpoint_authentication
         && spec.monitoring.metrics_authentication
         && crate::build::security::endpoint_tls(resolved)
+        && !crate::build::security::certificate_authentication(resolved)
 }
 
 impl Cx<'_> {
@@ -213,10 +218,13 @@ impl Cx<'_> {
         if !spec.monitoring.service_monitor {
             return Monitoring::Off;
         }
-        let credentials = self.identities.is_some() && spec.monitoring.metrics_authentication;
-        if credentials && self.tls.is_none() {
+        let authenticated = self.identities.is_some() && spec.monitoring.metrics_authentication;
+        if authenticated && self.tls.is_none() {
             return Monitoring::NeedsTls;
         }
+        // Authenticate: the scraper's own certificate is its identity (role MONITOR); no
+        // password is taken.
+        let credentials = authenticated && !self.certificate_authentication;
         let tls_config = self.tls.as_ref().map(|(secret, certificate)| {
             let ca = match spec.security.endpoint_encryption.type_ {
                 Some(EncryptionType::Generated) => Some(SecretOrConfigMap {
@@ -237,10 +245,16 @@ impl Cx<'_> {
                 }),
                 _ => None,
             };
-            // The operators' client certificate, from the cluster's CA, which the server trusts.
+            // Validate: the operators' client certificate, from the cluster's CA, which the
+            // server trusts. Authenticate: the scraper's, which the server lists.
             let client = self.client_trust.is_some();
+            let client_secret = if self.certificate_authentication {
+                metrics_client_secret_name(self.name)
+            } else {
+                client_secret_name(self.name)
+            };
             let client_key = |key: &str| SecretKeySelector {
-                name: client_secret_name(self.name),
+                name: client_secret.clone(),
                 key: key.to_string(),
                 optional: None,
             };
@@ -384,6 +398,31 @@ mod tests {
         .tls_config
         .expect("a TLS config");
         assert!(plain.cert.is_none() && plain.key_secret.is_none());
+    }
+
+    #[test]
+    fn when_certificates_authenticate_the_scraper_presents_its_own_and_no_password() {
+        let mut cr = super::super::fixtures::validating_clients(&with_tls(
+            &cluster("demo", "team-a"),
+            EncryptionType::Generated,
+        ));
+        cr.spec.security.endpoint_encryption.client_cert =
+            Some(common_crds::infinispan::ClientCertType::Authenticate);
+        assert!(!metrics_user_needed(&cr), "no password user in the realm");
+        let referenced = super::super::Referenced {
+            client_trust: Some(super::super::fixtures::client_trust("users CA")),
+            ..tls_referenced(true)
+        };
+        let endpoint = endpoint_of(&monitoring(&cr, &referenced));
+        assert!(endpoint.basic_auth.is_none());
+        let tls = endpoint.tls_config.expect("a TLS config");
+        let key = |key: &str| SecretKeySelector {
+            name: "demo-metrics-client-tls".into(),
+            key: key.into(),
+            optional: None,
+        };
+        assert_eq!(tls.cert.and_then(|c| c.secret), Some(key("tls.crt")));
+        assert_eq!(tls.key_secret, Some(key("tls.key")));
     }
 
     #[test]
