@@ -125,7 +125,8 @@ pub fn issue(
         // its subject, so of two listed certificates with one subject only one is accepted
         // (measured on 16.0.7). The common name, which roles are mapped from, stays.
         let mut unique = [0u8; 8];
-        getrandom::fill(&mut unique).map_err(|error| CertificateError::Random(error.to_string()))?;
+        getrandom::fill(&mut unique)
+            .map_err(|error| CertificateError::Random(error.to_string()))?;
         let unique: String = unique.iter().map(|b| format!("{b:02x}")).collect();
         name.push(DnType::OrganizationalUnitName, format!("issue {unique}"));
     }

@@ -184,8 +184,14 @@ fn two_client_certificates_for_one_name_have_subjects_of_their_own_and_the_same_
         (parsed.subject().to_string(), common_names)
     };
     let issue = || {
-        issue::issue(&ca, Purpose::Client, &names, now, Lifetimes::default().certificate)
-            .unwrap_or_else(|e| panic!("{e}"))
+        issue::issue(
+            &ca,
+            Purpose::Client,
+            &names,
+            now,
+            Lifetimes::default().certificate,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
     };
     let (first, first_cn) = subject(&issue());
     let (second, second_cn) = subject(&issue());
