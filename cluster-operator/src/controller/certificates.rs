@@ -207,16 +207,12 @@ pub async fn ensure(
         });
     }
     if listed {
-        let next_name = objects::client_next_secret_name(&name);
-        let found_next = ours(secrets.get_opt(&next_name).await?, "Secret", owner)?;
-        let names = vec![objects::client_common_name(&namespace, &name)];
         let identity = issuing
             .listed_tls_secrets(
                 &client_name,
                 found_client.as_ref(),
-                &next_name,
-                found_next.as_ref(),
-                &names,
+                &objects::client_next_secret_name(&name),
+                objects::client_common_name(&namespace, &name),
                 "operators' client certificate",
             )
             .await?;
@@ -225,17 +221,13 @@ pub async fn ensure(
         generated.client = Some(identity.current);
         if cluster.spec.monitoring.service_monitor {
             let metrics_name = objects::metrics_client_secret_name(&name);
-            let metrics_next_name = objects::metrics_client_next_secret_name(&name);
             let found = ours(secrets.get_opt(&metrics_name).await?, "Secret", owner)?;
-            let found_next = ours(secrets.get_opt(&metrics_next_name).await?, "Secret", owner)?;
-            let names = vec![objects::metrics_common_name(&namespace, &name)];
             let identity = issuing
                 .listed_tls_secrets(
                     &metrics_name,
                     found.as_ref(),
-                    &metrics_next_name,
-                    found_next.as_ref(),
-                    &names,
+                    &objects::metrics_client_next_secret_name(&name),
+                    objects::metrics_common_name(&namespace, &name),
                     "scraper's client certificate",
                 )
                 .await?;
@@ -331,18 +323,20 @@ impl Issuing<'_> {
         Ok((applied, recorded))
     }
 
-    /// A client identity of an endpoint that authenticates by certificate: the presented
-    /// certificate's Secret `name` and the listed one's `next_name`, kept, rotated or issued
-    /// as [`renewal::listed_plan`] says (`found`, `found_next`: as they are now).
+    /// A client identity of an endpoint that authenticates by certificate, of common name
+    /// `common_name`: the presented certificate's Secret `name` (`found` as it is now) and the
+    /// listed one's `next_name`, kept, rotated or issued as [`renewal::listed_plan`] says.
     async fn listed_tls_secrets(
         &self,
         name: &str,
         found: Option<&Secret>,
         next_name: &str,
-        found_next: Option<&Secret>,
-        names: &[String],
+        common_name: String,
         what: &str,
     ) -> Result<ListedIdentity, ReferenceError> {
+        let found_next = ours(self.secrets.get_opt(next_name).await?, "Secret", self.owner)?;
+        let found_next = found_next.as_ref();
+        let names = &[common_name][..];
         let digest = names_digest(names);
         let record = |secret: Option<&Secret>| {
             secret.map(|s| objects::recorded(s).filter(|_| objects::tls_secret_complete(s)))
@@ -355,25 +349,25 @@ impl Issuing<'_> {
             self.now,
         );
         // Total: listed_plan issues what is missing or unusable; the fallbacks issue anyway.
-        let issue = |secret: &'static str, reason: renewal::Reason| {
-            let (secret_name, logged) = if secret == "current" {
-                (name, what.to_string())
-            } else {
-                (next_name, format!("listed {what}"))
-            };
-            let digest = digest.clone();
-            async move {
-                self.issue_tls(Purpose::Client, secret_name, names, digest, reason, &logged)
-                    .await
-                    .map(|(applied, _)| applied)
-            }
+        let listed_what = format!("listed {what}");
+        let issue_current =
+            |reason| self.issue_tls(Purpose::Client, name, names, digest.clone(), reason, what);
+        let issue_next = |reason| {
+            self.issue_tls(
+                Purpose::Client,
+                next_name,
+                names,
+                digest.clone(),
+                reason,
+                &listed_what,
+            )
         };
         let current = match (
             plan.issue_current,
             plan.promote.then_some(found_next).flatten(),
             found,
         ) {
-            (Some(reason), _, _) => issue("current", reason).await?,
+            (Some(reason), _, _) => issue_current(reason).await?.0,
             (None, Some(listed), _) => {
                 let promoted = objects::tls_secret_renamed(
                     listed,
@@ -383,12 +377,12 @@ impl Issuing<'_> {
                 apply_secret(self.secrets, name, &promoted).await?
             }
             (None, None, Some(found)) => found.clone(),
-            (None, None, None) => issue("current", renewal::Reason::Missing).await?,
+            (None, None, None) => issue_current(renewal::Reason::Missing).await?.0,
         };
         let next = match (plan.issue_next, found_next) {
-            (Some(reason), _) => issue("next", reason).await?,
+            (Some(reason), _) => issue_next(reason).await?.0,
             (None, Some(found)) => found.clone(),
-            (None, None) => issue("next", renewal::Reason::Missing).await?,
+            (None, None) => issue_next(renewal::Reason::Missing).await?.0,
         };
         let due = match (objects::recorded(&current), objects::recorded(&next)) {
             (Some(c), Some(n)) => renewal::listed_due(&c, &n),
