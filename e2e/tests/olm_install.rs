@@ -811,17 +811,22 @@ async fn every_install_mode_reconciles_the_target_namespaces_and_no_other() -> a
     let olm = Olm {
         client: client.clone(),
     };
-    let op = TestNamespace::create(&client, "olm-modes-op").await?;
     let a = TestNamespace::create(&client, "olm-modes-a").await?;
     let b = TestNamespace::create(&client, "olm-modes-b").await?;
     let outside = TestNamespace::create(&client, "olm-modes-out").await?;
-    let mut catalog_source = CatalogSourceGuard::new(&testbed, format!("infinispan-{}", op.name));
+    let mut catalog_source = CatalogSourceGuard::new(&testbed, format!("infinispan-{}", a.name));
     let source = catalog_source.name.clone();
     create_catalog_source(&olm, &source, &catalog).await?;
-    let all = [&op.name, &a.name, &b.name, &outside.name];
     let statefulsets = |ns: &str| Api::<StatefulSet>::namespaced(client.clone(), ns);
     let mut report = Vec::new();
     for mode in MODES {
+        // The operator's namespace is new for each mode. In one namespace kept across modes,
+        // the second mode's Subscription (the same name, created again right after the
+        // first's uninstall) once pointed at an InstallPlan that no longer existed, for
+        // 300 s (CI, stop 35's make test): OLM had given it a plan the garbage collector then
+        // removed, most likely one owned by the deleted Subscription of that name.
+        let op = TestNamespace::create(&client, "olm-modes-op").await?;
+        let all = [&op.name, &a.name, &b.name, &outside.name];
         let targets: Vec<&str> = match mode {
             "OwnNamespace" => vec![&op.name],
             "SingleNamespace" => vec![&a.name],
@@ -878,6 +883,7 @@ async fn every_install_mode_reconciles_the_target_namespaces_and_no_other() -> a
         unsubscribe(&olm, &op.name, CSV)
             .await
             .with_context(|| format!("{mode}: uninstall"))?;
+        op.delete().await?;
     }
     eprintln!(
         "OLM install modes, Subscription -> operator Ready: {}",
@@ -887,7 +893,7 @@ async fn every_install_mode_reconciles_the_target_namespaces_and_no_other() -> a
         .delete(&source, &DeleteParams::default())
         .await?;
     catalog_source.deleted = true;
-    for ns in [op, a, b, outside] {
+    for ns in [a, b, outside] {
         ns.delete().await?;
     }
     Ok(())

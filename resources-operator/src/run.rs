@@ -349,7 +349,23 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
     let stop = futures::future::select(Box::pin(shutdown.signalled()), resume)
         .map(|_| ())
         .shared();
-    let engine = engines.run(stop);
+    // A graceful stop lets reconciles in flight finish, but never for longer than
+    // STOP_DEADLINE after the signal (a pod is killed at the end of its grace period anyway;
+    // seen once in CI: engines signalled 150 ms after they started never finished).
+    let engine = async {
+        let engine = std::pin::pin!(engines.run(stop));
+        let deadline = async {
+            shutdown.wait().await;
+            tokio::time::sleep(STOP_DEADLINE).await;
+        };
+        tokio::select! {
+            () = engine => {}
+            () = deadline => tracing::warn!(
+                deadline = ?STOP_DEADLINE,
+                "the engines did not finish within the stop deadline: stopping without them"
+            ),
+        }
+    };
     match leadership {
         None => {
             engine.await;
@@ -361,6 +377,9 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
         },
     }
 }
+
+/// How long reconciles in flight may take to finish after SIGTERM.
+const STOP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The one REST client of the run: the engines and every server stream (config events,
 /// schema, counter and task feeds) use clones of it, so its TLS settings are everyone's.
