@@ -684,6 +684,17 @@ pub struct EndpointEncryption {
     pub client_cert_secret_name: Option<String>,
 }
 
+impl EndpointEncryption {
+    /// `clientCert` asks clients for a certificate (`Validate` or `Authenticate`; the TLS it
+    /// needs is the schema's to require).
+    pub fn asks_client_certificates(&self) -> bool {
+        matches!(
+            self.client_cert,
+            Some(ClientCertType::Validate | ClientCertType::Authenticate)
+        )
+    }
+}
+
 /// Whether the endpoint asks clients for a certificate.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ClientCertType {

@@ -220,11 +220,13 @@ async fn step(batch: &Batch, ctx: &Context) -> Result<Step, BatchError> {
     let resolved = security::resolved(&cluster, &security::recorded(&cluster));
     if security::client_certificates_required(&resolved) {
         return Ok(Step::Fail(format!(
-            "the cluster {cluster_name} asks clients for a certificate (clientCert: {}), which a Batch's CLI does not present yet: run the script with the Infinispan CLI from a client that has one",
-            match resolved.spec.security.endpoint_encryption.client_cert {
-                Some(common_crds::infinispan::ClientCertType::Authenticate) => "Authenticate",
-                _ => "Validate",
-            }
+            "the cluster {cluster_name} asks clients for a certificate (clientCert: {:?}), which a Batch's CLI does not present yet: run the script with the Infinispan CLI from a client that has one",
+            resolved
+                .spec
+                .security
+                .endpoint_encryption
+                .client_cert
+                .unwrap_or_default()
         )));
     }
     let script = match (&batch.spec.config, &batch.spec.config_map) {

@@ -175,10 +175,12 @@ pub fn endpoint_tls(resolved: &Infinispan) -> bool {
 /// The endpoint asks clients for a certificate (`clientCert: Validate` or `Authenticate` on a
 /// TLS endpoint): the operators present theirs.
 pub fn client_certificates_required(resolved: &Infinispan) -> bool {
-    matches!(
-        resolved.spec.security.endpoint_encryption.client_cert,
-        Some(ClientCertType::Validate | ClientCertType::Authenticate)
-    ) && endpoint_tls(resolved)
+    resolved
+        .spec
+        .security
+        .endpoint_encryption
+        .asks_client_certificates()
+        && endpoint_tls(resolved)
 }
 
 /// The certificate alone identifies clients (`clientCert: Authenticate` on a TLS endpoint with

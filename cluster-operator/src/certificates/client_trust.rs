@@ -37,9 +37,10 @@ pub const MAX_CERTIFICATES: usize = 200;
 /// The trusted CAs, checked: one PEM file and its digest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientTrust {
+    /// The certificates (DER), in the file's order.
+    certificates: Vec<Vec<u8>>,
     pem: String,
     digest: String,
-    count: usize,
 }
 
 impl ClientTrust {
@@ -121,17 +122,14 @@ impl ClientTrust {
         if !certificates.iter().any(|c| c[..] == cluster_ca[..]) {
             certificates.push(cluster_ca.to_vec());
         }
-        Ok(Self::of(&certificates))
+        Ok(Self::of(certificates))
     }
 
     /// With `clientCert: Authenticate`: the first certificate of each PEM of `certificates`
     /// (the operators' issued certificates, `tls.crt`: the certificate, then the CA) listed
     /// too, after the others, so that the server accepts them themselves.
     pub fn listing(self, certificates: &[String]) -> Result<Self, BuildError> {
-        let mut ders: Vec<Vec<u8>> = CertificateDer::pem_slice_iter(self.pem.as_bytes())
-            .filter_map(Result::ok)
-            .map(|c| c.to_vec())
-            .collect();
+        let mut ders = self.certificates;
         for pem in certificates {
             let first = CertificateDer::pem_slice_iter(pem.as_bytes())
                 .next()
@@ -144,17 +142,17 @@ impl ClientTrust {
                 ders.push(first.to_vec());
             }
         }
-        Ok(Self::of(&ders))
+        Ok(Self::of(ders))
     }
 
-    fn of(certificates: &[Vec<u8>]) -> Self {
+    fn of(certificates: Vec<Vec<u8>>) -> Self {
         let mut pem = String::new();
-        for der in certificates {
+        for der in &certificates {
             pem.push_str(&pem_certificate(der));
         }
         Self {
             digest: format!("{:x}", Sha256::digest(pem.as_bytes())),
-            count: certificates.len(),
+            certificates,
             pem,
         }
     }
@@ -171,7 +169,7 @@ impl ClientTrust {
 
     /// How many certificates are trusted, the cluster's CA included.
     pub fn count(&self) -> usize {
-        self.count
+        self.certificates.len()
     }
 }
 

@@ -127,38 +127,31 @@ pub fn listed_plan(
     issuer: &str,
     now: Timestamp,
 ) -> ListedPlan {
-    let next_ok = match verdict(next, names, issuer, now) {
-        Verdict::Keep { .. } => next.flatten(),
-        Verdict::Issue(_) => None,
+    let (next_ok, next_reason) = match verdict(next, names, issuer, now) {
+        Verdict::Keep { .. } => (next.flatten(), None),
+        Verdict::Issue(reason) => (None, Some(reason)),
     };
-    let next_reason = match verdict(next, names, issuer, now) {
-        Verdict::Keep { .. } => None,
-        Verdict::Issue(reason) => Some(reason),
+    let rotate = ListedPlan {
+        issue_current: None,
+        promote: true,
+        issue_next: Some(Reason::DueForRenewal),
     };
     match (verdict(current, names, issuer, now), next_ok) {
-        // Unusable (not merely due): a new one now.
-        (Verdict::Issue(reason), _) if reason != Reason::DueForRenewal => ListedPlan {
+        // Due with a usable next: next is presented, a fresh one listed.
+        (Verdict::Issue(Reason::DueForRenewal), Some(_)) => rotate,
+        // Unusable, or due without a next to take over: a new one now.
+        (Verdict::Issue(reason), _) => ListedPlan {
             issue_current: Some(reason),
             promote: false,
             issue_next: next_reason,
         },
-        (Verdict::Issue(reason), None) => ListedPlan {
-            issue_current: Some(reason),
-            promote: false,
-            issue_next: next_reason,
-        },
-        // Due, or next a third into its life: next is presented, a fresh one listed.
-        (current_verdict, Some(next))
-            if matches!(current_verdict, Verdict::Issue(_))
-                || now >= promote_at(next.not_before, next.not_after) =>
+        // Next a third into its life: it is presented, a fresh one listed.
+        (Verdict::Keep { .. }, Some(next))
+            if now >= promote_at(next.not_before, next.not_after) =>
         {
-            ListedPlan {
-                issue_current: None,
-                promote: true,
-                issue_next: Some(Reason::DueForRenewal),
-            }
+            rotate
         }
-        (_, _) => ListedPlan {
+        (Verdict::Keep { .. }, _) => ListedPlan {
             issue_current: None,
             promote: false,
             issue_next: next_reason,

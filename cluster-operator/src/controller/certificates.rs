@@ -9,9 +9,7 @@
 //! ([`ReferenceError::CaMissing`]).
 
 use common_crds::Infinispan;
-use common_crds::infinispan::{
-    ClientCertType, EncryptionType, SecurityStatus, TransportEncryptionType,
-};
+use common_crds::infinispan::{EncryptionType, SecurityStatus, TransportEncryptionType};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -102,10 +100,11 @@ pub async fn ensure(
 ) -> Result<Generated, ReferenceError> {
     let endpoint = security.endpoint_encryption == EncryptionType::Generated;
     let transport = security.transport_encryption == TransportEncryptionType::Generated;
-    let client_certificate = matches!(
-        cluster.spec.security.endpoint_encryption.client_cert,
-        Some(ClientCertType::Validate | ClientCertType::Authenticate)
-    );
+    let client_certificate = cluster
+        .spec
+        .security
+        .endpoint_encryption
+        .asks_client_certificates();
     let listed = security::certificate_authentication(cluster);
     if !(endpoint || transport || client_certificate) {
         return Ok(Generated::default());

@@ -6,7 +6,7 @@
 
 use common_crds::Infinispan;
 use common_crds::conditions::ProblemReason;
-use common_crds::infinispan::{ClientCertType, EncryptionType, SecurityStatus};
+use common_crds::infinispan::{EncryptionType, SecurityStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::PostParams;
@@ -192,10 +192,7 @@ pub async fn read(
         (EncryptionType::Secret, None) => return Err(BuildError::MissingTlsSecretName.into()),
         _ => None,
     };
-    let validate_clients = matches!(
-        encryption.client_cert,
-        Some(ClientCertType::Validate | ClientCertType::Authenticate)
-    );
+    let validate_clients = encryption.asks_client_certificates();
     let client_cas = match (validate_clients, &encryption.client_cert_secret_name) {
         (true, Some(trust_secret)) => Some(
             named_secret(

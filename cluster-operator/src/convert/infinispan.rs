@@ -903,10 +903,10 @@ fn endpoint_encryption(
             ));
         }
     };
-    let validate = client_cert.is_some();
+    let asks_certificates = client_cert.is_some();
     encryption.client_cert = client_cert;
     match fields.take_as::<String>("clientCertSecretName")? {
-        Some(secret) if validate && !secret.is_empty() => {
+        Some(secret) if asks_certificates && !secret.is_empty() => {
             log.mapped(
                 trust_path,
                 &format!(
@@ -922,7 +922,7 @@ fn endpoint_encryption(
                 "unused without clientCert Validate or Authenticate",
             );
         }
-        _ if validate => {
+        _ if asks_certificates => {
             return Err(FieldError::new(
                 trust_path,
                 "is required when clientCert is Validate or Authenticate".to_string(),

@@ -133,20 +133,22 @@ fn args(
         format!("--cluster={}", id.name),
         format!("--namespace={}", id.namespace),
         format!("--infinispan-url={url}"),
+    ];
+    // clientCert: Authenticate: the certificate is the identity, the server takes no password.
+    if !(client_certificate && crate::build::security::certificate_authentication(cluster)) {
+        args.push(format!(
+            "--credentials-secret={}",
+            settings.credentials_secret
+        ));
+    }
+    args.extend([
         format!(
             "--log-level={}",
             log_level(cluster.spec.resources_operator.log_level)
         ),
         format!("--metrics-address=0.0.0.0:{METRICS_PORT}"),
         "--leader-election=true".to_string(),
-    ];
-    // clientCert: Authenticate: the certificate is the identity, the server takes no password.
-    if !(client_certificate && crate::build::security::certificate_authentication(cluster)) {
-        args.insert(
-            4,
-            format!("--credentials-secret={}", settings.credentials_secret),
-        );
-    }
+    ]);
     if server_ca {
         args.push(format!("--ca-bundle={SERVER_CA_DIR}/{SERVER_CA_KEY}"));
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use common_crds::Infinispan;
 use common_crds::conditions::ProblemReason;
-use common_crds::infinispan::{ClientCertType, EncryptionType, LogLevel, TransportEncryptionType};
+use common_crds::infinispan::{EncryptionType, LogLevel, TransportEncryptionType};
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -483,10 +483,7 @@ fn client_trust<'a>(
     referenced: &'a Referenced,
 ) -> Result<Option<&'a ClientTrust>, BuildError> {
     let encryption = &cluster.spec.security.endpoint_encryption;
-    if !matches!(
-        encryption.client_cert,
-        Some(ClientCertType::Validate | ClientCertType::Authenticate)
-    ) {
+    if !encryption.asks_client_certificates() {
         return Ok(None);
     }
     if encryption.client_cert_secret_name.is_none() {
