@@ -13,7 +13,8 @@
 //!   (`spec.expose.annotations`, and the CR's own annotations that its
 //!   `infinispan.org/targetAnnotations` copies there; `--allowed-expose-annotation-prefix`,
 //!   default: the usual load-balancer, DNS and certificate annotations, never
-//!   ingress-controller snippets). The annotations of the cluster's other Services and pods
+//!   ingress-controller snippets); the same for the gossip router's Service
+//!   (`spec.service.sites.local.expose.annotations`). The annotations of the cluster's other Services and pods
 //!   (`spec.service.*Annotations`) are not restricted: no controller acts on them the way an
 //!   ingress controller or a cloud load balancer acts on the exposing object's;
 //! - use a Secret or ConfigMap it names (`spec.security.endpointSecretName`,
@@ -258,13 +259,27 @@ pub fn check(cluster: &Infinispan, policy: &CrPolicy, own_images: &[&str]) -> Ve
             });
         }
     }
-    if let Some(expose) = &spec.expose {
-        let targeted = user_metadata::targeted(cluster, TARGET_ANNOTATIONS_ANNOTATION);
-        let exposing = expose
-            .annotations
-            .keys()
+    // infinispan-operator's target annotations reach the exposing object only.
+    let targeted = if spec.expose.is_some() {
+        user_metadata::targeted(cluster, TARGET_ANNOTATIONS_ANNOTATION)
+    } else {
+        Default::default()
+    };
+    {
+        let exposing = spec
+            .expose
+            .iter()
+            .flat_map(|expose| expose.annotations.keys())
             .map(|key| ("spec.expose.annotations", key))
-            .chain(targeted.keys().map(|key| (TARGETED_ANNOTATIONS, key)));
+            .chain(targeted.keys().map(|key| (TARGETED_ANNOTATIONS, key)))
+            // The Service of the gossip router, exposed the same way.
+            .chain(
+                spec.service
+                    .sites
+                    .iter()
+                    .flat_map(|sites| sites.local.expose.annotations.keys())
+                    .map(|key| ("spec.service.sites.local.expose.annotations", key)),
+            );
         violations.extend(
             exposing
                 .filter(|(_, key)| {
@@ -487,6 +502,21 @@ mod tests {
             vec![Violation::ExposeAnnotation {
                 field: "spec.expose.annotations",
                 key: "nginx.ingress.kubernetes.io/configuration-snippet".to_string()
+            }]
+        );
+        // The gossip router's Service alike.
+        let cr = cluster(
+            json!({"service": {"sites": {"local": {"name": "LON", "expose": {
+            "type": "LoadBalancer", "annotations": {
+                "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+                "example.com/anything": "x",
+            }}}}}}),
+        );
+        assert_eq!(
+            check(&cr, &CrPolicy::default(), OWN),
+            vec![Violation::ExposeAnnotation {
+                field: "spec.service.sites.local.expose.annotations",
+                key: "example.com/anything".to_string()
             }]
         );
     }

@@ -28,16 +28,20 @@ pub enum ConditionType {
     Complete,
     /// Backup and Restore: finished unsuccessfully.
     Failed,
+    /// Infinispan with `spec.service.sites`: every site it names is in its servers' view of
+    /// the sites (infinispan-operator's condition).
+    CrossSiteViewFormed,
 }
 
 impl ConditionType {
     /// Every condition type.
-    pub const ALL: [ConditionType; 8] = [
+    pub const ALL: [ConditionType; 9] = [
         Self::Ready,
         Self::Progressing,
         Self::Degraded,
         Self::ResourcesOperatorReady,
         Self::WellFormed,
+        Self::CrossSiteViewFormed,
         Self::ReconciliationPaused,
         Self::Complete,
         Self::Failed,
@@ -54,6 +58,7 @@ impl ConditionType {
             Self::ReconciliationPaused => "ReconciliationPaused",
             Self::Complete => "Complete",
             Self::Failed => "Failed",
+            Self::CrossSiteViewFormed => "CrossSiteViewFormed",
         }
     }
 }
@@ -241,11 +246,14 @@ pub enum ProblemReason {
     /// `spec.version` is below the version the cluster runs, without
     /// `spec.upgrades.allowDowngrade`.
     VersionDowngrade,
+    /// `spec.service.sites` cannot give the cross-site configuration (a location's URL, no
+    /// gossip router to join).
+    InvalidSites,
 }
 
 impl ProblemReason {
     /// Every reason.
-    pub const ALL: [ProblemReason; 25] = [
+    pub const ALL: [ProblemReason; 26] = [
         Self::MissingSecret,
         Self::MissingConfigMap,
         Self::InvalidCluster,
@@ -271,6 +279,7 @@ impl ProblemReason {
         Self::ObjectNotOwned,
         Self::ReferenceNotAllowed,
         Self::VersionDowngrade,
+        Self::InvalidSites,
     ];
 
     /// The `reason` of the condition (and of the Warning Event).
@@ -301,6 +310,7 @@ impl ProblemReason {
             Self::ObjectNotOwned => "ObjectNotOwned",
             Self::ReferenceNotAllowed => "ReferenceNotAllowed",
             Self::VersionDowngrade => "VersionDowngrade",
+            Self::InvalidSites => "InvalidSites",
         }
     }
 
@@ -567,6 +577,6 @@ mod tests {
             assert_eq!(Reason::parse(reason.as_str()), Some(reason));
         }
         assert_eq!(Reason::parse("Paused"), None);
-        assert_eq!(ConditionType::ALL.len(), 8);
+        assert_eq!(ConditionType::ALL.len(), 9);
     }
 }

@@ -340,6 +340,11 @@ pub struct ServiceSpec {
     /// serviceLabels and serviceAnnotations.
     #[serde(default, skip_serializing_if = "ObjectMetadataSpec::is_empty")]
     pub operator_service: ObjectMetadataSpec,
+
+    /// Cross-site replication: this cluster is one site of several, its caches may back up
+    /// to the others (`backups` in a cache's configuration). Absent: no cross-site.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sites: Option<crate::sites::SitesSpec>,
 }
 
 /// Most labels (or annotations) one field may give: the CEL rules that refuse the operator's
@@ -638,7 +643,7 @@ impl Permission {
     }
 }
 
-fn default_true() -> bool {
+pub(crate) fn default_true() -> bool {
     true
 }
 

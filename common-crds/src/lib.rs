@@ -10,6 +10,7 @@
 //!   kept in sync with the server by each cluster's resources operator; [`common`] holds what they
 //!   share, [`kind`] the registry of them ([`ResourceKind`], every list of the kinds derives
 //!   from it).
+//! - [`sites`]: `spec.service.sites` of an `Infinispan` CR (cross-site replication).
 //! - [`rbac`]: the ServiceAccount, Role and RoleBinding of one cluster's resources operator, and
 //!   the name of its leader-election Lease.
 
@@ -27,6 +28,7 @@ pub mod naming;
 pub mod rbac;
 pub mod restore;
 pub mod schema;
+pub mod sites;
 pub mod task;
 pub mod template;
 

@@ -335,6 +335,47 @@ async fn schema_and_cel_rules_reject_invalid_crs() -> anyhow::Result<()> {
             "Unsupported value: \"Disk\"",
         ),
         ("Infinispan", json!({"replicas": -1}), "spec.replicas"),
+        // Cross-site (issue 26).
+        (
+            "Infinispan",
+            json!({"service": {"sites": {"local": {"name": "LON"}, "locations": [{"name": "NYC"}]}}}),
+            "a location needs url",
+        ),
+        (
+            "Infinispan",
+            json!({"service": {"sites": {"local": {"name": "LON"}, "locations": [
+                {"name": "NYC", "url": "infinispan+xsite://nyc", "namespace": "b"}]}}}),
+            "either url or namespace/clusterName",
+        ),
+        (
+            "Infinispan",
+            json!({"service": {"sites": {"local": {"name": "LON"}, "locations": [
+                {"name": "LON", "namespace": "b"}]}}}),
+            "must not have the local site's name",
+        ),
+        (
+            "Infinispan",
+            json!({"service": {"sites": {"local": {"name": "LON"}, "locations": [
+                {"name": "NYC", "namespace": "b"}, {"name": "NYC", "namespace": "c"}]}}}),
+            "two locations have the same name",
+        ),
+        (
+            "Infinispan",
+            json!({"service": {"sites": {"local": {"name": "LON"}, "locations": [
+                {"name": "NYC", "url": "kubernetes://api.nyc.example.com:6443"}]}}}),
+            "spec.service.sites.locations[0].url",
+        ),
+        (
+            "Infinispan",
+            json!({"service": {"sites": {"local": {"name": "LON", "discovery": {
+                "heartbeats": {"interval": 5000, "timeout": 4000}}}}}}),
+            "timeout must be longer than its interval",
+        ),
+        (
+            "Infinispan",
+            json!({"service": {"sites": {"local": {"name": "LON site"}}}}),
+            "spec.service.sites.local.name",
+        ),
         (
             "Infinispan",
             json!({"resourcesOperator": {"syncMode": "Sideways"}}),

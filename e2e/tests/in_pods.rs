@@ -3741,3 +3741,276 @@ async fn prometheus_scrapes_each_server_pod_through_the_clusters_service_monitor
     }
     result
 }
+
+/// The `spec.service.sites` of site `local` in a two-site deployment whose other site is
+/// `remote`, the Infinispan CR `remote_cluster` in `remote_namespace` (issue 26).
+fn sites_spec(
+    local: &str,
+    remote: &str,
+    remote_cluster: &str,
+    remote_namespace: &str,
+) -> serde_json::Value {
+    json!({"sites": {
+        "local": {"name": local, "expose": {"type": "ClusterIP"}, "maxRelayNodes": 1},
+        "locations": [{"name": remote, "clusterName": remote_cluster, "namespace": remote_namespace}],
+    }})
+}
+
+/// Waits until the CR `name` says `CrossSiteViewFormed=True`; returns its message.
+async fn wait_sites_view(clusters: &Api<Infinispan>, name: &str) -> anyhow::Result<String> {
+    let formed = eventually(
+        &format!("the Infinispan CR {name} CrossSiteViewFormed=True"),
+        WAIT,
+        || {
+            let clusters = clusters.clone();
+            async move {
+                let cr = clusters.get(name).await?;
+                Ok(match condition(&cr, "CrossSiteViewFormed") {
+                    Some(("True", _, message)) => Some(message.to_string()),
+                    _ => None,
+                })
+            }
+        },
+    )
+    .await;
+    match formed {
+        Ok(message) => Ok(message),
+        Err(error) => {
+            let said = clusters
+                .get(name)
+                .await
+                .map(|cr| format!("{:?}", condition(&cr, "CrossSiteViewFormed")))
+                .unwrap_or_else(|e| e.to_string());
+            Err(error.context(format!("CrossSiteViewFormed said: {said}")))
+        }
+    }
+}
+
+/// A Cache CR `name` of cluster `cluster` backing up asynchronously to `site`.
+async fn apply_backed_up_cache(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+    name: &str,
+    site: &str,
+) -> anyhow::Result<()> {
+    let template = json!({"distributed-cache": {
+        "mode": "SYNC",
+        "backups": {site: {"backup": {"strategy": "ASYNC", "state-transfer": {"mode": "AUTO"}}}},
+    }})
+    .to_string();
+    let cache: Cache = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v1", "kind": "Cache",
+        "metadata": {"name": name, "labels": {"infinispan.org/cluster": cluster}},
+        "spec": {"template": template},
+    }))?;
+    Api::<Cache>::namespaced(client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::apply("e2e-user").force(),
+            &Patch::Apply(&cache),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Two sites in two namespaces, each cluster with its own operator (the chart installed in
+/// each, as in two Kubernetes clusters), one server pod each (issue 26): the first site alone
+/// names its missing location with its unreachable router; once both run, both CRs say
+/// `CrossSiteViewFormed`; an entry written in LON is read in NYC through a cache backing up to
+/// the other site; every pod of NYC deleted (servers, router, its resources operator): the
+/// view forms again, an entry written while NYC was away arrives by itself, and a push of
+/// LON's state (the documented site operation) brings back the entry NYC's restarted server
+/// lost.
+#[tokio::test]
+async fn two_sites_in_two_namespaces_back_up_to_each_other_and_form_the_view_again_after_a_site_restarts()
+-> anyhow::Result<()> {
+    use infinispan_rest::sites::SiteAction;
+    let _only = CLUSTER.lock().await;
+    let lon = install("in-pods", "pods-site-lon").await?;
+    let nyc = install("in-pods", "pods-site-nyc").await?;
+    let client = lon.client.clone();
+    let (lon_ns, nyc_ns) = (lon.ns.name.clone(), nyc.ns.name.clone());
+    let result = async {
+        // LON alone: its condition names NYC and says its router cannot be reached.
+        apply_cluster(
+            &lon.clusters,
+            "lon",
+            json!({"replicas": 1, "service": sites_spec("LON", "NYC", "nyc", &nyc_ns)}),
+        )
+        .await?;
+        wait_cluster_ready(&client, &lon.clusters, "lon", 1).await?;
+        wait_ready_deployment(&client, &lon_ns, "lon-router").await?;
+        let router = Api::<Deployment>::namespaced(client.clone(), &lon_ns)
+            .get("lon-router")
+            .await?;
+        let router_image = router
+            .spec
+            .template
+            .spec
+            .and_then(|p| p.containers.first().and_then(|c| c.image.clone()));
+        let server_image = Api::<Pod>::namespaced(client.clone(), &lon_ns)
+            .get("lon-0")
+            .await?
+            .spec
+            .and_then(|p| p.containers.first().and_then(|c| c.image.clone()));
+        ensure!(
+            router_image.is_some() && router_image == server_image,
+            "the router runs {router_image:?}, the server {server_image:?}"
+        );
+        let alone = eventually("LON's condition naming NYC unreachable", WAIT, || {
+            let clusters = lon.clusters.clone();
+            async move {
+                let cr = clusters.get("lon").await?;
+                Ok(match condition(&cr, "CrossSiteViewFormed") {
+                    Some(("False", "SitesMissing", message)) if message.contains("unreachable") => {
+                        Some(message.to_string())
+                    }
+                    _ => None,
+                })
+            }
+        })
+        .await?;
+        ensure!(
+            alone.contains("missing: NYC")
+                && alone.contains(&format!("nyc-site.{nyc_ns}.svc.cluster.local:7900")),
+            "{alone}"
+        );
+
+        apply_cluster(
+            &nyc.clusters,
+            "nyc",
+            json!({"replicas": 1, "service": sites_spec("NYC", "LON", "lon", &lon_ns)}),
+        )
+        .await?;
+        let nyc_cr = wait_cluster_ready(&client, &nyc.clusters, "nyc", 1).await?;
+        let formed = wait_sites_view(&lon.clusters, "lon").await?;
+        ensure!(
+            formed.contains("LON, NYC") || formed.contains("NYC, LON"),
+            "{formed}"
+        );
+        wait_sites_view(&nyc.clusters, "nyc").await?;
+        let lon_cr = lon.clusters.get("lon").await?;
+        let lon_rest = rest_client(&client, &lon_ns, &lon_cr).await?;
+        let nyc_rest = rest_client(&client, &nyc_ns, &nyc_cr).await?;
+        let view = lon_rest.container_info().await?;
+        ensure!(view.local_site.as_deref() == Some("LON"), "{view:?}");
+
+        // A cache on both sites, each backing up to the other, through Cache CRs.
+        apply_backed_up_cache(&client, &lon_ns, "lon", "xs", "NYC").await?;
+        apply_backed_up_cache(&client, &nyc_ns, "nyc", "xs", "LON").await?;
+        for rest in [&lon_rest, &nyc_rest] {
+            eventually("the cache xs on the server", WAIT, || async move {
+                Ok(rest.cache_exists("xs").await?.then_some(()))
+            })
+            .await?;
+        }
+        lon_rest.create_cache_entry("xs", "before", "1").await?;
+        eventually("the entry written in LON read in NYC", WAIT, || async {
+            Ok((nyc_rest.cache_entry("xs", "before").await?.as_deref() == Some("1")).then_some(()))
+        })
+        .await?;
+
+        // Every pod of NYC deleted; LON writes meanwhile.
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &nyc_ns);
+        let old: Vec<String> = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/instance=nyc"))
+            .await?
+            .items
+            .iter()
+            .filter_map(|p| p.uid())
+            .collect();
+        ensure!(old.len() >= 3, "NYC's pods: {old:?}");
+        pods.delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("app.kubernetes.io/instance=nyc"),
+        )
+        .await?;
+        lon_rest.create_cache_entry("xs", "during", "2").await?;
+        eventually("LON's view without NYC", WAIT, || {
+            let clusters = lon.clusters.clone();
+            async move {
+                let cr = clusters.get("lon").await?;
+                Ok(
+                    matches!(condition(&cr, "CrossSiteViewFormed"), Some(("False", _, _)))
+                        .then_some(()),
+                )
+            }
+        })
+        .await
+        .context("LON's condition never said NYC left")?;
+        let nyc_cr = wait_cluster_ready(&client, &nyc.clusters, "nyc", 1).await?;
+        let renewed = pods.get("nyc-0").await?;
+        ensure!(
+            !old.contains(&renewed.uid().unwrap_or_default()),
+            "nyc-0 was not recreated"
+        );
+        wait_sites_view(&lon.clusters, "lon").await?;
+        wait_sites_view(&nyc.clusters, "nyc").await?;
+        let nyc_rest = rest_client(&client, &nyc_ns, &nyc_cr).await?;
+        eventually(
+            "the entry written while NYC was away read in NYC",
+            WAIT,
+            || async {
+                Ok(
+                    (nyc_rest.cache_entry("xs", "during").await?.as_deref() == Some("2"))
+                        .then_some(()),
+                )
+            },
+        )
+        .await?;
+        // The restarted server kept no entry: LON pushes its state when the cache starts again
+        // on NYC (`state-transfer: AUTO`), no site operation needed.
+        eventually(
+            "the entry written before NYC's restart read in NYC",
+            WAIT,
+            || async {
+                Ok(
+                    (nyc_rest.cache_entry("xs", "before").await?.as_deref() == Some("1"))
+                        .then_some(()),
+                )
+            },
+        )
+        .await?;
+        // The incident operations (docs/cross-site.md): NYC taken offline for the cache, a
+        // write in LON meanwhile, NYC brought online and LON's state pushed: the write is there.
+        let site_status = async |rest: &infinispan_rest::Client| -> anyhow::Result<String> {
+            let statuses = rest.site_statuses().await?;
+            Ok(statuses
+                .get("NYC")
+                .map(|s| s.status.clone())
+                .unwrap_or_default())
+        };
+        ensure!(site_status(&lon_rest).await? == "online");
+        lon_rest
+            .cache_site_action("xs", "NYC", SiteAction::TakeOffline)
+            .await?;
+        ensure!(site_status(&lon_rest).await? == "offline");
+        lon_rest.create_cache_entry("xs", "offline", "3").await?;
+        lon_rest
+            .cache_site_action("xs", "NYC", SiteAction::BringOnline)
+            .await?;
+        ensure!(site_status(&lon_rest).await? == "online");
+        lon_rest
+            .cache_site_action("xs", "NYC", SiteAction::StartPushState)
+            .await?;
+        eventually(
+            "the entry written while NYC was offline, pushed",
+            WAIT,
+            || async {
+                Ok(
+                    (nyc_rest.cache_entry("xs", "offline").await?.as_deref() == Some("3"))
+                        .then_some(()),
+                )
+            },
+        )
+        .await?;
+        anyhow::Ok(())
+    }
+    .await;
+    let _ = delete_cluster(&client, &lon.clusters, "lon").await;
+    let _ = delete_cluster(&client, &nyc.clusters, "nyc").await;
+    uninstall(&lon.testbed, lon.ns).await?;
+    uninstall(&nyc.testbed, nyc.ns).await?;
+    result
+}

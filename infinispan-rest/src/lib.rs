@@ -30,6 +30,7 @@ pub mod names;
 mod random;
 pub mod schemas;
 pub mod server;
+pub mod sites;
 pub mod tasks;
 pub mod templates;
 mod tls;

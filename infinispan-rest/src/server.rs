@@ -59,6 +59,13 @@ pub struct ContainerInfo {
     pub cache_configuration_names: Vec<String>,
     #[serde(default)]
     pub defined_caches: Vec<DefinedCache>,
+    /// With cross-site replication: this node's site.
+    #[serde(default)]
+    pub local_site: Option<String>,
+    /// With cross-site replication: the sites this node sees in the bridge (its own
+    /// included); empty without cross-site.
+    #[serde(default)]
+    pub sites_view: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

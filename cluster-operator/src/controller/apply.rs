@@ -138,6 +138,10 @@ pub async fn apply_server(
     apply_or_remove(client, cluster, budget, &budget_name).await?;
     let policy = objects.network_policy.as_ref();
     apply_or_remove(client, cluster, policy, &budget_name).await?;
+    let site = common_crds::sites::site_service_name(&name);
+    apply_or_remove(client, cluster, objects.site_service.as_ref(), &site).await?;
+    let router = common_crds::sites::router_name(&name);
+    apply_or_remove(client, cluster, objects.router.as_ref(), &router).await?;
     if service_monitors_served {
         let monitor = objects.monitoring.service_monitor();
         let monitor_name = server::service_monitor_name(&name);

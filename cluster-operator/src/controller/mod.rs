@@ -58,6 +58,7 @@ pub mod referenced;
 pub mod report;
 pub mod retry;
 pub mod rolling;
+pub mod sites;
 pub mod status;
 pub mod teardown;
 pub mod upgrade;
@@ -448,6 +449,13 @@ async fn apply_cluster(
     applied.stop = Some(stop.phase);
     applied.server_versions =
         versions::server_versions(context, cluster, applied.stateful_set.as_ref()).await;
+    let ready_replicas = applied
+        .stateful_set
+        .as_ref()
+        .and_then(|s| s.status.as_ref())
+        .and_then(|s| s.ready_replicas)
+        .unwrap_or(0);
+    applied.sites = sites::observe(context, cluster, ready_replicas).await;
     // 6. Report.
     report::report(api, client, &context.recorder, cluster, &applied).await?;
     // 7. When to look again.
@@ -463,10 +471,13 @@ async fn apply_cluster(
             u64::try_from(at.as_second() - Timestamp::now().as_second()).unwrap_or(0),
         )
     });
+    // The sites view is looked at again while the CR has sites.
+    let sites_due = applied.sites.is_some().then_some(sites::SITES_POLL);
+    let due_in = renew_in.into_iter().chain(sites_due).min();
     Ok(retry::after_apply(
         applied.problem.map(|problem| problem.reason),
         draining,
-        renew_in,
+        due_in,
     ))
 }
 
@@ -662,6 +673,7 @@ async fn apply_desired(
         replicas: cluster.spec.replicas,
         stop: None,
         server_versions: None,
+        sites: None,
     })
 }
 

@@ -40,6 +40,8 @@ pub struct Applied {
     pub stop: Option<super::graceful_stop::Phase>,
     /// The version each Ready server pod reports ([`super::versions`]); `None`: not known.
     pub server_versions: Option<Vec<common_crds::infinispan::ServerVersion>>,
+    /// The sites view ([`super::sites`]); `None`: the CR has no sites.
+    pub sites: Option<super::sites::SitesView>,
 }
 
 /// The conditions whose reason may say why pods cannot run.
@@ -79,6 +81,7 @@ pub async fn report(
         security: applied.security.clone(),
         stop: applied.stop.clone(),
         server_versions: applied.server_versions.clone(),
+        sites: applied.sites.clone(),
     };
     let before = cluster.status.as_ref();
     let previous = degraded_of(before);

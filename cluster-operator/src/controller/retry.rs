@@ -32,8 +32,8 @@ pub const MAX_RETRY: Duration = Duration::from_secs(300);
 
 /// What follows a reconcile that applied what it could: `problem`, the reason of the problem
 /// that stopped it, if any; `draining`, whether the resources operator is being drained.
-/// `renew_in`, how soon a certificate the operator issued is due for renewal, if ever: never
-/// later than that.
+/// `renew_in`, how soon something is due (a certificate the operator issued, for renewal; the
+/// sites view, to be read again), if ever: never later than that.
 pub fn after_apply(
     problem: Option<ProblemReason>,
     draining: bool,

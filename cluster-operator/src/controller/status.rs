@@ -9,6 +9,7 @@
 //! | `Degraded` | the reason of the problem that keeps the operator from applying the CR (a missing or invalid Secret or ConfigMap, an unknown version, a refused apply): the last applied objects keep running | `AsExpected` |
 //! | `ResourcesOperatorReady` | `Available` | `Disabled`, `Draining`; what keeps its pod from running ([`super::pods`]: `ImagePullFailed`, `CrashLooping`, `Failing`, `Unschedulable`); else `Deploying` |
 //! | `WellFormed` | as `Ready` | as `Ready`: a copy of it ([`well_formed`]) under infinispan-operator's name, so that `kubectl wait --for=condition=wellFormed` (kubectl matches condition types ignoring case) works unchanged |
+//! | `CrossSiteViewFormed` (only with `spec.service.sites`) | `CrossSiteViewFormed`: every site the CR names is in the servers' sites view | `SitesMissing` (which, with each missing site's gossip router and whether the operator reaches it), `SitesViewUnknown` (no server ready or reachable); [`super::sites`] |
 //!
 //! `Degraded` is about the operator's side (it cannot apply the CR); a pod that cannot run is
 //! the cluster's side: the objects are applied and Kubernetes cannot run them, which `Ready`
@@ -21,7 +22,8 @@
 
 use common_crds::ResourceKind;
 use common_crds::conditions::{
-    ConditionStatus, ConditionType, ProblemReason, find_condition, new_condition, set_condition,
+    ConditionStatus, ConditionType, ProblemReason, find_condition, new_condition, remove_condition,
+    set_condition,
 };
 use common_crds::infinispan::InfinispanStatus;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -139,6 +141,9 @@ pub struct Observed {
     pub stop: Option<Phase>,
     /// The version each Ready server pod reports; `None`: not known (kept as it was).
     pub server_versions: Option<Vec<common_crds::infinispan::ServerVersion>>,
+    /// The sites view of a cluster with `spec.service.sites`; `None`: no sites (the
+    /// `CrossSiteViewFormed` condition goes).
+    pub sites: Option<super::sites::SitesView>,
 }
 
 /// The status `current` must become; equal to `current` when nothing changed.
@@ -164,6 +169,16 @@ pub fn compute(
     if let Some(ready) = find_condition(&conditions, ConditionType::Ready) {
         let mirror = well_formed(ready);
         set_condition(&mut conditions, mirror);
+    }
+    match &observed.sites {
+        Some(view) => {
+            let (status, reason, message) = super::sites::condition(view);
+            let sites = condition(ConditionType::CrossSiteViewFormed, status, reason, message);
+            set_condition(&mut conditions, sites);
+        }
+        None => {
+            remove_condition(&mut conditions, ConditionType::CrossSiteViewFormed);
+        }
     }
 
     // Keep the documented order whatever order an older status had.
@@ -462,6 +477,7 @@ mod tests {
             security: None,
             stop: None,
             server_versions: None,
+            sites: None,
         }
     }
 

@@ -13,6 +13,10 @@ use common_crds::labels::{
     POD_TARGET_ANNOTATIONS_ANNOTATION, POD_TARGET_LABELS_ANNOTATION, TARGET_ANNOTATIONS_ANNOTATION,
     TARGET_LABELS_ANNOTATION, is_reserved_annotation, is_reserved_label, target_keys,
 };
+use common_crds::sites::{
+    LocalSite, ROUTER_PORT, RouterHeartbeats, SiteDiscovery, SiteDiscoveryType, SiteExpose,
+    SiteExposeType, SiteLocation, SitesSpec,
+};
 use common_crds::{Infinispan, InfinispanSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, EnvVar, ResourceRequirements, Toleration, TopologySpreadConstraint,
@@ -34,7 +38,7 @@ const MONITORING_ANNOTATION: &str = "infinispan.org/monitoring";
 /// Annotations the other operator reads on the CR; they mean nothing here.
 const IGNORED_ANNOTATIONS: [(&str, &str); 1] = [(
     "infinispan.org/routerAnnotations",
-    "means nothing here (no gossip router)",
+    "not supported: the gossip router's pod takes no annotations from the CR",
 )];
 
 /// Annotations the other operator reads on the CR that this one reads the same way
@@ -191,7 +195,7 @@ fn convert_spec(
         log.unknown(container);
     }
     if let Some(mut service) = fields.take_object("service")? {
-        spec.service = service_spec(&mut service, log)?;
+        spec.service = service_spec(&mut service, name, log)?;
         log.unknown(service);
     }
     if let Some(mut security) = fields.take_object("security")? {
@@ -370,9 +374,12 @@ fn container_spec(fields: &mut Fields, log: &mut Log) -> Result<Option<Container
         }
         container.env = env;
     }
-    let reason = "not supported (no CLI pods, no gossip router)";
-    log.drop_field(fields, "cliExtraJvmOpts", reason);
-    log.drop_field(fields, "routerExtraJvmOpts", reason);
+    log.drop_field(fields, "cliExtraJvmOpts", "not supported (no CLI pods)");
+    log.drop_field(
+        fields,
+        "routerExtraJvmOpts",
+        "not supported: the gossip router's JVM options are the operator's (its heap is half of the router pod's 256Mi)",
+    );
     Ok(Some(container).filter(|c| *c != ContainerSpec::default()))
 }
 
@@ -429,7 +436,7 @@ fn limit_and_request(text: &str) -> Option<(String, String)> {
     Some((limit.to_string(), request.to_string()))
 }
 
-fn service_spec(fields: &mut Fields, log: &mut Log) -> Result<ServiceSpec, FieldError> {
+fn service_spec(fields: &mut Fields, name: &str, log: &mut Log) -> Result<ServiceSpec, FieldError> {
     let mut service = ServiceSpec::default();
     match fields.take_as::<String>("type")?.as_deref() {
         None => {}
@@ -447,17 +454,482 @@ fn service_spec(fields: &mut Fields, log: &mut Log) -> Result<ServiceSpec, Field
         service.container = service_container(&mut container, log)?;
         log.unknown(container);
     }
-    log.drop_field(
-        fields,
-        "sites",
-        "not supported yet (cross-site replication is planned: issue 26); keep the clusters' sites on the other operator until then",
-    );
+    if let Some(mut sites) = fields.take_object("sites")? {
+        service.sites = Some(sites_spec(&mut sites, name, log)?);
+        log.unknown(sites);
+    }
     log.drop_field(
         fields,
         "replicationFactor",
         "not supported: it set the owners of the Cache service type's default cache only; set owners in your cache configurations (a Cache CR's template)",
     );
     Ok(service)
+}
+
+/// Why a location found through the remote Kubernetes API (`kubernetes://`, `minikube://`,
+/// `openshift://` URLs, with a token Secret) is not converted.
+const API_DISCOVERY_REASON: &str = "discovery through the remote Kubernetes API is not supported: give the remote site's gossip router address as infinispan+xsite://host:port (its <cluster>-site Service exposed as NodePort or LoadBalancer), or, for a site in this Kubernetes cluster, its namespace and clusterName";
+
+/// `spec.service.sites`: cross-site replication, with infinispan-operator's field names
+/// (docs/cross-site.md). The gossip router, its Service and the locations by
+/// `infinispan+xsite://` URL or by namespace/clusterName carry over; what needs TLS (a Route,
+/// `encryption`) or the remote Kubernetes API (API URLs, token Secrets) does not.
+fn sites_spec(fields: &mut Fields, name: &str, log: &mut Log) -> Result<SitesSpec, FieldError> {
+    let Some(mut local) = fields.take_object("local")? else {
+        return Err(FieldError::new(fields.path("local"), "missing"));
+    };
+    let local_site = local_site(&mut local, name, log)?;
+    log.unknown(local);
+    let items: Option<Vec<Value>> = fields.take_as("locations")?;
+    let mut locations = Vec::new();
+    for (i, item) in items.unwrap_or_default().into_iter().enumerate() {
+        let path = format!("{}[{i}]", fields.path("locations"));
+        locations.extend(site_location(&path, item, log)?);
+    }
+    if !local_site.discovery.launch_gossip_router && locations.is_empty() {
+        log.note(
+            "spec.service.sites: launchGossipRouter is false and no location gives a gossip router: the operator refuses the cluster (Degraded, InvalidSites) until one does",
+        );
+    }
+    Ok(SitesSpec {
+        local: local_site,
+        locations,
+    })
+}
+
+/// `spec.service.sites.local`.
+fn local_site(fields: &mut Fields, name: &str, log: &mut Log) -> Result<LocalSite, FieldError> {
+    let name_path = fields.path("name");
+    let site = log
+        .take_text(fields, "name")?
+        .ok_or_else(|| FieldError::new(&name_path, "missing"))?;
+    log.mapped(&name_path, "");
+    let mut local = LocalSite {
+        name: site,
+        expose: SiteExpose::default(),
+        max_relay_nodes: 1,
+        discovery: SiteDiscovery::default(),
+    };
+    if let Some(mut expose) = fields.take_object("expose")? {
+        local.expose = site_expose(&mut expose, name, log)?;
+        log.unknown(expose);
+    }
+    if let Some(relays) = fields.take_as::<i32>("maxRelayNodes")? {
+        let path = fields.path("maxRelayNodes");
+        match relays {
+            0 => log.omitted(&path, "0: not set; 1 by default in both"),
+            ..0 => log.removed(
+                &path,
+                "below 1: the other operator used 1, the default here",
+            ),
+            1..=128 => {
+                log.mapped(&path, "how many pods of the site relay to the other sites");
+                local.max_relay_nodes = relays;
+            }
+            _ => log.dropped(
+                &path,
+                &json!(relays),
+                "above 128, refused here: 1, the default, applies",
+            ),
+        }
+    }
+    log.drop_field(
+        fields,
+        "encryption",
+        "TLS of the cross-site transport is not supported yet (issue 26): the sites talk in plain text through their gossip routers; keep clusters whose sites need TLS on the other operator until then",
+    );
+    if let Some(mut discovery) = fields.take_object("discovery")? {
+        local.discovery = site_discovery(&mut discovery, log)?;
+        log.unknown(discovery);
+    }
+    Ok(local)
+}
+
+/// `spec.service.sites.local.expose`: the Service `<name>-site` in front of the gossip router.
+fn site_expose(fields: &mut Fields, name: &str, log: &mut Log) -> Result<SiteExpose, FieldError> {
+    let path = fields.path("type");
+    let service = format!("the Service {name}-site in front of the site's gossip router");
+    let mut route = false;
+    let type_ = match fields.take_as::<String>("type")?.as_deref() {
+        None | Some("") => SiteExposeType::ClusterIP,
+        Some("ClusterIP") => {
+            log.mapped(
+                &path,
+                &format!("{service}, reachable inside this Kubernetes cluster only"),
+            );
+            SiteExposeType::ClusterIP
+        }
+        Some("NodePort") => {
+            log.mapped(
+                &path,
+                &format!(
+                    "{service}; give the other sites a node's address as infinispan+xsite://host:nodePort"
+                ),
+            );
+            SiteExposeType::NodePort
+        }
+        Some("LoadBalancer") => {
+            log.mapped(
+                &path,
+                &format!(
+                    "{service}; give the other sites the load balancer's address as infinispan+xsite://host:port"
+                ),
+            );
+            SiteExposeType::LoadBalancer
+        }
+        Some("Route") => {
+            log.dropped(
+                &path,
+                &json!("Route"),
+                &format!(
+                    "there is no Route for the gossip router here (a Route passes TLS through, and the cross-site transport has no TLS here yet: issue 26): the site gets the default ClusterIP, {service}, reachable inside this Kubernetes cluster only; to reach it from other clusters, set LoadBalancer or NodePort and give the other sites its address as infinispan+xsite://host:port"
+                ),
+            );
+            route = true;
+            SiteExposeType::ClusterIP
+        }
+        Some(other) => {
+            return Err(FieldError::new(
+                path,
+                format!("{other:?} is not ClusterIP, NodePort, LoadBalancer or Route"),
+            ));
+        }
+    };
+    let mut expose = SiteExpose {
+        type_,
+        ..SiteExpose::default()
+    };
+    if let Some(port) = fields.take_as::<i32>("nodePort")? {
+        let path = fields.path("nodePort");
+        if port == 0 {
+            log.omitted(&path, "empty");
+        } else if type_ != SiteExposeType::NodePort {
+            log.dropped(&path, &json!(port), "only with type NodePort here");
+        } else if !(30000..=32767).contains(&port) {
+            log.dropped(
+                &path,
+                &json!(port),
+                "outside 30000-32767, refused here: a node port is allocated",
+            );
+        } else {
+            log.mapped(&path, "");
+            expose.node_port = Some(port);
+        }
+    }
+    if let Some(port) = fields.take_as::<i32>("port")? {
+        let path = fields.path("port");
+        if port == 0 {
+            log.omitted(&path, "empty");
+        } else if type_ != SiteExposeType::LoadBalancer || port == i32::from(ROUTER_PORT) {
+            // The other operator used it only for LoadBalancer; 7900 is the default.
+            log.removed(
+                &path,
+                "used only by a LoadBalancer, whose port is 7900 by default: the Service's port stays 7900",
+            );
+        } else if !(1..=65535).contains(&port) {
+            log.dropped(
+                &path,
+                &json!(port),
+                "outside 1-65535, refused here: the port stays 7900",
+            );
+        } else {
+            log.mapped(
+                &path,
+                "the load balancer's port (the router listens on 7900)",
+            );
+            expose.port = Some(port);
+        }
+    }
+    if let Some(host) = log.take_text(fields, "routeHostName")? {
+        let path = fields.path("routeHostName");
+        if route {
+            log.dropped(&path, &json!(host), "no Route for the gossip router here");
+        } else {
+            log.removed(&path, "unused without type Route, as there");
+        }
+    }
+    if let Some(annotations) = fields.take_as::<BTreeMap<String, String>>("annotations")? {
+        if !annotations.is_empty() {
+            log.mapped(
+                &fields.path("annotations"),
+                &format!("on the Service {name}-site"),
+            );
+        }
+        expose.annotations = annotations;
+    }
+    Ok(expose)
+}
+
+/// `spec.service.sites.local.discovery`: the site's gossip router.
+fn site_discovery(fields: &mut Fields, log: &mut Log) -> Result<SiteDiscovery, FieldError> {
+    let mut discovery = SiteDiscovery::default();
+    let path = fields.path("type");
+    match fields.take_as::<String>("type")?.as_deref() {
+        None | Some("") => {}
+        Some("gossiprouter") => {
+            log.mapped(&path, "a JGroups gossip router per site");
+            discovery.type_ = SiteDiscoveryType::GossipRouter;
+        }
+        Some(other) => {
+            return Err(FieldError::new(
+                path,
+                format!("{other:?} is not gossiprouter"),
+            ));
+        }
+    }
+    if let Some(launch) = fields.take_as::<bool>("launchGossipRouter")? {
+        let note = if launch {
+            "a Deployment <name>-router and its Service <name>-site"
+        } else {
+            "no router of this site: the pods use the locations' routers only"
+        };
+        log.mapped(&fields.path("launchGossipRouter"), note);
+        discovery.launch_gossip_router = launch;
+    }
+    let resources = "the gossip router pod's resources are the operator's here: requests 100m CPU and 256Mi memory, limit 256Mi memory";
+    log.drop_field(fields, "memory", resources);
+    log.drop_field(fields, "cpu", resources);
+    if let Some(suspect) = fields.take_as::<bool>("suspectEvents")? {
+        log.mapped(&fields.path("suspectEvents"), "");
+        discovery.suspect_events = suspect;
+    }
+    if let Some(mut heartbeats) = fields.take_object("heartbeats")? {
+        discovery.heartbeats = router_heartbeats(&mut heartbeats, log)?;
+        log.unknown(heartbeats);
+    }
+    Ok(discovery)
+}
+
+/// `spec.service.sites.local.discovery.heartbeats`: an interval below 1 s or a timeout below
+/// 2 s is dropped (the schema refuses them), and so are both when the timeout would not be
+/// longer than the interval.
+fn router_heartbeats(fields: &mut Fields, log: &mut Log) -> Result<RouterHeartbeats, FieldError> {
+    let mut heartbeats = RouterHeartbeats::default();
+    if let Some(enabled) = fields.take_as::<bool>("enabled")? {
+        log.mapped(&fields.path("enabled"), "");
+        heartbeats.enabled = enabled;
+    }
+    let mut kept = Vec::new();
+    for (key, minimum) in [("interval", 1000), ("timeout", 2000)] {
+        let path = fields.path(key);
+        match fields.take_as::<i64>(key)? {
+            None => {}
+            Some(millis) if millis < minimum => log.dropped(
+                &path,
+                &json!(millis),
+                &format!("below {minimum} ms, refused here: the default applies"),
+            ),
+            Some(millis) => kept.push((key, path, millis)),
+        }
+    }
+    let mut candidate = heartbeats.clone();
+    for (key, _, millis) in &kept {
+        match *key {
+            "interval" => candidate.interval = *millis,
+            _ => candidate.timeout = *millis,
+        }
+    }
+    if candidate.timeout <= candidate.interval {
+        for (_, path, millis) in kept {
+            log.dropped(
+                &path,
+                &json!(millis),
+                &format!(
+                    "the timeout must be longer than the interval here: the defaults apply (interval {} ms, timeout {} ms)",
+                    heartbeats.interval, heartbeats.timeout
+                ),
+            );
+        }
+        return Ok(heartbeats);
+    }
+    for (_, path, _) in kept {
+        log.mapped(&path, "milliseconds");
+    }
+    Ok(candidate)
+}
+
+/// The fields of `value`, the list item at `path` (e.g. `spec.service.sites.locations[0]`).
+fn list_item(path: &str, value: Value) -> Result<Fields, FieldError> {
+    let mut holder = Fields::root(serde_json::Map::from_iter([(path.to_string(), value)]));
+    Ok(holder.take_object(path)?.unwrap_or_default())
+}
+
+/// Whether `host` and `port` make an `infinispan+xsite://host[:port]` the schema here accepts:
+/// a lower-case DNS name or IPv4 address, a port from 1 to 65535.
+fn router_address_ok(host: &str, port: Option<&str>) -> bool {
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    let port_ok = |port: &str| {
+        port.len() <= 5
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && port.parse::<u16>().is_ok_and(|p| p > 0)
+    };
+    host.split('.').all(label_ok) && port.is_none_or(port_ok)
+}
+
+/// One of `spec.service.sites.locations`: `None` (the whole location dropped) when nothing
+/// converted locates the remote site's gossip router.
+fn site_location(
+    path: &str,
+    item: Value,
+    log: &mut Log,
+) -> Result<Option<SiteLocation>, FieldError> {
+    let original = item.clone();
+    let mut fields = list_item(path, item)?;
+    // The location's entries, reported unless the whole location is dropped.
+    let mut entries = Log::default();
+    let name_path = fields.path("name");
+    let name = entries
+        .take_text(&mut fields, "name")?
+        .ok_or_else(|| FieldError::new(&name_path, "missing"))?;
+    entries.mapped(&name_path, "");
+    let url_path = fields.path("url");
+    let host_path = fields.path("host");
+    let port_path = fields.path("port");
+    let url = entries.take_text(&mut fields, "url")?;
+    let host = entries.take_text(&mut fields, "host")?;
+    let port = fields.take_as::<i32>("port")?;
+    let namespace = entries.take_text(&mut fields, "namespace")?;
+    let cluster_name = entries.take_text(&mut fields, "clusterName")?;
+    entries.drop_field(
+        &mut fields,
+        "secretName",
+        "a token for the remote Kubernetes API, not used here",
+    );
+    entries.unknown(fields);
+
+    let mut router_url = None;
+    // Why the location's url (or host) was not kept.
+    let mut lost: Option<String> = None;
+    let mut url = url;
+    if let Some(host) = host {
+        // Deprecated there; its webhook wrote url from them, over any url given.
+        let port_number = port.filter(|p| *p > 0).unwrap_or(i32::from(ROUTER_PORT));
+        if router_address_ok(&host, Some(&port_number.to_string())) {
+            let from_host = format!("infinispan+xsite://{host}:{port_number}");
+            let note = format!(
+                "{from_host}: host and port are deprecated there, whose webhook made this url of them"
+            );
+            entries.changed(&host_path, &url_path, &note);
+            if port.is_some() {
+                entries.changed(&port_path, &url_path, &note);
+            }
+            match url.take() {
+                Some(given) if given == from_host => {
+                    entries.mapped(&url_path, "the url host and port give")
+                }
+                Some(given) => entries.dropped(
+                    &url_path,
+                    &json!(given),
+                    "host and port win, as the other operator's webhook wrote url from them",
+                ),
+                None => {}
+            }
+            router_url = Some(from_host);
+        } else {
+            let reason = format!(
+                "{host}:{port_number} is not a host and port infinispan+xsite://host:port allows here (a lower-case DNS name or IPv4 address, a port from 1 to 65535)"
+            );
+            entries.dropped(&host_path, &json!(host), &reason);
+            if let Some(port) = port {
+                entries.dropped(&port_path, &json!(port), &reason);
+            }
+            lost = Some(reason);
+        }
+    } else if let Some(port) = port {
+        if port == 0 {
+            entries.omitted(&port_path, "empty");
+        } else {
+            entries.removed(&port_path, "unused without host, as there");
+        }
+    }
+    if let Some(url) = url {
+        match url.split_once("://") {
+            Some(("infinispan+xsite", "")) => entries.removed(
+                &url_path,
+                "no host: as there, the site is found by its namespace and clusterName",
+            ),
+            Some(("infinispan+xsite", address)) => {
+                let (host, port) = match address.split_once(':') {
+                    Some((host, port)) => (host, Some(port)),
+                    None => (address, None),
+                };
+                if router_address_ok(host, port) {
+                    entries.mapped(&url_path, "the remote site's gossip router");
+                    router_url = Some(url);
+                } else {
+                    let reason = "not an infinispan+xsite://host[:port] the schema here accepts (a lower-case DNS name or IPv4 address, a port from 1 to 65535)";
+                    entries.dropped(&url_path, &json!(url), reason);
+                    lost = Some(reason.to_string());
+                }
+            }
+            Some(("kubernetes" | "minikube" | "openshift", _)) => {
+                entries.dropped(&url_path, &json!(url), API_DISCOVERY_REASON);
+                lost = Some(API_DISCOVERY_REASON.to_string());
+            }
+            _ => {
+                let reason = "neither infinispan+xsite://host:port nor a Kubernetes API URL";
+                entries.dropped(&url_path, &json!(url), reason);
+                lost = Some(reason.to_string());
+            }
+        }
+    }
+
+    let mut location = SiteLocation {
+        name,
+        url: None,
+        namespace: None,
+        cluster_name: None,
+    };
+    let in_cluster = [
+        ("namespace", namespace, &mut location.namespace),
+        ("clusterName", cluster_name, &mut location.cluster_name),
+    ];
+    if let Some(url) = router_url {
+        for (key, value, _) in in_cluster {
+            if value.is_some() {
+                entries.removed(
+                    &format!("{path}.{key}"),
+                    "with url, the location is found by its url (the other operator did not use it with an infinispan+xsite url either)",
+                );
+            }
+        }
+        location.url = Some(url);
+    } else if in_cluster.iter().all(|(_, value, _)| value.is_none()) {
+        let reason = lost.unwrap_or_else(|| {
+            "nothing locates the site: a location needs url (infinispan+xsite://host:port) or the namespace and clusterName of the remote site's CR in this Kubernetes cluster".to_string()
+        });
+        log.dropped(path, &original, &reason);
+        return Ok(None);
+    } else {
+        for (key, value, slot) in in_cluster {
+            let Some(value) = value else {
+                continue;
+            };
+            let field = format!("{path}.{key}");
+            if lost.is_some() {
+                entries.changed(
+                    &field,
+                    &field,
+                    "without url, this locates the site in this Kubernetes cluster (its Service <clusterName>-site in the namespace; this CR's name and namespace where not given); there it named the CR behind url: if the site runs in another Kubernetes cluster, give its gossip router's address as url instead",
+                );
+            } else {
+                entries.mapped(
+                    &field,
+                    "the remote site's CR in this Kubernetes cluster: its Service <clusterName>-site",
+                );
+            }
+            *slot = Some(value);
+        }
+    }
+    log.fields.append(&mut entries.fields);
+    Ok(Some(location))
 }
 
 fn service_container(
@@ -1192,6 +1664,19 @@ mod tests {
     }
 
     #[test]
+    fn router_addresses_the_schema_accepts() {
+        assert!(router_address_ok("nyc.example.com", Some("31900")));
+        assert!(router_address_ok("10.0.0.7", None));
+        assert!(!router_address_ok("NYC.example.com", None));
+        assert!(!router_address_ok("nyc-.example.com", None));
+        assert!(!router_address_ok("", None));
+        assert!(!router_address_ok("nyc", Some("")));
+        assert!(!router_address_ok("nyc", Some("0")));
+        assert!(!router_address_ok("nyc", Some("65536")));
+        assert!(!router_address_ok("nyc", Some("79:00")));
+    }
+
+    #[test]
     fn the_default_anti_affinity_is_recognised() {
         let affinity: Affinity =
             serde_json::from_value(default_affinity("a")).unwrap_or_else(|e| panic!("{e}"));
@@ -1213,10 +1698,15 @@ mod tests {
 mod conversion_tests {
     use super::super::tests::{assert_field, only_report};
     use super::super::{Converted, Outcome};
+    use super::API_DISCOVERY_REASON;
     use common_crds::infinispan::ProbeSpec;
     use common_crds::labels::{
         POD_TARGET_ANNOTATIONS_ANNOTATION, POD_TARGET_LABELS_ANNOTATION,
         TARGET_ANNOTATIONS_ANNOTATION, TARGET_LABELS_ANNOTATION,
+    };
+    use common_crds::sites::{
+        LocalSite, RouterHeartbeats, SiteDiscovery, SiteDiscoveryType, SiteExpose, SiteExposeType,
+        SiteLocation, SitesSpec,
     };
 
     fn cluster(spec: &str) -> (common_crds::Infinispan, super::super::ObjectReport) {
@@ -1364,13 +1854,15 @@ mod conversion_tests {
     #[test]
     fn fields_without_equivalent_are_dropped_with_the_reason_of_the_table() {
         let (_, report) = cluster(
-            "  replicas: 1\n  version: 16.0.7\n  container: {cliExtraJvmOpts: x, routerExtraJvmOpts: y}\n  service:\n    type: Cache\n    sites: {local: {name: a, expose: {type: ClusterIP}}}\n    replicationFactor: 2\n    container: {livenessProbe: {handler: x}}\n  security:\n    credentialStoreSecretName: cs\n    authorization: {enabled: true, roles: [{name: r, permissions: [ALL]}]}\n    endpointEncryption: {type: Secret, certSecretName: t, clientCert: Authenticate, clientCertSecretName: ts}\n  expose: {type: LoadBalancer, port: 443}\n  logging: {pattern: '${env:PASSWORD} %m'}\n  autoscale: {minReplicas: 1, maxReplicas: 3, minMemUsagePercent: 10, maxMemUsagePercent: 80}\n  cloudEvents: {bootstrapServers: k:9092}\n  dependencies: {artifacts: [{url: 'http://x/a.jar'}]}\n  upgrades: {type: HotRodRolling}\n  configListener: {enabled: true, serviceAccountName: sa}\n  jmx: {enabled: true}\n  serviceAccountName: sa\n  surprise: 1\n",
+            "  replicas: 1\n  version: 16.0.7\n  container: {cliExtraJvmOpts: x, routerExtraJvmOpts: y}\n  service:\n    type: Cache\n    replicationFactor: 2\n    container: {livenessProbe: {handler: x}}\n  security:\n    credentialStoreSecretName: cs\n    authorization: {enabled: true, roles: [{name: r, permissions: [ALL]}]}\n    endpointEncryption: {type: Secret, certSecretName: t, clientCert: Authenticate, clientCertSecretName: ts}\n  expose: {type: LoadBalancer, port: 443}\n  logging: {pattern: '${env:PASSWORD} %m'}\n  autoscale: {minReplicas: 1, maxReplicas: 3, minMemUsagePercent: 10, maxMemUsagePercent: 80}\n  cloudEvents: {bootstrapServers: k:9092}\n  dependencies: {artifacts: [{url: 'http://x/a.jar'}]}\n  upgrades: {type: HotRodRolling}\n  configListener: {enabled: true, serviceAccountName: sa}\n  jmx: {enabled: true}\n  serviceAccountName: sa\n  surprise: 1\n",
         );
         for (field, reason) in [
             ("spec.container.cliExtraJvmOpts", "no CLI pods"),
-            ("spec.container.routerExtraJvmOpts", "no gossip router"),
+            (
+                "spec.container.routerExtraJvmOpts",
+                "JVM options are the operator's",
+            ),
             ("spec.service.type", "every cluster is what DataGrid was"),
-            ("spec.service.sites", "cross-site replication"),
             (
                 "spec.service.replicationFactor",
                 "set owners in your cache configurations",
@@ -1756,5 +2248,305 @@ mod conversion_tests {
             })
         );
         assert_eq!(container.startup_probe, None);
+    }
+
+    /// infinispan-operator's `spec.service.sites`: the router, its Service and the locations by
+    /// `infinispan+xsite://` URL carry over (the deprecated host and port as a URL); TLS, the
+    /// router's resources and the remote Kubernetes API do not.
+    #[test]
+    fn sites_are_mapped_without_tls_and_the_remote_kubernetes_api() {
+        let (cr, report) = cluster(
+            "  replicas: 3\n  version: 16.0.7\n  service:\n    sites:\n      local:\n        name: LON\n        expose: {type: LoadBalancer, port: 65535, annotations: {service.beta.kubernetes.io/aws-load-balancer-type: nlb}}\n        maxRelayNodes: 2\n        encryption: {protocol: TLSv1.3, transportKeyStore: {secretName: tks, alias: transport, filename: keystore.p12}, routerKeyStore: {secretName: rks, alias: router, filename: keystore.p12}, trustStore: {secretName: ts, filename: truststore.p12}}\n        discovery: {type: gossiprouter, launchGossipRouter: true, memory: 512Mi, cpu: 500m, suspectEvents: true, heartbeats: {enabled: true, interval: 5000, timeout: 20000}}\n      locations:\n      - {name: NYC, url: 'infinispan+xsite://nyc.example.com:31900'}\n      - {name: SFO, host: sfo.example.com, port: 7901}\n      - {name: PAR, url: 'kubernetes://api.par.example.com:6443', namespace: team-b, clusterName: par, secretName: par-token}\n      - {name: BER, url: 'openshift://api.ber.example.com:6443', secretName: ber-token}\n      - {name: MAD, url: 'infinispan+xsite://mad.example.com', namespace: team-c, clusterName: mad, surprise: 1}\n",
+        );
+        let sites = "spec.service.sites";
+        assert_eq!(
+            cr.spec.service.sites,
+            Some(SitesSpec {
+                local: LocalSite {
+                    name: "LON".into(),
+                    expose: SiteExpose {
+                        type_: SiteExposeType::LoadBalancer,
+                        node_port: None,
+                        port: Some(65535),
+                        annotations: [(
+                            "service.beta.kubernetes.io/aws-load-balancer-type".to_string(),
+                            "nlb".to_string()
+                        )]
+                        .into(),
+                    },
+                    max_relay_nodes: 2,
+                    discovery: SiteDiscovery {
+                        type_: SiteDiscoveryType::GossipRouter,
+                        launch_gossip_router: true,
+                        suspect_events: true,
+                        heartbeats: RouterHeartbeats {
+                            enabled: true,
+                            interval: 5000,
+                            timeout: 20000,
+                        },
+                    },
+                },
+                locations: vec![
+                    location(
+                        "NYC",
+                        Some("infinispan+xsite://nyc.example.com:31900"),
+                        None,
+                        None
+                    ),
+                    location(
+                        "SFO",
+                        Some("infinispan+xsite://sfo.example.com:7901"),
+                        None,
+                        None
+                    ),
+                    location("PAR", None, Some("team-b"), Some("par")),
+                    location(
+                        "MAD",
+                        Some("infinispan+xsite://mad.example.com"),
+                        None,
+                        None
+                    ),
+                ],
+            })
+        );
+        for field in [
+            "local.name",
+            "local.expose.type",
+            "local.expose.port",
+            "local.expose.annotations",
+            "local.maxRelayNodes",
+            "local.discovery.type",
+            "local.discovery.launchGossipRouter",
+            "local.discovery.suspectEvents",
+            "local.discovery.heartbeats.enabled",
+            "local.discovery.heartbeats.interval",
+            "local.discovery.heartbeats.timeout",
+            "locations[0].name",
+            "locations[0].url",
+            "locations[4].url",
+        ] {
+            let field = format!("{sites}.{field}");
+            assert_field(&report, &field, Outcome::Mapped, Some(&field), "");
+        }
+        assert_field(
+            &report,
+            &format!("{sites}.local.expose.type"),
+            Outcome::Mapped,
+            Some(&format!("{sites}.local.expose.type")),
+            "the Service c-site in front of the site's gossip router; give the other sites the load balancer's address as infinispan+xsite://host:port",
+        );
+        assert_field(
+            &report,
+            &format!("{sites}.local.expose.annotations"),
+            Outcome::Mapped,
+            Some(&format!("{sites}.local.expose.annotations")),
+            "on the Service c-site",
+        );
+        assert_field(
+            &report,
+            &format!("{sites}.local.encryption"),
+            Outcome::Dropped,
+            None,
+            "TLS of the cross-site transport is not supported yet (issue 26): the sites talk in plain text",
+        );
+        for resource in ["memory", "cpu"] {
+            assert_field(
+                &report,
+                &format!("{sites}.local.discovery.{resource}"),
+                Outcome::Dropped,
+                None,
+                "requests 100m CPU and 256Mi memory, limit 256Mi memory",
+            );
+        }
+        // The deprecated host and port become the url the other operator's webhook made.
+        for key in ["host", "port"] {
+            assert_field(
+                &report,
+                &format!("{sites}.locations[1].{key}"),
+                Outcome::Changed,
+                Some(&format!("{sites}.locations[1].url")),
+                "infinispan+xsite://sfo.example.com:7901: host and port are deprecated there",
+            );
+        }
+        // An API URL is dropped; the namespace and clusterName now locate the site here.
+        assert_field(
+            &report,
+            &format!("{sites}.locations[2].url"),
+            Outcome::Dropped,
+            None,
+            API_DISCOVERY_REASON,
+        );
+        for key in ["namespace", "clusterName"] {
+            let field = format!("{sites}.locations[2].{key}");
+            assert_field(
+                &report,
+                &field,
+                Outcome::Changed,
+                Some(&field),
+                "locates the site in this Kubernetes cluster",
+            );
+        }
+        assert_field(
+            &report,
+            &format!("{sites}.locations[2].secretName"),
+            Outcome::Dropped,
+            None,
+            "a token for the remote Kubernetes API, not used here",
+        );
+        // Nothing else locates BER: the whole location is dropped, with the reason.
+        assert_field(
+            &report,
+            &format!("{sites}.locations[3]"),
+            Outcome::Dropped,
+            None,
+            API_DISCOVERY_REASON,
+        );
+        assert!(report.field(&format!("{sites}.locations[3].url")).is_none());
+        // With url, namespace and clusterName go (unused there too).
+        for key in ["namespace", "clusterName"] {
+            assert_field(
+                &report,
+                &format!("{sites}.locations[4].{key}"),
+                Outcome::Changed,
+                None,
+                "with url, the location is found by its url",
+            );
+        }
+        assert_field(
+            &report,
+            &format!("{sites}.locations[4].surprise"),
+            Outcome::Dropped,
+            None,
+            "not a field of infinispan-operator's API",
+        );
+        assert!(report.dropped_anything());
+    }
+
+    /// A site exposed by a Route gets the default ClusterIP; what the schema here refuses is
+    /// dropped.
+    #[test]
+    fn a_site_exposed_by_a_route_falls_back_to_cluster_ip() {
+        let (cr, report) = cluster(
+            "  replicas: 1\n  version: 16.0.7\n  service:\n    sites:\n      local:\n        name: LON\n        expose: {type: Route, routeHostName: xsite.example.com, nodePort: 31000, port: 443}\n        encryption: {transportKeyStore: {secretName: tks}, routerKeyStore: {secretName: rks}}\n        maxRelayNodes: 0\n        discovery: {launchGossipRouter: false, heartbeats: {interval: 500, timeout: 8000}}\n      locations:\n      - {name: NYC, namespace: team-b}\n      - {name: SFO, host: SFO.example.com}\n      - {name: BER, port: 7900}\n",
+        );
+        let sites = "spec.service.sites";
+        let Some(converted) = cr.spec.service.sites else {
+            panic!("sites: {report:?}");
+        };
+        assert_eq!(converted.local.expose, SiteExpose::default());
+        assert_eq!(converted.local.expose.type_, SiteExposeType::ClusterIP);
+        assert_eq!(converted.local.max_relay_nodes, 1);
+        assert!(!converted.local.discovery.launch_gossip_router);
+        assert_eq!(
+            converted.local.discovery.heartbeats,
+            RouterHeartbeats::default()
+        );
+        assert_eq!(
+            converted.locations,
+            vec![location("NYC", None, Some("team-b"), None)]
+        );
+        assert_field(
+            &report,
+            &format!("{sites}.local.expose.type"),
+            Outcome::Dropped,
+            None,
+            "there is no Route for the gossip router here",
+        );
+        let route = report
+            .field(&format!("{sites}.local.expose.type"))
+            .map(|entry| entry.note.clone())
+            .unwrap_or_default();
+        for part in [
+            "the default ClusterIP",
+            "set LoadBalancer or NodePort",
+            "infinispan+xsite://host:port",
+        ] {
+            assert!(route.contains(part), "{route}");
+        }
+        assert_field(
+            &report,
+            &format!("{sites}.local.expose.routeHostName"),
+            Outcome::Dropped,
+            None,
+            "no Route",
+        );
+        assert_field(
+            &report,
+            &format!("{sites}.local.expose.nodePort"),
+            Outcome::Dropped,
+            None,
+            "only with type NodePort",
+        );
+        assert_field(
+            &report,
+            &format!("{sites}.local.expose.port"),
+            Outcome::Changed,
+            None,
+            "used only by a LoadBalancer",
+        );
+        assert_field(
+            &report,
+            &format!("{sites}.local.encryption"),
+            Outcome::Dropped,
+            None,
+            "issue 26",
+        );
+        assert_field(
+            &report,
+            &format!("{sites}.local.maxRelayNodes"),
+            Outcome::Omitted,
+            None,
+            "1 by default",
+        );
+        assert_field(
+            &report,
+            &format!("{sites}.local.discovery.heartbeats.interval"),
+            Outcome::Dropped,
+            None,
+            "below 1000 ms",
+        );
+        // 8000 ms is not longer than the default interval (10000 ms).
+        assert_field(
+            &report,
+            &format!("{sites}.local.discovery.heartbeats.timeout"),
+            Outcome::Dropped,
+            None,
+            "the timeout must be longer than the interval here",
+        );
+        assert_field(
+            &report,
+            &format!("{sites}.locations[0].namespace"),
+            Outcome::Mapped,
+            Some(&format!("{sites}.locations[0].namespace")),
+            "this Kubernetes cluster",
+        );
+        assert_field(
+            &report,
+            &format!("{sites}.locations[1]"),
+            Outcome::Dropped,
+            None,
+            "a lower-case DNS name",
+        );
+        assert_field(
+            &report,
+            &format!("{sites}.locations[2]"),
+            Outcome::Dropped,
+            None,
+            "nothing locates the site",
+        );
+    }
+
+    fn location(
+        name: &str,
+        url: Option<&str>,
+        namespace: Option<&str>,
+        cluster_name: Option<&str>,
+    ) -> SiteLocation {
+        SiteLocation {
+            name: name.into(),
+            url: url.map(Into::into),
+            namespace: namespace.map(Into::into),
+            cluster_name: cluster_name.map(Into::into),
+        }
     }
 }

@@ -140,12 +140,36 @@ impl Cx<'_> {
     /// its TCP connections (JGroups' own TLS, `client_auth=NEED`: a member must present a
     /// certificate of the cluster's CA, which the server's `security-realm` transport does not
     /// require), the PKCS#12 stores of the transport Secret.
+    /// With `spec.service.sites`, the cross-site stacks over the cluster's own
+    /// ([`super::sites`]).
     fn jgroups_xml(&self, xml: &mut Lines) {
+        if self.transport.is_none() && self.sites.is_none() {
+            return;
+        }
+        xml.line(1, "<jgroups>");
+        self.transport_tls_stack_xml(xml);
+        if let Some(sites) = &self.sites {
+            for (indent, line) in sites.stacks(self.cluster_stack()) {
+                xml.line(indent + 1, &line);
+            }
+        }
+        xml.line(1, "</jgroups>");
+    }
+
+    /// The stack of the cluster's own members: `kubernetes`, or its TLS extension.
+    fn cluster_stack(&self) -> &'static str {
+        if self.transport.is_some() {
+            JGROUPS_TLS_STACK
+        } else {
+            JGROUPS_STACK
+        }
+    }
+
+    fn transport_tls_stack_xml(&self, xml: &mut Lines) {
         if self.transport.is_none() {
             return;
         }
         let password = format!("${{env.{TRANSPORT_TLS_PASSWORD_ENV}}}");
-        xml.line(1, "<jgroups>");
         xml.line(
             2,
             &format!(r#"<stack name="{JGROUPS_TLS_STACK}" extends="{JGROUPS_STACK}">"#),
@@ -166,16 +190,15 @@ impl Cx<'_> {
             ),
         );
         xml.line(2, "</stack>");
-        xml.line(1, "</jgroups>");
     }
 
     /// Statistics, global state, the transport on the `kubernetes` stack (or its TLS
     /// extension), authorization when authentication is on.
     fn cache_container_xml(&self, xml: &mut Lines) {
-        let stack = if self.transport.is_some() {
-            JGROUPS_TLS_STACK
+        let stack = if self.sites.is_some() {
+            super::sites::XSITE_STACK
         } else {
-            JGROUPS_STACK
+            self.cluster_stack()
         };
         xml.line(1, r#"<cache-container name="default" statistics="true">"#);
         xml.line(2, r#"<global-state unclean-shutdown-action="IGNORE"/>"#);
@@ -495,7 +518,7 @@ impl Cx<'_> {
 }
 
 /// Escapes text for an XML attribute value.
-fn xml_escape(text: &str) -> String {
+pub(super) fn xml_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -281,6 +281,8 @@ pub enum BuildError {
     InvalidLogCategory { category: String },
     #[error(transparent)]
     ReservedKey(#[from] ReservedKey),
+    #[error("spec.service.sites: {problem}")]
+    InvalidSites { problem: String },
 }
 
 impl BuildError {
@@ -316,6 +318,7 @@ impl BuildError {
             }
             Self::InvalidArtifact(_) => ProblemReason::InvalidCluster,
             Self::ReservedKey(_) => ProblemReason::InvalidMetadata,
+            Self::InvalidSites { .. } => ProblemReason::InvalidSites,
         }
     }
 }
@@ -349,6 +352,8 @@ pub(super) struct Cx<'a> {
     pub(super) dns_query: String,
     /// The labels and annotations the CR adds to the pods and the Services.
     pub(super) user: UserMetadata,
+    /// Cross-site replication, when `spec.service.sites` asks for it.
+    pub(super) sites: Option<super::sites::Sites>,
 }
 
 impl<'a> Cx<'a> {
@@ -397,6 +402,7 @@ impl<'a> Cx<'a> {
             log_categories: log_categories(cluster)?,
             dns_query,
             user: user_metadata::of(cluster)?,
+            sites: super::sites::resolve(cluster, name, namespace, &settings.cluster_domain)?,
         })
     }
 

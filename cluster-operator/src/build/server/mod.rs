@@ -17,10 +17,11 @@ mod network_policy;
 mod referenced;
 mod service_monitor;
 mod services;
+pub mod sites;
 mod statefulset;
 
 use common_crds::Infinispan;
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -175,6 +176,11 @@ pub struct Objects {
     /// The ServiceMonitor, or why there is none; applied only where the API server serves the
     /// kind (a left-over one is the controller's to delete).
     pub monitoring: Monitoring,
+    /// The gossip router's Service `<cluster>-site`, when this site runs a router
+    /// (`spec.service.sites`; a left-over one is the controller's to delete).
+    pub site_service: Option<Service>,
+    /// The gossip router's Deployment `<cluster>-router`, likewise.
+    pub router: Option<Deployment>,
 }
 
 /// Every object of the server of `cluster`.
@@ -194,6 +200,8 @@ pub fn build(
         pod_disruption_budget: cx.pod_disruption_budget(),
         network_policy: cx.network_policy(),
         monitoring: cx.monitoring(),
+        site_service: cx.site_service(),
+        router: cx.router_deployment(),
         config_map,
     })
 }
@@ -276,7 +284,7 @@ mod tests {
     // ---- Golden snapshots ---------------------------------------------------------------
 
     /// The objects as one multi-document YAML, in the order they are applied.
-    fn yaml(objects: &Objects) -> String {
+    pub(super) fn yaml(objects: &Objects) -> String {
         let mut documents = vec![serde_saphyr::to_string(&objects.config_map)];
         if let Some(secret) = &objects.identities_secret {
             documents.push(serde_saphyr::to_string(secret));
@@ -293,6 +301,12 @@ mod tests {
         }
         if let Some(monitor) = objects.monitoring.service_monitor() {
             documents.push(serde_saphyr::to_string(monitor));
+        }
+        if let Some(service) = &objects.site_service {
+            documents.push(serde_saphyr::to_string(service));
+        }
+        if let Some(router) = &objects.router {
+            documents.push(serde_saphyr::to_string(router));
         }
         snapshot::yaml(documents)
     }
