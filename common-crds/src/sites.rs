@@ -61,6 +61,83 @@ pub struct LocalSite {
     /// The gossip router of this site.
     #[serde(default)]
     pub discovery: SiteDiscovery,
+
+    /// TLS between the sites: the server pods and the gossip routers present certificates to
+    /// each other (mutual TLS), from the user's PKCS#12 stores. Every site of a deployment
+    /// must use it, or none. Absent: plain text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<SiteEncryption>,
+}
+
+/// TLS of the cross-site transport (infinispan-operator's field). Each Secret holds the store
+/// (key `filename`), its password (key `password`) and optionally its type (key `type`,
+/// default PKCS12); each must allow the cluster (annotation `infinispan.org/allow-clusters`).
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct SiteEncryption {
+    /// TLSv1.3 (default) or TLSv1.2.
+    #[serde(default)]
+    pub protocol: TlsProtocol,
+    /// The certificate the server pods present to the gossip routers.
+    pub transport_key_store: SiteKeyStore,
+    /// The certificate this site's gossip router presents.
+    pub router_key_store: SiteKeyStore,
+    /// The CAs that sign the other sites' certificates (and this site's: the router checks
+    /// the pods' too). Required here (infinispan-operator fell back to the JVM's CAs).
+    pub trust_store: SiteTrustStore,
+}
+
+/// A TLS protocol version.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TlsProtocol {
+    #[default]
+    #[serde(rename = "TLSv1.3")]
+    TlsV13,
+    #[serde(rename = "TLSv1.2")]
+    TlsV12,
+}
+
+impl TlsProtocol {
+    /// As JSSE names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TlsV13 => "TLSv1.3",
+            Self::TlsV12 => "TLSv1.2",
+        }
+    }
+}
+
+/// A keystore in a Secret.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct SiteKeyStore {
+    /// The Secret (same namespace).
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_name: String,
+    /// The alias of the key entry; absent: `transport` for the transport's keystore, `router`
+    /// for the router's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    /// The key of the store in the Secret; absent: `keystore.p12`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^[-._a-zA-Z0-9]+$"))]
+    pub filename: Option<String>,
+}
+
+/// A truststore in a Secret.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::common::unwrap_doc_lines)]
+pub struct SiteTrustStore {
+    /// The Secret (same namespace).
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_name: String,
+    /// The key of the store in the Secret; absent: `truststore.p12`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^[-._a-zA-Z0-9]+$"))]
+    pub filename: Option<String>,
 }
 
 fn default_max_relay_nodes() -> i32 {

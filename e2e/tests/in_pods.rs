@@ -4005,6 +4005,95 @@ async fn two_sites_in_two_namespaces_back_up_to_each_other_and_form_the_view_aga
             },
         )
         .await?;
+
+        // TLS between the sites: the same stores on both (a certificate of one CA), both CRs
+        // switched; the pods and routers roll onto them and the view forms again.
+        let (keystore, truststore, ca_pem) = site_stores()?;
+        for ns in [&lon_ns, &nyc_ns] {
+            let secrets = Api::<Secret>::namespaced(client.clone(), ns);
+            for (name, key, store) in [
+                ("xsite-keystore", "keystore.p12", &keystore),
+                ("xsite-truststore", "truststore.p12", &truststore),
+            ] {
+                let secret: Secret = serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": name, "annotations": {"infinispan.org/allow-clusters": "*"}},
+                    "data": {key: base64(store), "password": base64(P12_PASSWORD.as_bytes())},
+                }))?;
+                secrets.create(&Default::default(), &secret).await?;
+            }
+        }
+        let encryption = json!({
+            "transportKeyStore": {"secretName": "xsite-keystore", "alias": "xsite"},
+            "routerKeyStore": {"secretName": "xsite-keystore", "alias": "xsite"},
+            "trustStore": {"secretName": "xsite-truststore"},
+        });
+        for (clusters, name, local, remote, remote_cluster, remote_ns) in [
+            (&lon.clusters, "lon", "LON", "NYC", "nyc", &nyc_ns),
+            (&nyc.clusters, "nyc", "NYC", "LON", "lon", &lon_ns),
+        ] {
+            let mut service = sites_spec(local, remote, remote_cluster, remote_ns);
+            service["sites"]["local"]["encryption"] = encryption.clone();
+            apply_cluster(clusters, name, json!({"replicas": 1, "service": service})).await?;
+        }
+        for (ns, name) in [(&lon_ns, "lon"), (&nyc_ns, "nyc")] {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+            eventually(&format!("{name}'s server and router pods on the stores"), WAIT, || {
+                let pods = pods.clone();
+                async move {
+                    let selector = format!("app.kubernetes.io/instance={name}");
+                    let listed = pods.list(&ListParams::default().labels(&selector)).await?.items;
+                    let on_stores = |component: &str| {
+                        listed.iter().any(|pod| {
+                            let env = serde_json::to_string(
+                                &pod.spec.as_ref().map(|s| &s.containers[0].env),
+                            )
+                            .unwrap_or_default();
+                            pod.labels().get("app.kubernetes.io/component").map(String::as_str)
+                                == Some(component)
+                                && env.contains("XSITE_KEYSTORE_PASSWORD")
+                                && pod.metadata.deletion_timestamp.is_none()
+                                && pod
+                                    .status
+                                    .as_ref()
+                                    .and_then(|s| s.conditions.as_ref())
+                                    .is_some_and(|c| {
+                                        c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                                    })
+                        })
+                    };
+                    Ok((on_stores("server") && on_stores("gossip-router")).then_some(()))
+                }
+            })
+            .await?;
+        }
+        let lon_cr = wait_cluster_ready(&client, &lon.clusters, "lon", 1).await?;
+        let nyc_cr = wait_cluster_ready(&client, &nyc.clusters, "nyc", 1).await?;
+        wait_sites_view(&lon.clusters, "lon").await?;
+        wait_sites_view(&nyc.clusters, "nyc").await?;
+        let lon_rest = rest_client(&client, &lon_ns, &lon_cr).await?;
+        let nyc_rest = rest_client(&client, &nyc_ns, &nyc_cr).await?;
+        eventually("an entry written in LON over TLS", WAIT, || async {
+            Ok(lon_rest.create_cache_entry("xs", "tls", "4").await.ok())
+        })
+        .await?;
+        eventually("the entry written in LON read in NYC, over TLS", WAIT, || async {
+            Ok((nyc_rest.cache_entry("xs", "tls").await?.as_deref() == Some("4")).then_some(()))
+        })
+        .await?;
+        // The router's port speaks TLS with the site certificate and asks for a client's.
+        let router_ip = Api::<Service>::namespaced(client.clone(), &lon_ns)
+            .get("lon-site")
+            .await?
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .context("no cluster IP")?;
+        let handshake = tls_handshake(&format!("{router_ip}:7900"), &ca_pem)?;
+        ensure!(
+            handshake.contains("CN = xsite")
+                && handshake.contains("Acceptable client certificate CA names"),
+            "the router's TLS handshake:\n{handshake}"
+        );
         anyhow::Ok(())
     }
     .await;
@@ -4013,4 +4102,62 @@ async fn two_sites_in_two_namespaces_back_up_to_each_other_and_form_the_view_aga
     uninstall(&lon.testbed, lon.ns).await?;
     uninstall(&nyc.testbed, nyc.ns).await?;
     result
+}
+
+/// A PKCS#12 keystore (entry `xsite`, a certificate of a new CA) and a truststore of that CA
+/// made the way users make them (openssl, keytool), and the CA's PEM.
+fn site_stores() -> anyhow::Result<(Vec<u8>, Vec<u8>, String)> {
+    let dir = repo_root().join("target/e2e-logs/in-pods/xsite-pki");
+    std::fs::create_dir_all(&dir)?;
+    let script = format!(
+        "set -e
+         openssl req -x509 -newkey rsa:2048 -nodes -days 2 -keyout ca.key -out ca.crt -subj /CN=xsite-ca \
+           -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
+         printf 'basicConstraints=CA:FALSE\\nkeyUsage=critical,digitalSignature,keyEncipherment\\nextendedKeyUsage=serverAuth,clientAuth\\n' >site.ext
+         openssl req -newkey rsa:2048 -nodes -keyout site.key -out site.csr -subj /CN=xsite
+         openssl x509 -req -in site.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile site.ext -out site.crt
+         openssl pkcs12 -export -inkey site.key -in site.crt -certfile ca.crt -name xsite -passout pass:{P12_PASSWORD} -out keystore.p12
+         rm -f truststore.p12
+         keytool -importcert -noprompt -alias xsite-ca -file ca.crt -keystore truststore.p12 -storetype PKCS12 -storepass {P12_PASSWORD}"
+    );
+    let output = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(&dir)
+        .output()?;
+    ensure!(
+        output.status.success(),
+        "openssl/keytool: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stores = (
+        std::fs::read(dir.join("keystore.p12"))?,
+        std::fs::read(dir.join("truststore.p12"))?,
+        std::fs::read_to_string(dir.join("ca.crt"))?,
+    );
+    std::fs::remove_dir_all(&dir)?;
+    Ok(stores)
+}
+
+/// Base64 of `bytes` (a Secret's `data`).
+fn base64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// What `openssl s_client` says of a TLS handshake with `address`, trusting `ca_pem`, with no
+/// client certificate.
+fn tls_handshake(address: &str, ca_pem: &str) -> anyhow::Result<String> {
+    let ca = repo_root().join("target/e2e-logs/in-pods/xsite-handshake-ca.crt");
+    std::fs::write(&ca, ca_pem)?;
+    let output = std::process::Command::new("openssl")
+        .args(["s_client", "-connect", address, "-CAfile"])
+        .arg(&ca)
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    std::fs::remove_file(&ca)?;
+    Ok(format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    ))
 }

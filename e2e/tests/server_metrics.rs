@@ -177,6 +177,7 @@ fn prepare(name: &str, spec: serde_json::Value) -> anyhow::Result<Cluster> {
         transport: None,
         client_trust: None,
         credential_store: None,
+        site_tls: None,
     };
     let objects = server::build(&cr, &settings, &referenced)?;
     let realm = objects

@@ -15,6 +15,7 @@ use super::credentials;
 use super::status::Problem;
 use crate::build::resources_operator::ClientCertificate;
 use crate::build::server::credential_store::CredentialStore;
+use crate::build::server::sites::SiteTls;
 use crate::build::server::{BuildError, ConfigOverlay, Identities, Referenced, TlsCertificate};
 use crate::certificates::client_trust::ClientTrust;
 use crate::cr_policy::{self, CrPolicy};
@@ -228,6 +229,38 @@ pub async fn read(
         .map(CredentialStore::from_secret)
         .transpose()
         .map_err(BuildError::from)?;
+    let site_tls = match cluster
+        .spec
+        .service
+        .sites
+        .as_ref()
+        .and_then(|sites| sites.local.encryption.as_ref())
+    {
+        Some(encryption) => {
+            let read = async |secret: &str, field: &'static str| {
+                named_secret(&secrets, &namespace, secret, field, &name, policy).await
+            };
+            let transport = read(
+                &encryption.transport_key_store.secret_name,
+                "spec.service.sites.local.encryption.transportKeyStore.secretName",
+            )
+            .await?;
+            let router = read(
+                &encryption.router_key_store.secret_name,
+                "spec.service.sites.local.encryption.routerKeyStore.secretName",
+            )
+            .await?;
+            let trust = read(
+                &encryption.trust_store.secret_name,
+                "spec.service.sites.local.encryption.trustStore.secretName",
+            )
+            .await?;
+            Some(SiteTls::from_secrets(
+                encryption, &transport, &router, &trust,
+            )?)
+        }
+        None => None,
+    };
 
     // Then what the operator generates.
     let operator_credentials = get_or_create(
@@ -357,6 +390,7 @@ pub async fn read(
             transport: generated.transport,
             client_trust,
             credential_store,
+            site_tls,
         },
         operator_credentials,
         credentials_revision,

@@ -1,8 +1,10 @@
 //! The `CrossSiteViewFormed` condition of a cluster with `spec.service.sites`: the sites its
 //! servers see in the bridge (`GET /rest/v2/container`, `sites_view`) against the sites the CR
 //! names, looked at every [`SITES_POLL`] while the CR has sites. A site missing from the view
-//! is explained: its gossip router's address and whether the operator can open a connection to
-//! it (unreachable router, or a remote cluster that calls itself by another name).
+//! is explained: its gossip router's address and, for a router in this Kubernetes cluster,
+//! whether the operator can open a connection to it (unreachable router, or a remote cluster
+//! that calls itself by another name). Routers given by URL are not probed: a CR must not make
+//! the operator connect wherever it says.
 
 use std::time::Duration;
 
@@ -34,7 +36,8 @@ pub struct SitesView {
 pub struct RouterProbe {
     pub site: String,
     pub address: String,
-    pub reachable: Result<(), String>,
+    /// `None`: not probed (a location given by URL, outside this Kubernetes cluster).
+    pub reachable: Option<Result<(), String>>,
 }
 
 /// The condition's status, reason and message (pure).
@@ -69,11 +72,15 @@ pub fn condition(view: &SitesView) -> (ConditionStatus, &'static str, String) {
     );
     for probe in &view.routers {
         match &probe.reachable {
-            Ok(()) => message.push_str(&format!(
+            None => message.push_str(&format!(
+                ". {}: its gossip router is {} (a location outside this Kubernetes cluster: check that it runs and that this site's pods reach it)",
+                probe.site, probe.address
+            )),
+            Some(Ok(())) => message.push_str(&format!(
                 ". {}: its gossip router {} accepts connections: the site's servers have not joined it (not running, or their local site name is not {:?})",
                 probe.site, probe.address, probe.site
             )),
-            Err(why) => message.push_str(&format!(
+            Some(Err(why)) => message.push_str(&format!(
                 ". {}: its gossip router {} is unreachable from the operator ({why})",
                 probe.site, probe.address
             )),
@@ -130,22 +137,31 @@ pub async fn observe(
                 common_crds::sites::site_service_name(&name),
                 domain.trim_end_matches('.')
             );
-            candidates.push((
-                sites.local.name.clone(),
-                host,
-                common_crds::sites::ROUTER_PORT,
-            ));
+            let port = sites
+                .local
+                .expose
+                .port
+                .and_then(|p| u16::try_from(p).ok())
+                .unwrap_or(common_crds::sites::ROUTER_PORT);
+            candidates.push((sites.local.name.clone(), host, port, true));
         }
         for location in &sites.locations {
             if seen.contains(&location.name) {
                 continue;
             }
             if let Some(router) = location.router(&name, &namespace, domain) {
-                candidates.push((location.name.clone(), router.host, router.port));
+                // Only a router in this Kubernetes cluster is probed: a CR must not make the
+                // operator open connections to any address it names.
+                let in_cluster = location.url.is_none();
+                candidates.push((location.name.clone(), router.host, router.port, in_cluster));
             }
         }
-        for (site, host, port) in candidates {
-            let reachable = probe(&host, port).await;
+        for (site, host, port, in_cluster) in candidates {
+            let reachable = if in_cluster {
+                Some(probe(&host, port).await)
+            } else {
+                None
+            };
             routers.push(RouterProbe {
                 site,
                 address: format!("{host}:{port}"),
@@ -209,7 +225,7 @@ mod tests {
         let unreachable = RouterProbe {
             site: "NYC".into(),
             address: "nyc-site.b.svc.cluster.local:7900".into(),
-            reachable: Err("connection refused".into()),
+            reachable: Some(Err("connection refused".into())),
         };
         let (status, reason, message) = condition(&view(Ok(&["LON"]), vec![unreachable]));
         assert_eq!((status, reason), (ConditionStatus::False, "SitesMissing"));
@@ -223,7 +239,7 @@ mod tests {
         let reachable = RouterProbe {
             site: "NYC".into(),
             address: "nyc-site.b.svc.cluster.local:7900".into(),
-            reachable: Ok(()),
+            reachable: Some(Ok(())),
         };
         let (status, _, message) = condition(&view(Ok(&["LON", "NYX"]), vec![reachable]));
         assert_eq!(status, ConditionStatus::False);

@@ -509,6 +509,7 @@ fn local_site(fields: &mut Fields, name: &str, log: &mut Log) -> Result<LocalSit
         expose: SiteExpose::default(),
         max_relay_nodes: 1,
         discovery: SiteDiscovery::default(),
+        encryption: None,
     };
     if let Some(mut expose) = fields.take_object("expose")? {
         local.expose = site_expose(&mut expose, name, log)?;
@@ -2285,6 +2286,7 @@ mod conversion_tests {
                             timeout: 20000,
                         },
                     },
+                    encryption: None,
                 },
                 locations: vec![
                     location(

@@ -25,14 +25,15 @@ use crate::certificates::objects::{
 
 /// SHA-256 (hex) of what must roll the pods besides the pod template: the server ConfigMap's
 /// data except [`LOGGING_CONFIG_KEY`] (every key and value, length-prefixed), the TLS digest,
-/// the transport stores' digest, the extra server libraries (their plan and claim) and the
-/// credential store's Secret (its content's digest).
+/// the transport stores' digest, the extra server libraries (their plan and claim), the
+/// credential store's Secret (its content's digest) and the cross-site TLS stores' digest.
 pub fn config_hash(
     config_map: &ConfigMap,
     tls: Option<&TlsCertificate>,
     transport: Option<&str>,
     dependencies: Option<&str>,
     credential_store: Option<&str>,
+    site_tls: Option<&str>,
 ) -> String {
     let mut hasher = Sha256::new();
     for (key, value) in config_map.data.iter().flatten() {
@@ -63,6 +64,11 @@ pub fn config_hash(
     if let Some(store) = credential_store {
         hasher.update([4]);
         hash_part(&mut hasher, store);
+    }
+    // The cross-site TLS stores' content; absent, nothing.
+    if let Some(stores) = site_tls {
+        hasher.update([5]);
+        hash_part(&mut hasher, stores);
     }
     format!("{:x}", hasher.finalize())
 }

@@ -206,6 +206,7 @@ pub fn full_referenced() -> Referenced {
         }),
         client_trust: None,
         credential_store: None,
+        site_tls: None,
     }
 }
 

@@ -184,6 +184,8 @@ pub struct Referenced {
     /// The credential store's Secret, checked, when `spec.security.credentialStoreSecretName`
     /// is set.
     pub credential_store: Option<CredentialStore>,
+    /// The cross-site TLS stores, checked, when `spec.service.sites.local.encryption` is set.
+    pub site_tls: Option<super::sites::SiteTls>,
 }
 
 /// The Secret with the transport's PKCS#12 stores (`keystore.p12`, `truststore.p12`,
@@ -402,7 +404,13 @@ impl<'a> Cx<'a> {
             log_categories: log_categories(cluster)?,
             dns_query,
             user: user_metadata::of(cluster)?,
-            sites: super::sites::resolve(cluster, name, namespace, &settings.cluster_domain)?,
+            sites: super::sites::resolve(
+                cluster,
+                name,
+                namespace,
+                &settings.cluster_domain,
+                referenced.site_tls.as_ref(),
+            )?,
         })
     }
 

@@ -13,20 +13,25 @@ use std::collections::BTreeMap;
 
 use common_crds::Infinispan;
 use common_crds::sites::{
-    ROUTER_PORT, RouterAddress, SiteExposeType, SitesSpec, router_name, site_service_name,
+    ROUTER_PORT, RouterAddress, SiteEncryption, SiteExposeType, SitesSpec, router_name,
+    site_service_name,
 };
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Container, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, Service, ServicePort,
-    ServiceSpec, TCPSocketAction,
+    Container, EnvVar, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, Secret, Service,
+    ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use sha2::{Digest, Sha256};
 
 use super::inputs::{BuildError, Cx};
 use crate::build::identity;
-use crate::build::pod::{container_port, image_pull_secrets, restricted_container, restricted_pod};
+use crate::build::pod::{
+    container_port, image_pull_secrets, mount, non_empty, restricted_container, restricted_pod,
+    secret_env, secret_volume,
+};
 
 /// The JGroups stack of the server transport with cross-site on: the cluster's own stack with
 /// RELAY2 on top.
@@ -55,6 +60,161 @@ pub(super) struct Sites {
     pub max_relay_nodes: i32,
     /// Heartbeat interval and timeout (ms), when on.
     pub heartbeats: Option<(i64, i64)>,
+    /// TLS between the sites, when `local.encryption` asks for it.
+    pub tls: Option<SiteTls>,
+}
+
+/// One store of the cross-site TLS, checked: its Secret, the key holding it, its type and
+/// (keystores) the alias of the key entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteStore {
+    pub secret: String,
+    pub key: String,
+    pub store_type: String,
+    pub alias: Option<String>,
+}
+
+/// The stores of `spec.service.sites.local.encryption`, checked (what the controller read):
+/// the transport's keystore (the server pods), the router's keystore, the truststore, and a
+/// digest of the three Secrets' content (a new certificate rolls the pods and the router).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteTls {
+    pub protocol: &'static str,
+    pub transport: SiteStore,
+    pub router: SiteStore,
+    pub trust: SiteStore,
+    pub digest: String,
+}
+
+/// The key of a store's password in its Secret (infinispan-operator's).
+pub const STORE_PASSWORD_KEY: &str = "password";
+/// The key of a store's type in its Secret (infinispan-operator's); absent: PKCS12.
+pub const STORE_TYPE_KEY: &str = "type";
+/// Where the server pods find the transport's keystore.
+const TRANSPORT_STORE_DIR: &str = "/etc/infinispan/xsite-tls/keystore";
+/// Where the server pods and the router find the truststore.
+const TRUST_STORE_DIR: &str = "/etc/infinispan/xsite-tls/truststore";
+/// Where the router finds its keystore.
+const ROUTER_STORE_DIR: &str = "/etc/infinispan/xsite-tls/router-keystore";
+const TRANSPORT_STORE_VOLUME: &str = "xsite-keystore";
+const TRUST_STORE_VOLUME: &str = "xsite-truststore";
+const ROUTER_STORE_VOLUME: &str = "xsite-router-keystore";
+/// The variables of the stores' passwords (server: read by the configuration, `${env.…}`;
+/// router: expanded into its arguments by the kubelet, `$(…)`).
+const KEYSTORE_PASSWORD_ENV: &str = "XSITE_KEYSTORE_PASSWORD";
+const TRUSTSTORE_PASSWORD_ENV: &str = "XSITE_TRUSTSTORE_PASSWORD";
+/// The router's diagnostics port: its probes' target with TLS (a bare TCP connection to the
+/// TLS port would be a failed handshake in its log at every probe).
+pub const ROUTER_DIAG_PORT: u16 = 7901;
+
+/// Name of [`ROUTER_DIAG_PORT`].
+const ROUTER_DIAG_PORT_NAME: &str = "router-diag";
+
+/// The content of `key` of `secret` (`data`, else `stringData`).
+fn secret_value(secret: &Secret, key: &str) -> Option<Vec<u8>> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|v| v.0.clone())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .map(|v| v.clone().into_bytes())
+        })
+}
+
+/// One store in `secret`, under `key` (`field` names it in errors): it is there, with a
+/// password, and a type PKCS12 (default) or JKS.
+fn site_store(
+    secret: &Secret,
+    field: &str,
+    key: String,
+    alias: Option<String>,
+) -> Result<SiteStore, BuildError> {
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let missing = |k: &str| BuildError::InvalidSites {
+        problem: format!("{field}: the Secret {name:?} has no key {k}"),
+    };
+    secret_value(secret, &key)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| missing(&key))?;
+    secret_value(secret, STORE_PASSWORD_KEY).ok_or_else(|| missing(STORE_PASSWORD_KEY))?;
+    let store_type = match secret_value(secret, STORE_TYPE_KEY) {
+        None => "PKCS12".to_string(),
+        Some(bytes) => {
+            let text = String::from_utf8_lossy(&bytes).trim().to_uppercase();
+            if text != "PKCS12" && text != "JKS" {
+                return Err(BuildError::InvalidSites {
+                    problem: format!(
+                        "{field}: the Secret {name:?} says type {text:?}, not PKCS12 or JKS"
+                    ),
+                });
+            }
+            text
+        }
+    };
+    Ok(SiteStore {
+        secret: name,
+        key,
+        store_type,
+        alias,
+    })
+}
+
+impl SiteTls {
+    /// Checks the three Secrets `encryption` names, as read (`transport`, `router`, `trust`).
+    pub fn from_secrets(
+        encryption: &SiteEncryption,
+        transport: &Secret,
+        router: &Secret,
+        trust: &Secret,
+    ) -> Result<Self, BuildError> {
+        let field = "spec.service.sites.local.encryption";
+        let (keystore, router_keystore) = (
+            &encryption.transport_key_store,
+            &encryption.router_key_store,
+        );
+        let key = |filename: &Option<String>, default: &str| {
+            filename.clone().unwrap_or_else(|| default.to_string())
+        };
+        let mut hasher = Sha256::new();
+        for secret in [transport, router, trust] {
+            for (name, value) in secret.data.iter().flatten() {
+                super::referenced::hash_part(&mut hasher, name);
+                hasher.update(&value.0);
+            }
+        }
+        Ok(Self {
+            protocol: encryption.protocol.as_str(),
+            transport: site_store(
+                transport,
+                &format!("{field}.transportKeyStore"),
+                key(&keystore.filename, "keystore.p12"),
+                Some(keystore.alias.clone().unwrap_or_else(|| "transport".into())),
+            )?,
+            router: site_store(
+                router,
+                &format!("{field}.routerKeyStore"),
+                key(&router_keystore.filename, "keystore.p12"),
+                Some(
+                    router_keystore
+                        .alias
+                        .clone()
+                        .unwrap_or_else(|| "router".into()),
+                ),
+            )?,
+            trust: site_store(
+                trust,
+                &format!("{field}.trustStore"),
+                key(&encryption.trust_store.filename, "truststore.p12"),
+                None,
+            )?,
+            digest: format!("{:x}", hasher.finalize()),
+        })
+    }
 }
 
 /// The labels of the gossip router's objects of `cluster`.
@@ -74,6 +234,7 @@ pub(super) fn resolve(
     name: &str,
     namespace: &str,
     cluster_domain: &str,
+    tls: Option<&SiteTls>,
 ) -> Result<Option<Sites>, BuildError> {
     let Some(spec) = cluster.spec.service.sites.as_ref() else {
         return Ok(None);
@@ -120,8 +281,18 @@ pub(super) fn resolve(
             problem: "launchGossipRouter is false and no location gives a gossip router: the pods would have none to join".into(),
         });
     }
+    let tls = match (&local.encryption, tls) {
+        (None, _) => None,
+        (Some(_), Some(tls)) => Some(tls.clone()),
+        (Some(_), None) => {
+            return Err(BuildError::InvalidSites {
+                problem: "local.encryption is set but its stores were not given".into(),
+            });
+        }
+    };
     let heartbeats = &local.discovery.heartbeats;
     Ok(Some(Sites {
+        tls,
         local: local.name.clone(),
         remote: locations.iter().map(|l| l.name.clone()).collect(),
         routers,
@@ -152,6 +323,28 @@ impl Sites {
         if let Some((interval, timeout)) = self.heartbeats {
             tunnel.push_str(&format!(
                 r#" heartbeat_interval="{interval}" heartbeat_timeout="{timeout}""#
+            ));
+        }
+        if let Some(tls) = &self.tls {
+            let (keystore, truststore) = (&tls.transport, &tls.trust);
+            tunnel.push_str(&format!(
+                concat!(
+                    r#" tls.enabled="true" tls.protocols="{protocol}""#,
+                    r#" tls.keystore_path="{kdir}/{kkey}" tls.keystore_password="${{env.{kenv}}}""#,
+                    r#" tls.keystore_type="{ktype}" tls.keystore_alias="{alias}""#,
+                    r#" tls.truststore_path="{tdir}/{tkey}" tls.truststore_password="${{env.{tenv}}}""#,
+                    r#" tls.truststore_type="{ttype}""#,
+                ),
+                protocol = tls.protocol,
+                kdir = TRANSPORT_STORE_DIR,
+                kkey = super::config::xml_escape(&keystore.key),
+                kenv = KEYSTORE_PASSWORD_ENV,
+                ktype = keystore.store_type,
+                alias = super::config::xml_escape(keystore.alias.as_deref().unwrap_or_default()),
+                tdir = TRUST_STORE_DIR,
+                tkey = super::config::xml_escape(&truststore.key),
+                tenv = TRUSTSTORE_PASSWORD_ENV,
+                ttype = truststore.store_type,
             ));
         }
         tunnel.push_str(
@@ -209,6 +402,33 @@ impl Sites {
 }
 
 impl Cx<'_> {
+    /// With cross-site TLS: the server pods' volumes and mounts of the transport's keystore
+    /// and the truststore, and the variables of their passwords.
+    pub(super) fn site_tls_pod_parts(&self) -> (Vec<Volume>, Vec<VolumeMount>, Vec<EnvVar>) {
+        let Some(tls) = self.sites.as_ref().and_then(|s| s.tls.as_ref()) else {
+            return Default::default();
+        };
+        let (keystore, truststore) = (&tls.transport, &tls.trust);
+        let mut volumes = Vec::new();
+        let mut mounts = Vec::new();
+        for (volume, dir, store) in [
+            (TRANSPORT_STORE_VOLUME, TRANSPORT_STORE_DIR, keystore),
+            (TRUST_STORE_VOLUME, TRUST_STORE_DIR, truststore),
+        ] {
+            volumes.push(secret_volume(volume, store.secret.clone(), &[&store.key]));
+            mounts.push(mount(volume, dir, true));
+        }
+        let env = vec![
+            secret_env(KEYSTORE_PASSWORD_ENV, &keystore.secret, STORE_PASSWORD_KEY),
+            secret_env(
+                TRUSTSTORE_PASSWORD_ENV,
+                &truststore.secret,
+                STORE_PASSWORD_KEY,
+            ),
+        ];
+        (volumes, mounts, env)
+    }
+
     fn sites_spec(&self) -> Option<&SitesSpec> {
         self.cluster.spec.service.sites.as_ref()
     }
@@ -292,9 +512,77 @@ impl Cx<'_> {
                 discovery.heartbeats.interval.to_string(),
             ]);
         }
+        let tls = self.sites.as_ref().and_then(|sites| sites.tls.as_ref());
+        let mut ports = vec![container_port(ROUTER_CONTAINER_NAME, ROUTER_PORT)];
+        let (mut volumes, mut mounts, mut env) = (Vec::new(), Vec::new(), Vec::new());
+        let mut probed = ROUTER_CONTAINER_NAME;
+        if let Some(tls) = tls {
+            let (keystore, truststore) = (&tls.router, &tls.trust);
+            // The passwords reach the arguments through the kubelet's `$(…)` expansion: the
+            // pod spec holds only the Secrets' names.
+            let keystore_path = format!("{ROUTER_STORE_DIR}/{}", keystore.key);
+            let truststore_path = format!("{TRUST_STORE_DIR}/{}", truststore.key);
+            let keystore_password = format!("$({KEYSTORE_PASSWORD_ENV})");
+            let truststore_password = format!("$({TRUSTSTORE_PASSWORD_ENV})");
+            let diag_port = ROUTER_DIAG_PORT.to_string();
+            args.extend(
+                [
+                    "-nio",
+                    "false",
+                    "-tls_protocol",
+                    tls.protocol,
+                    "-tls_keystore_path",
+                    &keystore_path,
+                    "-tls_keystore_password",
+                    &keystore_password,
+                    "-tls_keystore_type",
+                    &keystore.store_type,
+                    "-tls_keystore_alias",
+                    keystore.alias.as_deref().unwrap_or_default(),
+                    "-tls_client_auth",
+                    "need",
+                    "-tls_truststore_path",
+                    &truststore_path,
+                    "-tls_truststore_password",
+                    &truststore_password,
+                    "-tls_truststore_type",
+                    &truststore.store_type,
+                    "-diag_enabled",
+                    "true",
+                    "-diag_enable_udp",
+                    "false",
+                    "-diag_enable_tcp",
+                    "true",
+                    "-diag_port",
+                    &diag_port,
+                    "-diag_port_range",
+                    "0",
+                ]
+                .map(str::to_string),
+            );
+            ports.push(container_port(ROUTER_DIAG_PORT_NAME, ROUTER_DIAG_PORT));
+            probed = ROUTER_DIAG_PORT_NAME;
+            for (volume, dir, store) in [
+                (ROUTER_STORE_VOLUME, ROUTER_STORE_DIR, keystore),
+                (TRUST_STORE_VOLUME, TRUST_STORE_DIR, truststore),
+            ] {
+                volumes.push(secret_volume(volume, store.secret.clone(), &[&store.key]));
+                mounts.push(mount(volume, dir, true));
+            }
+            env.push(secret_env(
+                KEYSTORE_PASSWORD_ENV,
+                &keystore.secret,
+                STORE_PASSWORD_KEY,
+            ));
+            env.push(secret_env(
+                TRUSTSTORE_PASSWORD_ENV,
+                &truststore.secret,
+                STORE_PASSWORD_KEY,
+            ));
+        }
         let tcp_probe = |period: i32, failures: i32| Probe {
             tcp_socket: Some(TCPSocketAction {
-                port: IntOrString::String(ROUTER_CONTAINER_NAME.to_string()),
+                port: IntOrString::String(probed.to_string()),
                 host: None,
             }),
             period_seconds: Some(period),
@@ -308,7 +596,9 @@ impl Cx<'_> {
             image: Some(self.image.image.clone()),
             command: Some(vec!["java".to_string()]),
             args: Some(args),
-            ports: Some(vec![container_port(ROUTER_CONTAINER_NAME, ROUTER_PORT)]),
+            ports: Some(ports),
+            env: non_empty(env),
+            volume_mounts: non_empty(mounts),
             startup_probe: Some(tcp_probe(1, 60)),
             readiness_probe: Some(tcp_probe(5, 2)),
             liveness_probe: Some(tcp_probe(10, 6)),
@@ -342,6 +632,13 @@ impl Cx<'_> {
                 template: PodTemplateSpec {
                     metadata: Some(ObjectMeta {
                         labels: Some(labels),
+                        // New stores restart the router.
+                        annotations: tls.map(|tls| {
+                            BTreeMap::from([(
+                                super::CONFIG_HASH_ANNOTATION.to_string(),
+                                tls.digest.clone(),
+                            )])
+                        }),
                         ..ObjectMeta::default()
                     }),
                     spec: Some(PodSpec {
@@ -350,6 +647,7 @@ impl Cx<'_> {
                         enable_service_links: Some(false),
                         security_context: Some(restricted_pod(None)),
                         image_pull_secrets: image_pull_secrets(&self.settings.image_pull_secrets),
+                        volumes: non_empty(volumes),
                         ..PodSpec::default()
                     }),
                 },
@@ -362,6 +660,7 @@ impl Cx<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Referenced;
     use super::super::fixtures::*;
     use super::*;
     use common_crds::sites::{LocalSite, SiteDiscovery, SiteExpose, SiteLocation};
@@ -386,6 +685,7 @@ mod tests {
                     launch_gossip_router: launch,
                     ..SiteDiscovery::default()
                 },
+                encryption: None,
             },
             locations,
         });
@@ -393,7 +693,7 @@ mod tests {
     }
 
     fn resolved(cr: &Infinispan) -> Result<Option<Sites>, BuildError> {
-        resolve(cr, "lon", "site-a", "cluster.local")
+        resolve(cr, "lon", "site-a", "cluster.local", None)
     }
 
     #[test]
@@ -475,6 +775,193 @@ mod tests {
             xml.contains("<remote-site name=\"LON\"/>\n<remote-site name=\"NYC\"/>"),
             "{xml}"
         );
+    }
+
+    fn store_secret(name: &str, key: &str, with_password: bool) -> Secret {
+        let mut data = std::collections::BTreeMap::from([(
+            key.to_string(),
+            k8s_openapi::ByteString(b"store".to_vec()),
+        )]);
+        if with_password {
+            data.insert(
+                "password".into(),
+                k8s_openapi::ByteString(b"secret".to_vec()),
+            );
+        }
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            data: Some(data),
+            ..Secret::default()
+        }
+    }
+
+    fn encryption() -> SiteEncryption {
+        serde_json::from_value(serde_json::json!({
+            "transportKeyStore": {"secretName": "xsite-transport"},
+            "routerKeyStore": {"secretName": "xsite-router", "alias": "gr", "filename": "router.p12"},
+            "trustStore": {"secretName": "xsite-trust"},
+        }))
+        .expect("encryption")
+    }
+
+    fn site_tls() -> SiteTls {
+        SiteTls::from_secrets(
+            &encryption(),
+            &store_secret("xsite-transport", "keystore.p12", true),
+            &store_secret("xsite-router", "router.p12", true),
+            &store_secret("xsite-trust", "truststore.p12", true),
+        )
+        .expect("valid stores")
+    }
+
+    #[test]
+    fn a_store_secret_without_its_store_or_password_is_refused() {
+        let error = SiteTls::from_secrets(
+            &encryption(),
+            &store_secret("xsite-transport", "keystore.p12", false),
+            &store_secret("xsite-router", "router.p12", true),
+            &store_secret("xsite-trust", "truststore.p12", true),
+        )
+        .expect_err("no password");
+        assert!(
+            error
+                .to_string()
+                .contains("transportKeyStore: the Secret \"xsite-transport\" has no key password"),
+            "{error}"
+        );
+        let error = SiteTls::from_secrets(
+            &encryption(),
+            &store_secret("xsite-transport", "keystore.p12", true),
+            &store_secret("xsite-router", "keystore.p12", true),
+            &store_secret("xsite-trust", "truststore.p12", true),
+        )
+        .expect_err("no router.p12");
+        assert!(
+            error.to_string().contains("has no key router.p12"),
+            "{error}"
+        );
+        // Asked for and not read: refused, never plain text.
+        let mut cr = with_sites(true, vec![location("NYC", Some("site-b"), None)]);
+        cr.spec
+            .service
+            .sites
+            .as_mut()
+            .expect("sites")
+            .local
+            .encryption = Some(encryption());
+        let error = resolved(&cr).expect_err("stores not given");
+        assert!(error.to_string().contains("encryption"), "{error}");
+    }
+
+    #[test]
+    fn with_tls_the_pods_and_the_router_present_their_stores_and_the_router_is_probed_on_its_diagnostics_port()
+     {
+        let mut cr = with_sites(true, vec![location("NYC", Some("site-b"), None)]);
+        cr.spec
+            .service
+            .sites
+            .as_mut()
+            .expect("sites")
+            .local
+            .encryption = Some(encryption());
+        let with_stores = Referenced {
+            site_tls: Some(site_tls()),
+            ..referenced()
+        };
+        let objects = built(&cr, &settings(), &with_stores);
+        let xml = &objects.config_map.data.clone().expect("data")[super::super::SERVER_CONFIG_KEY];
+        for attribute in [
+            r#"tls.enabled="true""#,
+            r#"tls.protocols="TLSv1.3""#,
+            r#"tls.keystore_path="/etc/infinispan/xsite-tls/keystore/keystore.p12""#,
+            r#"tls.keystore_password="${env.XSITE_KEYSTORE_PASSWORD}""#,
+            r#"tls.keystore_alias="transport""#,
+            r#"tls.truststore_path="/etc/infinispan/xsite-tls/truststore/truststore.p12""#,
+            r#"tls.truststore_type="PKCS12""#,
+        ] {
+            assert!(xml.contains(attribute), "{attribute} in {xml}");
+        }
+        // The server pods: both stores mounted, both passwords from their Secrets.
+        let pod = objects
+            .stateful_set
+            .spec
+            .template
+            .spec
+            .clone()
+            .expect("pod");
+        let volumes = serde_json::to_value(&pod.volumes)
+            .expect("json")
+            .to_string();
+        assert!(
+            volumes.contains("xsite-transport") && volumes.contains("xsite-trust"),
+            "{volumes}"
+        );
+        let env = serde_json::to_value(&pod.containers[0].env)
+            .expect("json")
+            .to_string();
+        assert!(
+            env.contains("XSITE_KEYSTORE_PASSWORD") && env.contains("xsite-transport"),
+            "{env}"
+        );
+        assert!(
+            !env.contains("secret\""),
+            "a password value in the pod spec: {env}"
+        );
+        // The router: TLS arguments with the passwords expanded by the kubelet, its stores,
+        // probes on the diagnostics port.
+        let router = objects.router.expect("router");
+        let pod = router.spec.template.spec.clone().expect("pod");
+        let container = &pod.containers[0];
+        let args = container.args.clone().unwrap_or_default();
+        for pair in [
+            ["-tls_client_auth", "need"],
+            ["-tls_keystore_alias", "gr"],
+            [
+                "-tls_keystore_path",
+                "/etc/infinispan/xsite-tls/router-keystore/router.p12",
+            ],
+            ["-tls_keystore_password", "$(XSITE_KEYSTORE_PASSWORD)"],
+            ["-tls_protocol", "TLSv1.3"],
+            ["-nio", "false"],
+        ] {
+            assert!(args.windows(2).any(|w| w == pair), "{pair:?} in {args:?}");
+        }
+        let probe = container
+            .readiness_probe
+            .clone()
+            .and_then(|p| p.tcp_socket)
+            .expect("tcp");
+        assert_eq!(probe.port, IntOrString::String("router-diag".into()));
+        let env = serde_json::to_value(&container.env)
+            .expect("json")
+            .to_string();
+        assert!(
+            env.contains("xsite-router") && env.contains("xsite-trust"),
+            "{env}"
+        );
+        // New stores restart the router and roll the servers.
+        let annotations = router.spec.template.metadata.and_then(|m| m.annotations);
+        assert_eq!(
+            annotations.and_then(|a| a.get(super::super::CONFIG_HASH_ANNOTATION).cloned()),
+            Some(site_tls().digest)
+        );
+        let plain = built(
+            &with_sites(true, vec![location("NYC", Some("site-b"), None)]),
+            &settings(),
+            &referenced(),
+        );
+        let hash = |o: &super::super::Objects| {
+            o.stateful_set
+                .spec
+                .template
+                .metadata
+                .clone()
+                .and_then(|m| m.annotations)
+        };
+        assert_ne!(hash(&plain), hash(&built(&cr, &settings(), &with_stores)));
     }
 
     #[test]

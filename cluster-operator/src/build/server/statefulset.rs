@@ -128,6 +128,9 @@ impl Cx<'_> {
             ));
             init_containers.push(self.credential_store_init_container(store));
         }
+        let (site_volumes, site_mounts, _) = self.site_tls_pod_parts();
+        volumes.extend(site_volumes);
+        mounts.extend(site_mounts);
         mounts.push(mount(DATA_VOLUME, DATA_DIR, false));
         let volume_claim_templates = self.data_storage(&mut volumes);
         let container = self.server_container(resources, mounts);
@@ -137,6 +140,10 @@ impl Cx<'_> {
             self.transport.map(|transport| transport.digest.as_str()),
             self.dependencies_digest().as_deref(),
             self.credential_store.map(|store| store.digest.as_str()),
+            self.sites
+                .as_ref()
+                .and_then(|sites| sites.tls.as_ref())
+                .map(|tls| tls.digest.as_str()),
         );
         let mut pod_metadata = ObjectMeta {
             labels: Some(labels(self.name)),
@@ -450,6 +457,8 @@ impl Cx<'_> {
             // The store's password, read by the server configuration (`${env.…}`).
             env.push(self.credential_store_password_env());
         }
+        // The cross-site stores' passwords, read by the server configuration (`${env.…}`).
+        env.extend(self.site_tls_pod_parts().2);
         if let Some(options) = container
             .and_then(|container| container.extra_jvm_opts.as_deref())
             .map(str::trim)
