@@ -3786,6 +3786,29 @@ async fn wait_sites_view(clusters: &Api<Infinispan>, name: &str) -> anyhow::Resu
     }
 }
 
+/// Waits until the CR `name` says `CrossSiteViewFormed=False`, `SitesMissing`, with a message
+/// holding `needle`; returns the message.
+async fn wait_sites_missing(
+    clusters: &Api<Infinispan>,
+    name: &str,
+    needle: &str,
+) -> anyhow::Result<String> {
+    eventually(
+        &format!("the CR {name}'s CrossSiteViewFormed saying {needle:?}"),
+        WAIT,
+        || async move {
+            let cr = clusters.get(name).await?;
+            Ok(match condition(&cr, "CrossSiteViewFormed") {
+                Some(("False", "SitesMissing", message)) if message.contains(needle) => {
+                    Some(message.to_string())
+                }
+                _ => None,
+            })
+        },
+    )
+    .await
+}
+
 /// A Cache CR `name` of cluster `cluster` backing up asynchronously to `site`.
 async fn apply_backed_up_cache(
     client: &Client,
@@ -3858,25 +3881,29 @@ async fn two_sites_in_two_namespaces_back_up_to_each_other_and_form_the_view_aga
             router_image.is_some() && router_image == server_image,
             "the router runs {router_image:?}, the server {server_image:?}"
         );
-        let alone = eventually("LON's condition naming NYC unreachable", WAIT, || {
-            let clusters = lon.clusters.clone();
-            async move {
-                let cr = clusters.get("lon").await?;
-                Ok(match condition(&cr, "CrossSiteViewFormed") {
-                    Some(("False", "SitesMissing", message)) if message.contains("unreachable") => {
-                        Some(message.to_string())
-                    }
-                    _ => None,
-                })
-            }
-        })
-        .await?;
+        let alone = wait_sites_missing(&lon.clusters, "lon", "unreachable").await?;
         ensure!(
             alone.contains("missing: NYC")
                 && alone.contains(&format!("nyc-site.{nyc_ns}.svc.cluster.local:7900")),
             "{alone}"
         );
 
+        // NYC first calls itself NYX: LON's condition names both, NYC missing and NYX unknown.
+        apply_cluster(
+            &nyc.clusters,
+            "nyc",
+            json!({"replicas": 1, "service": sites_spec("NYX", "LON", "lon", &lon_ns)}),
+        )
+        .await?;
+        wait_cluster_ready(&client, &nyc.clusters, "nyc", 1).await?;
+        let misnamed = wait_sites_missing(&lon.clusters, "lon", "NYX").await?;
+        ensure!(
+            misnamed.contains("missing: NYC")
+                && misnamed.contains("accepts connections")
+                && misnamed.contains("NYX joined the view but no location names it"),
+            "{misnamed}"
+        );
+        // Named right: the pod rolls onto it.
         apply_cluster(
             &nyc.clusters,
             "nyc",
@@ -3927,18 +3954,21 @@ async fn two_sites_in_two_namespaces_back_up_to_each_other_and_form_the_view_aga
         )
         .await?;
         lon_rest.create_cache_entry("xs", "during", "2").await?;
+        // LON sees NYC leave: its servers' view (polled here), or its condition (read every
+        // 15 s by the operator: a gap shorter than that may not show there; the condition's
+        // transitions both ways are checked above).
         eventually("LON's view without NYC", WAIT, || {
             let clusters = lon.clusters.clone();
+            let lon_rest = &lon_rest;
             async move {
+                let server_view = lon_rest.container_info().await?.sites_view;
                 let cr = clusters.get("lon").await?;
-                Ok(
-                    matches!(condition(&cr, "CrossSiteViewFormed"), Some(("False", _, _)))
-                        .then_some(()),
-                )
+                let condition_false =
+                    matches!(condition(&cr, "CrossSiteViewFormed"), Some(("False", _, _)));
+                Ok((condition_false || !server_view.contains(&"NYC".to_string())).then_some(()))
             }
         })
-        .await
-        .context("LON's condition never said NYC left")?;
+        .await?;
         let nyc_cr = wait_cluster_ready(&client, &nyc.clusters, "nyc", 1).await?;
         let renewed = pods.get("nyc-0").await?;
         ensure!(

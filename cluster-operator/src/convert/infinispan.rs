@@ -14,8 +14,8 @@ use common_crds::labels::{
     TARGET_LABELS_ANNOTATION, is_reserved_annotation, is_reserved_label, target_keys,
 };
 use common_crds::sites::{
-    LocalSite, ROUTER_PORT, RouterHeartbeats, SiteDiscovery, SiteDiscoveryType, SiteExpose,
-    SiteExposeType, SiteLocation, SitesSpec,
+    LocalSite, ROUTER_PORT, RouterHeartbeats, SiteDiscovery, SiteDiscoveryType, SiteEncryption,
+    SiteExpose, SiteExposeType, SiteKeyStore, SiteLocation, SiteTrustStore, SitesSpec, TlsProtocol,
 };
 use common_crds::{Infinispan, InfinispanSpec};
 use k8s_openapi::api::core::v1::{
@@ -471,9 +471,9 @@ fn service_spec(fields: &mut Fields, name: &str, log: &mut Log) -> Result<Servic
 const API_DISCOVERY_REASON: &str = "discovery through the remote Kubernetes API is not supported: give the remote site's gossip router address as infinispan+xsite://host:port (its <cluster>-site Service exposed as NodePort or LoadBalancer), or, for a site in this Kubernetes cluster, its namespace and clusterName";
 
 /// `spec.service.sites`: cross-site replication, with infinispan-operator's field names
-/// (docs/cross-site.md). The gossip router, its Service and the locations by
-/// `infinispan+xsite://` URL or by namespace/clusterName carry over; what needs TLS (a Route,
-/// `encryption`) or the remote Kubernetes API (API URLs, token Secrets) does not.
+/// (docs/cross-site.md). The gossip router, its Service, TLS between the sites (with a
+/// trust store) and the locations by `infinispan+xsite://` URL or by namespace/clusterName
+/// carry over; a Route and the remote Kubernetes API (API URLs, token Secrets) do not.
 fn sites_spec(fields: &mut Fields, name: &str, log: &mut Log) -> Result<SitesSpec, FieldError> {
     let Some(mut local) = fields.take_object("local")? else {
         return Err(FieldError::new(fields.path("local"), "missing"));
@@ -534,16 +534,234 @@ fn local_site(fields: &mut Fields, name: &str, log: &mut Log) -> Result<LocalSit
             ),
         }
     }
-    log.drop_field(
-        fields,
-        "encryption",
-        "TLS of the cross-site transport is not supported yet (issue 26): the sites talk in plain text through their gossip routers; keep clusters whose sites need TLS on the other operator until then",
-    );
+    if let Some(value) = fields.take("encryption") {
+        local.encryption = site_encryption(&fields.path("encryption"), value, name, log)?;
+    }
     if let Some(mut discovery) = fields.take_object("discovery")? {
         local.discovery = site_discovery(&mut discovery, log)?;
         log.unknown(discovery);
     }
     Ok(local)
+}
+
+/// Why a converted site without its `encryption` must not be applied as is.
+const SITE_PLAIN_TEXT: &str = "without encryption the converted site talks plain text to the other sites' gossip routers (and the sites that use TLS refuse it), so do not apply the converted CR as is: fix the encryption in the input and convert it again";
+
+/// `spec.service.sites.local.encryption` (`value`, at `path`): TLS between the sites of
+/// cluster `name`, with the same Secrets (the store under its file name, `password`, optionally
+/// `type`), which must now allow the cluster. `None`, the whole encryption dropped with the
+/// reason, when it cannot work here: no `trustStore` (required here; the other operator fell
+/// back to the JVM's CAs) or a store without a Secret a cluster can read.
+fn site_encryption(
+    path: &str,
+    value: Value,
+    name: &str,
+    log: &mut Log,
+) -> Result<Option<SiteEncryption>, FieldError> {
+    let original = value.clone();
+    let mut fields = list_item(path, value)?;
+    // The encryption's entries, reported unless the whole encryption is dropped.
+    let mut entries = Log::default();
+    // Why the encryption cannot be used here.
+    let mut problems = Vec::new();
+    let protocol_path = fields.path("protocol");
+    let protocol = match entries.take_text(&mut fields, "protocol")?.as_deref() {
+        None => TlsProtocol::default(),
+        Some("TLSv1.3") => {
+            entries.mapped(&protocol_path, "TLSv1.3, the default in both");
+            TlsProtocol::TlsV13
+        }
+        Some("TLSv1.2") => {
+            entries.mapped(&protocol_path, "");
+            TlsProtocol::TlsV12
+        }
+        Some(other) => {
+            entries.dropped(
+                &protocol_path,
+                &json!(other),
+                "neither TLSv1.2 nor TLSv1.3, the versions both operators allow: TLSv1.3, the default, applies",
+            );
+            TlsProtocol::default()
+        }
+    };
+    let mut keystores = Vec::new();
+    for (key, role, alias) in [
+        (
+            "transportKeyStore",
+            "the server pods' keystore (their certificate to the routers)",
+            "transport",
+        ),
+        (
+            "routerKeyStore",
+            "this site's gossip router's keystore",
+            "router",
+        ),
+    ] {
+        let store = match fields.take_object(key)? {
+            Some(mut store) => {
+                let found = site_store(
+                    &mut store,
+                    role,
+                    Some(alias),
+                    name,
+                    &mut entries,
+                    &mut problems,
+                )?;
+                entries.unknown(store);
+                found
+            }
+            None => {
+                problems.push(format!(
+                    "{} is missing (infinispan-operator's schema required it too)",
+                    fields.path(key)
+                ));
+                None
+            }
+        };
+        keystores.push(store);
+    }
+    let trust_store = match fields.take_object("trustStore")? {
+        Some(mut store) => {
+            let found = site_store(
+                &mut store,
+                "the CAs that sign every site's certificates",
+                None,
+                name,
+                &mut entries,
+                &mut problems,
+            )?;
+            entries.unknown(store);
+            found
+        }
+        None => {
+            problems.push(format!(
+                "{} is missing, and it is required here (infinispan-operator fell back to the JVM's default CAs): add trustStore.secretName, a Secret of the cluster's namespace with the truststore (the CAs of every site's certificates) under truststore.p12 (or trustStore.filename) and its password under password, allowing the cluster (kubectl annotate secret <secret> {}={name})",
+                fields.path("trustStore"),
+                common_crds::labels::ALLOW_CLUSTERS_ANNOTATION
+            ));
+            None
+        }
+    };
+    entries.unknown(fields);
+    let mut keystores = keystores.into_iter();
+    let (Some(Some(transport)), Some(Some(router)), Some(trust)) =
+        (keystores.next(), keystores.next(), trust_store)
+    else {
+        log.dropped(
+            path,
+            &original,
+            &format!("{}; {SITE_PLAIN_TEXT}", problems.join("; ")),
+        );
+        return Ok(None);
+    };
+    log.fields.append(&mut entries.fields);
+    let keystore = |store: SiteStore| SiteKeyStore {
+        secret_name: store.secret_name,
+        alias: store.alias,
+        filename: store.filename,
+    };
+    Ok(Some(SiteEncryption {
+        protocol,
+        transport_key_store: keystore(transport),
+        router_key_store: keystore(router),
+        trust_store: SiteTrustStore {
+            secret_name: trust.secret_name,
+            filename: trust.filename,
+        },
+    }))
+}
+
+/// A store of `spec.service.sites.local.encryption`, as converted.
+struct SiteStore {
+    secret_name: String,
+    alias: Option<String>,
+    filename: Option<String>,
+}
+
+/// One store of `spec.service.sites.local.encryption` (`fields`), `role` saying what it is: a
+/// keystore when `alias` (the alias of its key entry by default, in both operators) is given,
+/// else the truststore. `None`, with the reason in `problems`, when no Secret a cluster can
+/// read holds it.
+fn site_store(
+    fields: &mut Fields,
+    role: &str,
+    alias: Option<&str>,
+    name: &str,
+    entries: &mut Log,
+    problems: &mut Vec<String>,
+) -> Result<Option<SiteStore>, FieldError> {
+    let default_file = if alias.is_some() {
+        "keystore.p12"
+    } else {
+        "truststore.p12"
+    };
+    let secret_path = fields.path("secretName");
+    let alias_path = fields.path("alias");
+    let filename_path = fields.path("filename");
+    let secret = entries.take_text(fields, "secretName")?;
+    let store_alias = match alias {
+        Some(_) => entries.take_text(fields, "alias")?,
+        None => None,
+    };
+    let filename = entries.take_text(fields, "filename")?;
+    let mut usable = true;
+    match &secret {
+        None => {
+            problems.push(format!("{secret_path} is missing: no Secret holds {role}"));
+            usable = false;
+        }
+        Some(secret) if secret.len() > 253 => {
+            problems.push(format!(
+                "{secret_path} is longer than 253 characters: no Secret has such a name"
+            ));
+            usable = false;
+        }
+        Some(_) => {}
+    }
+    if let Some(file) = &filename
+        && !file
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+    {
+        problems.push(format!(
+            "{filename_path} {file:?} is not a key a Secret can have (letters, digits, -, _ and .)"
+        ));
+        usable = false;
+    }
+    let Some(secret) = secret.filter(|_| usable) else {
+        return Ok(None);
+    };
+    // infinispan-operator read the truststore's type from the transport keystore's Secret.
+    let store_type = if alias.is_some() {
+        "optionally its type, PKCS12 or JKS, under type"
+    } else {
+        "optionally its type, PKCS12 or JKS, under type of this Secret, where infinispan-operator took the transport keystore Secret's type: give this Secret type JKS if its store is JKS"
+    };
+    entries.mapped(
+        &secret_path,
+        &format!(
+            "{role}: the same keys (the store under {}, its password under password, {store_type}); {}",
+            filename.as_deref().unwrap_or(default_file),
+            allow_note("secret", &secret, name)
+        ),
+    );
+    if let (Some(_), Some(default_alias)) = (&store_alias, alias) {
+        entries.mapped(
+            &alias_path,
+            &format!("the alias of the key entry ({default_alias} by default in both)"),
+        );
+    }
+    if filename.is_some() {
+        entries.mapped(
+            &filename_path,
+            &format!("the key of the store in the Secret ({default_file} by default in both)"),
+        );
+    }
+    Ok(Some(SiteStore {
+        secret_name: secret,
+        alias: store_alias,
+        filename,
+    }))
 }
 
 /// `spec.service.sites.local.expose`: the Service `<name>-site` in front of the gossip router.
@@ -583,7 +801,7 @@ fn site_expose(fields: &mut Fields, name: &str, log: &mut Log) -> Result<SiteExp
                 &path,
                 &json!("Route"),
                 &format!(
-                    "there is no Route for the gossip router here (a Route passes TLS through, and the cross-site transport has no TLS here yet: issue 26): the site gets the default ClusterIP, {service}, reachable inside this Kubernetes cluster only; to reach it from other clusters, set LoadBalancer or NodePort and give the other sites its address as infinispan+xsite://host:port"
+                    "there is no Route for the gossip router here (not built yet): the site gets the default ClusterIP, {service}, reachable inside this Kubernetes cluster only; to reach it from other clusters, set LoadBalancer or NodePort and give the other sites its address as infinispan+xsite://host:port"
                 ),
             );
             route = true;
@@ -1706,8 +1924,8 @@ mod conversion_tests {
         TARGET_ANNOTATIONS_ANNOTATION, TARGET_LABELS_ANNOTATION,
     };
     use common_crds::sites::{
-        LocalSite, RouterHeartbeats, SiteDiscovery, SiteDiscoveryType, SiteExpose, SiteExposeType,
-        SiteLocation, SitesSpec,
+        LocalSite, RouterHeartbeats, SiteDiscovery, SiteDiscoveryType, SiteEncryption, SiteExpose,
+        SiteExposeType, SiteKeyStore, SiteLocation, SiteTrustStore, SitesSpec, TlsProtocol,
     };
 
     fn cluster(spec: &str) -> (common_crds::Infinispan, super::super::ObjectReport) {
@@ -2251,11 +2469,11 @@ mod conversion_tests {
         assert_eq!(container.startup_probe, None);
     }
 
-    /// infinispan-operator's `spec.service.sites`: the router, its Service and the locations by
-    /// `infinispan+xsite://` URL carry over (the deprecated host and port as a URL); TLS, the
-    /// router's resources and the remote Kubernetes API do not.
+    /// infinispan-operator's `spec.service.sites`: the router, its Service, TLS (with its trust
+    /// store) and the locations by `infinispan+xsite://` URL carry over (the deprecated host and
+    /// port as a URL); the router's resources and the remote Kubernetes API do not.
     #[test]
-    fn sites_are_mapped_without_tls_and_the_remote_kubernetes_api() {
+    fn sites_are_mapped_with_tls_and_without_the_remote_kubernetes_api() {
         let (cr, report) = cluster(
             "  replicas: 3\n  version: 16.0.7\n  service:\n    sites:\n      local:\n        name: LON\n        expose: {type: LoadBalancer, port: 65535, annotations: {service.beta.kubernetes.io/aws-load-balancer-type: nlb}}\n        maxRelayNodes: 2\n        encryption: {protocol: TLSv1.3, transportKeyStore: {secretName: tks, alias: transport, filename: keystore.p12}, routerKeyStore: {secretName: rks, alias: router, filename: keystore.p12}, trustStore: {secretName: ts, filename: truststore.p12}}\n        discovery: {type: gossiprouter, launchGossipRouter: true, memory: 512Mi, cpu: 500m, suspectEvents: true, heartbeats: {enabled: true, interval: 5000, timeout: 20000}}\n      locations:\n      - {name: NYC, url: 'infinispan+xsite://nyc.example.com:31900'}\n      - {name: SFO, host: sfo.example.com, port: 7901}\n      - {name: PAR, url: 'kubernetes://api.par.example.com:6443', namespace: team-b, clusterName: par, secretName: par-token}\n      - {name: BER, url: 'openshift://api.ber.example.com:6443', secretName: ber-token}\n      - {name: MAD, url: 'infinispan+xsite://mad.example.com', namespace: team-c, clusterName: mad, surprise: 1}\n",
         );
@@ -2286,7 +2504,23 @@ mod conversion_tests {
                             timeout: 20000,
                         },
                     },
-                    encryption: None,
+                    encryption: Some(SiteEncryption {
+                        protocol: TlsProtocol::TlsV13,
+                        transport_key_store: SiteKeyStore {
+                            secret_name: "tks".into(),
+                            alias: Some("transport".into()),
+                            filename: Some("keystore.p12".into()),
+                        },
+                        router_key_store: SiteKeyStore {
+                            secret_name: "rks".into(),
+                            alias: Some("router".into()),
+                            filename: Some("keystore.p12".into()),
+                        },
+                        trust_store: SiteTrustStore {
+                            secret_name: "ts".into(),
+                            filename: Some("truststore.p12".into()),
+                        },
+                    }),
                 },
                 locations: vec![
                     location(
@@ -2317,6 +2551,15 @@ mod conversion_tests {
             "local.expose.port",
             "local.expose.annotations",
             "local.maxRelayNodes",
+            "local.encryption.protocol",
+            "local.encryption.transportKeyStore.secretName",
+            "local.encryption.transportKeyStore.alias",
+            "local.encryption.transportKeyStore.filename",
+            "local.encryption.routerKeyStore.secretName",
+            "local.encryption.routerKeyStore.alias",
+            "local.encryption.routerKeyStore.filename",
+            "local.encryption.trustStore.secretName",
+            "local.encryption.trustStore.filename",
             "local.discovery.type",
             "local.discovery.launchGossipRouter",
             "local.discovery.suspectEvents",
@@ -2344,13 +2587,46 @@ mod conversion_tests {
             Some(&format!("{sites}.local.expose.annotations")),
             "on the Service c-site",
         );
+        // The same Secrets, which must now allow the cluster.
+        for (store, secret, file) in [
+            ("transportKeyStore", "tks", "keystore.p12"),
+            ("routerKeyStore", "rks", "keystore.p12"),
+            ("trustStore", "ts", "truststore.p12"),
+        ] {
+            let field = format!("{sites}.local.encryption.{store}.secretName");
+            let note = report
+                .field(&field)
+                .map(|entry| entry.note.clone())
+                .unwrap_or_default();
+            for part in [
+                format!("the same keys (the store under {file}, its password under password"),
+                format!("kubectl annotate secret {secret} infinispan.org/allow-clusters=c"),
+            ] {
+                assert!(note.contains(&part), "{field}: {note}");
+            }
+        }
+        for (store, alias) in [
+            ("transportKeyStore", "transport"),
+            ("routerKeyStore", "router"),
+        ] {
+            let field = format!("{sites}.local.encryption.{store}.alias");
+            assert_field(
+                &report,
+                &field,
+                Outcome::Mapped,
+                Some(&field),
+                &format!("({alias} by default in both)"),
+            );
+        }
+        // The truststore's type is its own Secret's here.
         assert_field(
             &report,
-            &format!("{sites}.local.encryption"),
-            Outcome::Dropped,
-            None,
-            "TLS of the cross-site transport is not supported yet (issue 26): the sites talk in plain text",
+            &format!("{sites}.local.encryption.trustStore.secretName"),
+            Outcome::Mapped,
+            Some(&format!("{sites}.local.encryption.trustStore.secretName")),
+            "where infinispan-operator took the transport keystore Secret's type",
         );
+        assert!(report.field(&format!("{sites}.local.encryption")).is_none());
         for resource in ["memory", "cpu"] {
             assert_field(
                 &report,
@@ -2486,13 +2762,33 @@ mod conversion_tests {
             None,
             "used only by a LoadBalancer",
         );
-        assert_field(
-            &report,
-            &format!("{sites}.local.encryption"),
-            Outcome::Dropped,
-            None,
-            "issue 26",
+        // No trustStore: the whole encryption is dropped, the site would talk plain text.
+        assert_eq!(converted.local.encryption, None);
+        let encryption = format!("{sites}.local.encryption");
+        assert_field(&report, &encryption, Outcome::Dropped, None, "");
+        let reason = report
+            .field(&encryption)
+            .map(|entry| entry.note.clone())
+            .unwrap_or_default();
+        for part in [
+            "spec.service.sites.local.encryption.trustStore is missing, and it is required here",
+            "trustStore.secretName",
+            "under truststore.p12 (or trustStore.filename)",
+            "its password under password",
+            "infinispan.org/allow-clusters=c",
+            "talks plain text",
+            "do not apply the converted CR as is",
+        ] {
+            assert!(reason.contains(part), "{reason}");
+        }
+        // Its fields are not reported one by one.
+        assert!(
+            report
+                .fields
+                .iter()
+                .all(|entry| !entry.field.starts_with(&format!("{encryption}.")))
         );
+        assert!(report.dropped_anything());
         assert_field(
             &report,
             &format!("{sites}.local.maxRelayNodes"),
@@ -2536,6 +2832,99 @@ mod conversion_tests {
             None,
             "nothing locates the site",
         );
+    }
+
+    /// TLSv1.2 and the default aliases and file names carry over; another protocol is dropped
+    /// (the default applies); a keystore without its Secret makes the encryption unusable.
+    #[test]
+    fn site_encryption_protocols_defaults_and_unusable_stores() {
+        let spec = |encryption: &str| {
+            format!(
+                "  replicas: 1\n  service:\n    sites:\n      local:\n        name: LON\n        encryption: {encryption}\n      locations:\n      - {{name: NYC, namespace: team-b}}\n"
+            )
+        };
+        let encryption = "spec.service.sites.local.encryption";
+        let (cr, report) = cluster(&spec(
+            "{protocol: TLSv1.2, transportKeyStore: {secretName: ks}, routerKeyStore: {secretName: ks, alias: gr, filename: router.p12}, trustStore: {secretName: ts}}",
+        ));
+        let local = cr.spec.service.sites.map(|sites| sites.local);
+        assert_eq!(
+            local.and_then(|local| local.encryption),
+            Some(SiteEncryption {
+                protocol: TlsProtocol::TlsV12,
+                transport_key_store: SiteKeyStore {
+                    secret_name: "ks".into(),
+                    alias: None,
+                    filename: None,
+                },
+                router_key_store: SiteKeyStore {
+                    secret_name: "ks".into(),
+                    alias: Some("gr".into()),
+                    filename: Some("router.p12".into()),
+                },
+                trust_store: SiteTrustStore {
+                    secret_name: "ts".into(),
+                    filename: None,
+                },
+            })
+        );
+        let protocol = format!("{encryption}.protocol");
+        assert_field(&report, &protocol, Outcome::Mapped, Some(&protocol), "");
+        let router = format!("{encryption}.routerKeyStore.secretName");
+        assert_field(
+            &report,
+            &router,
+            Outcome::Mapped,
+            Some(&router),
+            "the store under router.p12",
+        );
+        assert!(!report.dropped_anything(), "{report:?}");
+
+        let (cr, report) = cluster(&spec(
+            "{protocol: TLSv1.1, transportKeyStore: {secretName: ks}, routerKeyStore: {secretName: ks}, trustStore: {secretName: ts}}",
+        ));
+        let local = cr.spec.service.sites.map(|sites| sites.local);
+        assert_eq!(
+            local
+                .and_then(|local| local.encryption)
+                .map(|encryption| encryption.protocol),
+            Some(TlsProtocol::TlsV13)
+        );
+        assert_field(
+            &report,
+            &protocol,
+            Outcome::Dropped,
+            None,
+            "TLSv1.3, the default, applies",
+        );
+
+        let (cr, report) = cluster(&spec(
+            "{transportKeyStore: {alias: transport}, routerKeyStore: {secretName: ks, filename: 'a/b'}, trustStore: {secretName: ts}}",
+        ));
+        assert_eq!(
+            cr.spec
+                .service
+                .sites
+                .and_then(|sites| sites.local.encryption),
+            None
+        );
+        assert_field(
+            &report,
+            encryption,
+            Outcome::Dropped,
+            None,
+            "transportKeyStore.secretName is missing",
+        );
+        let reason = report
+            .field(encryption)
+            .map(|entry| entry.note.clone())
+            .unwrap_or_default();
+        for part in [
+            "routerKeyStore.filename \"a/b\" is not a key a Secret can have",
+            "talks plain text",
+        ] {
+            assert!(reason.contains(part), "{reason}");
+        }
     }
 
     fn location(

@@ -53,23 +53,28 @@ pub fn credentials_secret_name(cluster: &Infinispan) -> Result<Option<&str>, Ser
     }
 }
 
+/// The content of `key` of `secret` (`data`, else `stringData`).
+pub fn secret_value(secret: &Secret, key: &str) -> Option<Vec<u8>> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|v| v.0.clone())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .map(|v| v.clone().into_bytes())
+        })
+}
+
 /// The credentials in an operator credentials Secret (keys `username` and `password`).
 pub fn credentials_from_secret(secret: &Secret) -> Result<Credentials, ServerAccessError> {
     let namespace = secret.metadata.namespace.clone().unwrap_or_default();
     let name = secret.metadata.name.clone().unwrap_or_default();
     let value = |key: &'static str| -> Result<String, ServerAccessError> {
-        let bytes = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .map(|b| b.0.clone())
-            .or_else(|| {
-                secret
-                    .string_data
-                    .as_ref()
-                    .and_then(|d| d.get(key))
-                    .map(|s| s.clone().into_bytes())
-            })
+        let bytes = secret_value(secret, key)
             .filter(|b| !b.is_empty())
             .ok_or_else(|| ServerAccessError::CredentialsKeyMissing {
                 namespace: namespace.clone(),

@@ -63,7 +63,7 @@ use crate::certificates::objects::client_secret_name;
 pub use addresses::{AddressError, SERVER_URLS_ENV, ServerAddress, ServerAddresses};
 pub use credentials::{
     CA_KEY, ca_from_secret, client_identity_from_secret, credentials_from_secret,
-    credentials_secret_name, trust_bundle,
+    credentials_secret_name, secret_value, trust_bundle,
 };
 
 /// Which server of a cluster to reach.

@@ -110,22 +110,6 @@ pub const ROUTER_DIAG_PORT: u16 = 7901;
 /// Name of [`ROUTER_DIAG_PORT`].
 const ROUTER_DIAG_PORT_NAME: &str = "router-diag";
 
-/// The content of `key` of `secret` (`data`, else `stringData`).
-fn secret_value(secret: &Secret, key: &str) -> Option<Vec<u8>> {
-    secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|v| v.0.clone())
-        .or_else(|| {
-            secret
-                .string_data
-                .as_ref()
-                .and_then(|d| d.get(key))
-                .map(|v| v.clone().into_bytes())
-        })
-}
-
 /// One store in `secret`, under `key` (`field` names it in errors): it is there, with a
 /// password, and a type PKCS12 (default) or JKS.
 fn site_store(
@@ -138,11 +122,12 @@ fn site_store(
     let missing = |k: &str| BuildError::InvalidSites {
         problem: format!("{field}: the Secret {name:?} has no key {k}"),
     };
-    secret_value(secret, &key)
+    crate::servers::secret_value(secret, &key)
         .filter(|v| !v.is_empty())
         .ok_or_else(|| missing(&key))?;
-    secret_value(secret, STORE_PASSWORD_KEY).ok_or_else(|| missing(STORE_PASSWORD_KEY))?;
-    let store_type = match secret_value(secret, STORE_TYPE_KEY) {
+    crate::servers::secret_value(secret, STORE_PASSWORD_KEY)
+        .ok_or_else(|| missing(STORE_PASSWORD_KEY))?;
+    let store_type = match crate::servers::secret_value(secret, STORE_TYPE_KEY) {
         None => "PKCS12".to_string(),
         Some(bytes) => {
             let text = String::from_utf8_lossy(&bytes).trim().to_uppercase();
