@@ -346,6 +346,22 @@ impl SiteLocation {
     }
 }
 
+impl LocalSite {
+    /// This site's own router, as its pods reach it: its Service `<cluster>-site` in
+    /// `namespace` under `cluster_domain`, on the Service's port.
+    pub fn router(&self, cluster: &str, namespace: &str, cluster_domain: &str) -> RouterAddress {
+        let domain = cluster_domain.strip_suffix('.').unwrap_or(cluster_domain);
+        RouterAddress {
+            host: format!("{}.{namespace}.svc.{domain}", site_service_name(cluster)),
+            port: self
+                .expose
+                .port
+                .and_then(|p| u16::try_from(p).ok())
+                .unwrap_or(ROUTER_PORT),
+        }
+    }
+}
+
 /// Name of the Service in front of the gossip router of `cluster`.
 pub fn site_service_name(cluster: &str) -> String {
     format!("{cluster}-site")

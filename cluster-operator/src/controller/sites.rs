@@ -132,18 +132,8 @@ pub async fn observe(
     if let Ok(seen) = &seen {
         let mut candidates = Vec::new();
         if sites.local.discovery.launch_gossip_router && !seen.contains(&sites.local.name) {
-            let host = format!(
-                "{}.{namespace}.svc.{}",
-                common_crds::sites::site_service_name(&name),
-                domain.trim_end_matches('.')
-            );
-            let port = sites
-                .local
-                .expose
-                .port
-                .and_then(|p| u16::try_from(p).ok())
-                .unwrap_or(common_crds::sites::ROUTER_PORT);
-            candidates.push((sites.local.name.clone(), host, port, true));
+            let own = sites.local.router(&name, &namespace, domain);
+            candidates.push((sites.local.name.clone(), own.host, own.port, true));
         }
         for location in &sites.locations {
             if seen.contains(&location.name) {

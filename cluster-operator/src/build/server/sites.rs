@@ -226,20 +226,9 @@ pub(super) fn resolve(
     };
     let SitesSpec { local, locations } = spec;
     let mut routers = Vec::new();
+    // (The cluster domain was checked with the JGroups DNS query's.)
     if local.discovery.launch_gossip_router {
-        let own = identity::service_host(&site_service_name(name), namespace, cluster_domain)
-            .ok_or_else(|| BuildError::InvalidClusterDomain {
-                domain: cluster_domain.to_string(),
-            })?;
-        // Through its Service, on the Service's port.
-        routers.push(RouterAddress {
-            host: own,
-            port: local
-                .expose
-                .port
-                .and_then(|p| u16::try_from(p).ok())
-                .unwrap_or(ROUTER_PORT),
-        });
+        routers.push(local.router(name, namespace, cluster_domain));
     }
     for location in locations {
         let router = location
