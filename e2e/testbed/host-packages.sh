@@ -4,7 +4,7 @@
 # for the testbed, jq for the demo, pip for hadolint's wheel, maven, setsid; for the node:
 # Debian's runc, nft (its firewall, kube-proxy), iptables and ipset (kube-router's NetworkPolicy
 # firewall), busybox-static (the helper image), debootstrap (the server image's Debian Java
-# runtime), gcc (pause), file. Run by `make testbed-up` (so `make test` and `make demo` on a
+# runtime), gcc (pause), file, keytool (a Java truststore in the cross-site pod test). Run by `make testbed-up` (so `make test` and `make demo` on a
 # fresh machine) and by .ci/run. Needs root (apt-get) only when something is missing.
 set -euo pipefail
 missing=()
@@ -23,6 +23,8 @@ command -v ipset >/dev/null || missing+=(ipset)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 command -v file >/dev/null || missing+=(file)
+# keytool: the cross-site pod test makes a Java truststore the way users do.
+command -v keytool >/dev/null || missing+=(openjdk-17-jre-headless)
 if ((${#missing[@]})); then
   echo "installing from Debian's packages: ${missing[*]}"
   if ((EUID != 0)); then
