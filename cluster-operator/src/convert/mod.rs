@@ -20,6 +20,7 @@ mod metadata;
 pub mod report;
 pub mod restore;
 mod selected;
+mod sites;
 mod tidy;
 
 use std::collections::BTreeSet;
