@@ -241,6 +241,25 @@ mod tests {
     }
 
     #[test]
+    fn a_router_given_by_url_is_named_without_a_verdict() {
+        let by_url = RouterProbe {
+            site: "NYC".into(),
+            address: "nyc.example.com:31900".into(),
+            reachable: None,
+        };
+        let (status, _, message) = condition(&view(Ok(&["LON"]), vec![by_url]));
+        assert_eq!(status, ConditionStatus::False);
+        assert!(
+            message.contains("NYC: its gossip router is nyc.example.com:31900 (a location outside this Kubernetes cluster"),
+            "{message}"
+        );
+        assert!(
+            !message.contains("unreachable") && !message.contains("accepts"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn an_unknown_view_says_why() {
         let (status, reason, message) = condition(&view(Err("no server pod is ready"), vec![]));
         assert_eq!(
