@@ -375,6 +375,44 @@ impl Sites {
     }
 }
 
+/// A keystore (the volume `keystore_volume` at `keystore_dir`) and the truststore, each the
+/// one key of its Secret, mounted read-only, and the variables of their passwords: what the
+/// server pods and the router both need.
+fn mounted_stores(
+    keystore: &SiteStore,
+    keystore_volume: &str,
+    keystore_dir: &str,
+    truststore: &SiteStore,
+) -> (Vec<Volume>, Vec<VolumeMount>, Vec<EnvVar>) {
+    let stores = [
+        (
+            keystore_volume,
+            keystore_dir,
+            keystore,
+            KEYSTORE_PASSWORD_ENV,
+        ),
+        (
+            TRUST_STORE_VOLUME,
+            TRUST_STORE_DIR,
+            truststore,
+            TRUSTSTORE_PASSWORD_ENV,
+        ),
+    ];
+    let volumes = stores
+        .iter()
+        .map(|(volume, _, store, _)| secret_volume(volume, store.secret.clone(), &[&store.key]))
+        .collect();
+    let mounts = stores
+        .iter()
+        .map(|(volume, dir, _, _)| mount(volume, dir, true))
+        .collect();
+    let env = stores
+        .iter()
+        .map(|(_, _, store, variable)| secret_env(variable, &store.secret, STORE_PASSWORD_KEY))
+        .collect();
+    (volumes, mounts, env)
+}
+
 impl Cx<'_> {
     /// With cross-site TLS: the server pods' volumes and mounts of the transport's keystore
     /// and the truststore, and the variables of their passwords.
@@ -382,25 +420,12 @@ impl Cx<'_> {
         let Some(tls) = self.sites.as_ref().and_then(|s| s.tls.as_ref()) else {
             return Default::default();
         };
-        let (keystore, truststore) = (&tls.transport, &tls.trust);
-        let mut volumes = Vec::new();
-        let mut mounts = Vec::new();
-        for (volume, dir, store) in [
-            (TRANSPORT_STORE_VOLUME, TRANSPORT_STORE_DIR, keystore),
-            (TRUST_STORE_VOLUME, TRUST_STORE_DIR, truststore),
-        ] {
-            volumes.push(secret_volume(volume, store.secret.clone(), &[&store.key]));
-            mounts.push(mount(volume, dir, true));
-        }
-        let env = vec![
-            secret_env(KEYSTORE_PASSWORD_ENV, &keystore.secret, STORE_PASSWORD_KEY),
-            secret_env(
-                TRUSTSTORE_PASSWORD_ENV,
-                &truststore.secret,
-                STORE_PASSWORD_KEY,
-            ),
-        ];
-        (volumes, mounts, env)
+        mounted_stores(
+            &tls.transport,
+            TRANSPORT_STORE_VOLUME,
+            TRANSPORT_STORE_DIR,
+            &tls.trust,
+        )
     }
 
     fn sites_spec(&self) -> Option<&SitesSpec> {
@@ -488,7 +513,7 @@ impl Cx<'_> {
         }
         let tls = self.sites.as_ref().and_then(|sites| sites.tls.as_ref());
         let mut ports = vec![container_port(ROUTER_CONTAINER_NAME, ROUTER_PORT)];
-        let (mut volumes, mut mounts, mut env) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut volumes, mut mounts, mut env) = Default::default();
         let mut probed = ROUTER_CONTAINER_NAME;
         if let Some(tls) = tls {
             let (keystore, truststore) = (&tls.router, &tls.trust);
@@ -536,23 +561,8 @@ impl Cx<'_> {
             );
             ports.push(container_port(ROUTER_DIAG_PORT_NAME, ROUTER_DIAG_PORT));
             probed = ROUTER_DIAG_PORT_NAME;
-            for (volume, dir, store) in [
-                (ROUTER_STORE_VOLUME, ROUTER_STORE_DIR, keystore),
-                (TRUST_STORE_VOLUME, TRUST_STORE_DIR, truststore),
-            ] {
-                volumes.push(secret_volume(volume, store.secret.clone(), &[&store.key]));
-                mounts.push(mount(volume, dir, true));
-            }
-            env.push(secret_env(
-                KEYSTORE_PASSWORD_ENV,
-                &keystore.secret,
-                STORE_PASSWORD_KEY,
-            ));
-            env.push(secret_env(
-                TRUSTSTORE_PASSWORD_ENV,
-                &truststore.secret,
-                STORE_PASSWORD_KEY,
-            ));
+            (volumes, mounts, env) =
+                mounted_stores(keystore, ROUTER_STORE_VOLUME, ROUTER_STORE_DIR, truststore);
         }
         let tcp_probe = |period: i32, failures: i32| Probe {
             tcp_socket: Some(TCPSocketAction {
