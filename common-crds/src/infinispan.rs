@@ -943,6 +943,17 @@ pub struct ResourcesOperatorSpec {
     #[serde(default = "default_true")]
     pub enabled: bool,
 
+    /// Which pod syncs this cluster: PerCluster (default), a Deployment of its own
+    /// (`resources-operator-<name>`); or SharedInNamespace, the one resources operator of the
+    /// namespace serving every cluster that chooses it
+    /// (`infinispan-resources-operator-shared`), which clusters join and leave without a
+    /// restart. Switching hands the sync over through the cluster's Lease: never two writers.
+    /// A shared operator's pod takes its image, resources and scheduling from the cluster
+    /// operator's settings, not from this CR; logLevel, replicas, scheduling, resources, image
+    /// and imagePullSecrets here apply to PerCluster only.
+    #[serde(default)]
+    pub deployment: ResourcesOperatorDeployment,
+
     /// Direction of sync: Bidirectional (default), ToServer (CRs are the truth; server objects
     /// without CR are ignored, server edits reverted) or FromServer (the server is the truth;
     /// CRs mirror it and user edits are not pushed).
@@ -1007,6 +1018,7 @@ impl Default for ResourcesOperatorSpec {
     fn default() -> Self {
         Self {
             enabled: true,
+            deployment: ResourcesOperatorDeployment::default(),
             sync_mode: SyncMode::default(),
             conflict_winner: ConflictWinner::default(),
             resources: None,
@@ -1046,6 +1058,16 @@ pub struct ResourcesOperatorScheduling {
     /// Topology spread constraints of the resources operator's pods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+}
+
+/// Which pod runs a cluster's resources operator.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ResourcesOperatorDeployment {
+    /// A Deployment of the cluster's own.
+    #[default]
+    PerCluster,
+    /// The namespace's shared resources operator, one pod for every cluster choosing it.
+    SharedInNamespace,
 }
 
 /// Direction of sync between CRs and the server (design E3, sync mode).

@@ -12,7 +12,8 @@
 //!   from it).
 //! - [`sites`]: `spec.service.sites` of an `Infinispan` CR (cross-site replication).
 //! - [`rbac`]: the ServiceAccount, Role and RoleBinding of one cluster's resources operator, and
-//!   the name of its leader-election Lease.
+//!   the name of its leader-election Lease; the shared resources operator's identity.
+//! - [`shared`]: how the namespace's shared resources operator learns its member clusters.
 
 pub mod backup;
 pub mod batch;
@@ -28,6 +29,7 @@ pub mod naming;
 pub mod rbac;
 pub mod restore;
 pub mod schema;
+pub mod shared;
 pub mod sites;
 pub mod task;
 pub mod template;

@@ -34,7 +34,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -44,6 +44,7 @@ use crate::generate::GenerateError;
 use crate::infinispan::Infinispan;
 use crate::kind::ResourceKind;
 use crate::labels::{API_GROUP, CLUSTER_LABEL};
+use crate::shared::SHARED_NAME;
 
 /// Verbs on the five resource kinds.
 pub const RESOURCE_VERBS: [&str; 7] = [
@@ -191,6 +192,13 @@ pub fn role(scope: OperatorScope<'_>) -> Role {
 /// The RoleBinding granting [`role`] to the ServiceAccount `service_account` of the cluster's
 /// namespace. Named like the Role.
 pub fn role_binding(scope: OperatorScope<'_>, service_account: &str) -> RoleBinding {
+    member_role_binding(scope, &[service_account])
+}
+
+/// The RoleBinding granting the cluster's Role to `service_accounts` of its namespace: its own
+/// ServiceAccount, the shared operator's ([`SHARED_NAME`]) for a cluster served by it, both
+/// while the sync is handed over from one to the other.
+pub fn member_role_binding(scope: OperatorScope<'_>, service_accounts: &[&str]) -> RoleBinding {
     RoleBinding {
         metadata: scope.metadata(),
         role_ref: RoleRef {
@@ -198,12 +206,106 @@ pub fn role_binding(scope: OperatorScope<'_>, service_account: &str) -> RoleBind
             kind: Role::kind(&()).into_owned(),
             name: resources_operator_name(scope.cluster),
         },
+        subjects: Some(
+            service_accounts
+                .iter()
+                .map(|name| Subject {
+                    kind: ServiceAccount::kind(&()).into_owned(),
+                    name: name.to_string(),
+                    namespace: Some(scope.namespace.to_string()),
+                    api_group: None,
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// The Role of a cluster served by the namespace's shared operator: [`rules`], with `get` on
+/// exactly `secrets` (its credentials, CA and client certificate Secrets, which the shared
+/// operator reads through the API where a per-cluster pod mounts them) instead of the
+/// credentials Secret alone; no Secret rule when there is none to read.
+pub fn member_role(scope: OperatorScope<'_>, secrets: &[&str]) -> Role {
+    let secret_rule = |rule: &PolicyRule| {
+        rule.resources.as_deref() == Some(&[Secret::plural(&()).into_owned()][..])
+    };
+    let rules = rules(scope)
+        .into_iter()
+        .filter_map(|mut rule| {
+            if !secret_rule(&rule) {
+                return Some(rule);
+            }
+            (!secrets.is_empty()).then(|| {
+                rule.resource_names = Some(secrets.iter().map(|s| s.to_string()).collect());
+                rule
+            })
+        })
+        .collect();
+    Role {
+        metadata: scope.metadata(),
+        rules: Some(rules),
+    }
+}
+
+/// The rules of the shared operator's own Role ([`SHARED_NAME`]): it reads the members
+/// ConfigMap (by name; its watch uses the field selector) and publishes Events. Everything it
+/// does for a cluster comes from that cluster's Role ([`member_role`]), bound to it while it
+/// serves the cluster.
+pub fn shared_rules() -> Vec<PolicyRule> {
+    vec![
+        rule(
+            &ConfigMap::group(&()),
+            [ConfigMap::plural(&()).into_owned()],
+            &CLUSTER_VERBS,
+            Some(SHARED_NAME),
+        ),
+        rule(
+            &Event::group(&()),
+            [Event::plural(&()).into_owned()],
+            &EVENT_VERBS,
+            None,
+        ),
+    ]
+}
+
+fn shared_metadata(namespace: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(SHARED_NAME.to_string()),
+        namespace: Some(namespace.to_string()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The shared operator's Role in `namespace`, [`shared_rules`].
+pub fn shared_role(namespace: &str) -> Role {
+    Role {
+        metadata: shared_metadata(namespace),
+        rules: Some(shared_rules()),
+    }
+}
+
+/// The binding of [`shared_role`] to [`shared_service_account`].
+pub fn shared_role_binding(namespace: &str) -> RoleBinding {
+    RoleBinding {
+        metadata: shared_metadata(namespace),
+        role_ref: RoleRef {
+            api_group: role_ref_group(Role::group(&()).into_owned()),
+            kind: Role::kind(&()).into_owned(),
+            name: SHARED_NAME.to_string(),
+        },
         subjects: Some(vec![Subject {
             kind: ServiceAccount::kind(&()).into_owned(),
-            name: service_account.to_string(),
-            namespace: Some(scope.namespace.to_string()),
+            name: SHARED_NAME.to_string(),
+            namespace: Some(namespace.to_string()),
             api_group: None,
         }]),
+    }
+}
+
+/// The ServiceAccount the shared operator runs as in `namespace`.
+pub fn shared_service_account(namespace: &str) -> ServiceAccount {
+    ServiceAccount {
+        metadata: shared_metadata(namespace),
+        ..ServiceAccount::default()
     }
 }
 
@@ -239,7 +341,7 @@ pub fn grantable_rules() -> Vec<PolicyRule> {
         credentials_secret: "credentials",
     };
     let mut merged: Vec<PolicyRule> = Vec::new();
-    for rule in rules(placeholder) {
+    for rule in rules(placeholder).into_iter().chain(shared_rules()) {
         let PolicyRule {
             api_groups,
             resources,
@@ -282,7 +384,10 @@ const GRANTABLE_RULES_HEADER: &str = "\
 # `resources-operator-<cluster>` from common_crds::rbac, where the Role narrows by name:
 # `infinispans` (get, list, watch) and `infinispans/finalizers` (update) to the cluster,
 # `secrets` (get) to its credentials Secret, `leases` get and update to
-# `<cluster>-resources-operator` (create cannot be narrowed).
+# `<cluster>-resources-operator` (create cannot be narrowed). A cluster served by the namespace's
+# shared operator gets the same Role, with `secrets` (get) narrowed to its credentials, CA and
+# client certificate Secrets, bound to the shared ServiceAccount; the shared operator's own Role
+# (`infinispan-resources-operator-shared`) reads its members ConfigMap by name and publishes Events.
 # Generated by `xtask resources-operator-rules` (`make crds`): do not edit, a test
 # fails when this copy is stale.
 ";
@@ -314,7 +419,7 @@ mod tests {
     };
 
     /// Resources the operator may touch: all namespaced.
-    const NAMESPACED: [&str; 15] = [
+    const NAMESPACED: [&str; 16] = [
         "caches",
         "templates",
         "counters",
@@ -330,6 +435,7 @@ mod tests {
         "secrets",
         "events",
         "leases",
+        "configmaps",
     ];
 
     fn strings(items: &[&str]) -> Vec<String> {
@@ -656,5 +762,63 @@ mod tests {
         assert!(yaml.lines().next().is_some_and(|l| l.starts_with("# ")));
         let read: Vec<PolicyRule> = serde_saphyr::from_str(&yaml).expect("parses");
         assert_eq!(read, grantable_rules());
+    }
+
+    #[test]
+    fn a_shared_member_reads_exactly_its_secrets_and_nothing_else_changes() {
+        let member = member_role(SCOPE, &["demo-cert", "demo-operator-credentials"]);
+        let member_rules = member.rules.unwrap_or_default();
+        for secret in ["demo-cert", "demo-operator-credentials"] {
+            assert!(allows(&member_rules, "", "secrets", "get", Some(secret)));
+        }
+        assert!(!allows(&member_rules, "", "secrets", "get", Some("other")));
+        assert!(!allows(&member_rules, "", "secrets", "list", None));
+        let without_secrets: Vec<PolicyRule> = rules(SCOPE)
+            .into_iter()
+            .filter(|r| r.resources.as_deref() != Some(&["secrets".to_string()][..]))
+            .collect();
+        let member_without: Vec<PolicyRule> = member_rules
+            .iter()
+            .filter(|r| r.resources.as_deref() != Some(&["secrets".to_string()][..]))
+            .cloned()
+            .collect();
+        assert_eq!(member_without, without_secrets);
+        // A client certificate as the identity and no CA: no Secret rule at all.
+        let none = member_role(SCOPE, &[]).rules.unwrap_or_default();
+        assert!(rules_for(&none, "", "secrets").is_empty());
+    }
+
+    #[test]
+    fn the_shared_operator_reads_only_its_configmap_by_name() {
+        let rules = shared_rules();
+        for verb in CLUSTER_VERBS {
+            assert!(allows(&rules, "", "configmaps", verb, Some(SHARED_NAME)));
+            assert!(!allows(&rules, "", "configmaps", verb, Some("other")));
+        }
+        assert!(!allows(&rules, "", "configmaps", "list", None));
+        assert!(!allows(&rules, "", "secrets", "get", Some("anything")));
+        assert!(allows(&rules, "events.k8s.io", "events", "create", None));
+        let binding = shared_role_binding("team-a");
+        assert_eq!(binding.role_ref.name, SHARED_NAME);
+        let subjects = binding.subjects.unwrap_or_default();
+        assert_eq!(subjects.len(), 1);
+        assert_eq!(subjects[0].name, SHARED_NAME);
+        assert_eq!(subjects[0].namespace.as_deref(), Some("team-a"));
+        // The cluster operator holds what it grants the shared operator.
+        let grantable = grantable_rules();
+        assert!(allows(&grantable, "", "configmaps", "watch", Some(SHARED_NAME)));
+    }
+
+    #[test]
+    fn a_member_binding_names_every_service_account_given() {
+        let binding = member_role_binding(SCOPE, &["resources-operator-demo", SHARED_NAME]);
+        let names: Vec<String> = binding
+            .subjects
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, ["resources-operator-demo", SHARED_NAME]);
+        assert_eq!(binding.role_ref.name, "resources-operator-demo");
     }
 }

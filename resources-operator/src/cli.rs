@@ -40,6 +40,84 @@ pub enum Command {
     /// work at once and exits with a non-zero status. `--leader-election=false` runs without a
     /// Lease: then run exactly one replica per cluster.
     Run(RunArgs),
+
+    /// Run the sync for every cluster of a namespace that the shared operator's ConfigMap
+    /// lists (`spec.resourcesOperator.deployment: SharedInNamespace`; the cluster operator
+    /// writes the ConfigMap).
+    ///
+    /// Each member cluster gets a sync of its own (streams, engines, metrics labelled
+    /// `cluster`), started when its key appears, restarted when its value changes, stopped when
+    /// it goes, without a restart of the process; one member failing is retried with backoff and
+    /// delays no other. Each member holds its cluster's Lease `<cluster>-resources-operator`
+    /// while it syncs, as a per-cluster operator does: a cluster moving between a per-cluster
+    /// operator and the shared one is never synced by both.
+    RunShared(SharedArgs),
+}
+
+/// Options of `run-shared`.
+#[derive(Debug, Clone, Args)]
+pub struct SharedArgs {
+    /// Namespace of the member clusters, of their resource CRs and of the ConfigMap.
+    #[arg(long, env = "RESOURCES_OPERATOR_NAMESPACE")]
+    pub namespace: String,
+
+    /// The ConfigMap listing the members: one key per cluster, a JSON member entry as value.
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_MEMBERS_CONFIG",
+        default_value = common_crds::shared::SHARED_NAME
+    )]
+    pub members_config: String,
+
+    /// Log format.
+    #[arg(long, env = "RESOURCES_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Log level or filter directives (tracing EnvFilter syntax). Every line of a member's
+    /// sync carries its `cluster`.
+    #[arg(long, env = "RESOURCES_OPERATOR_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+
+    /// Address of the HTTP endpoint serving /metrics, /healthz and /readyz.
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_METRICS_ADDRESS",
+        default_value = "0.0.0.0:8080"
+    )]
+    pub metrics_address: SocketAddr,
+
+    /// How often each member's counters are listed (see `run`).
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_COUNTER_LIST_INTERVAL",
+        value_parser = parse_duration,
+        default_value = "10s"
+    )]
+    pub counter_list_interval: Duration,
+
+    /// How often each member's server documents are checked for drift, unless its entry says
+    /// (see `run`).
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_DRIFT_CHECK_INTERVAL",
+        value_parser = parse_duration,
+        default_value = "60s"
+    )]
+    pub drift_check_interval: Duration,
+
+    /// Server writes in flight at once per member, unless its entry says (see `run`). 1 to 64.
+    #[arg(
+        long,
+        env = "RESOURCES_OPERATOR_SERVER_WRITE_CONCURRENCY",
+        default_value_t = crate::engine::server_writes::DEFAULT_CONCURRENCY,
+        value_parser = clap::value_parser!(u16)
+            .range(1..=crate::engine::server_writes::MAX_CONCURRENCY as i64)
+            .map(usize::from)
+    )]
+    pub server_write_concurrency: usize,
+
+    #[command(flatten)]
+    pub election: ElectionArgs,
 }
 
 /// Options of `run`.
@@ -280,8 +358,25 @@ mod tests {
 
     fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
         let cli = Cli::try_parse_from(REQUIRED.iter().chain(extra))?;
-        let Command::Run(args) = cli.command;
+        let Command::Run(args) = cli.command else {
+            panic!("not the run command: {:?}", cli.command);
+        };
         Ok(args)
+    }
+
+    #[test]
+    fn run_shared_needs_only_the_namespace() -> Result<(), anyhow::Error> {
+        let cli = Cli::try_parse_from(["resources-operator", "run-shared", "--namespace", "ns"])?;
+        let Command::RunShared(args) = cli.command else {
+            panic!("not run-shared: {:?}", cli.command);
+        };
+        assert_eq!(args.namespace, "ns");
+        assert_eq!(args.members_config, common_crds::shared::SHARED_NAME);
+        assert_eq!(args.server_write_concurrency, 4);
+        assert_eq!(args.drift_check_interval, Duration::from_secs(60));
+        assert!(args.election.election()?.is_some());
+        assert!(Cli::try_parse_from(["resources-operator", "run-shared"]).is_err());
+        Ok(())
     }
 
     #[test]
@@ -352,10 +447,16 @@ mod tests {
     #[test]
     fn every_flag_has_its_environment_variable() {
         let mut cli = Cli::command();
-        let run = cli.find_subcommand_mut("run").map(|c| c.clone());
-        let Some(run) = run else {
-            panic!("no run command");
-        };
+        for command in ["run", "run-shared"] {
+            let run = cli.find_subcommand_mut(command).map(|c| c.clone());
+            let Some(run) = run else {
+                panic!("no {command} command");
+            };
+            every_flag_has_an_environment_variable(&run);
+        }
+    }
+
+    fn every_flag_has_an_environment_variable(run: &clap::Command) {
         for arg in run.get_arguments() {
             let id = arg.get_id().as_str();
             if id == "help" || id == "version" {

@@ -3,6 +3,8 @@
 //!
 //! - [`cli`]: the command line (`run`).
 //! - [`run`]: wiring for one cluster: clients, metrics endpoint, engines, event stream, shutdown.
+//! - [`shared`]: `run-shared`, one process for every cluster of a namespace that chooses it, each
+//!   member cluster with a sync of its own ([`member`]: what one cluster's sync needs).
 //! - [`cluster`]: the Infinispan CR, watched: sync policy and drain (E5).
 //! - [`engine`]: the generic sync engine (decision, queue, event stream, status).
 //! - [`kinds`]: the kind adapters (where a cache becomes a CR and back: [`kinds::cache`]).
@@ -16,8 +18,10 @@ pub mod cli;
 pub mod cluster;
 pub mod engine;
 pub mod kinds;
+pub mod member;
 pub mod metrics;
 pub mod run;
+pub mod shared;
 
 pub use cli::{Cli, Command};
 
@@ -29,5 +33,6 @@ pub const MALLOC_ARENAS: u16 = 1;
 pub async fn execute(cli: Cli) -> Result<(), run::RunError> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
+        Command::RunShared(args) => shared::run_shared(args).await,
     }
 }

@@ -30,6 +30,8 @@ use tokio::sync::watch;
 
 use crate::cli::RunArgs;
 use crate::cluster;
+use crate::member::{CaBundle, ClientCertificate, MemberConfig};
+use common_crds::shared::SecretKey;
 use crate::engine::ServerState;
 use crate::engine::controller::{Settings, Wiring};
 use crate::engine::drift::{self, DocumentSource};
@@ -66,6 +68,13 @@ pub enum RunError {
     ClusterIdentity { namespace: String, name: String },
     #[error("cannot read the credentials Secret {namespace}/{name}: {message}")]
     Credentials {
+        namespace: String,
+        name: String,
+        message: String,
+    },
+    #[error("cannot use the {what} of the Secret {namespace}/{name}: {message}")]
+    TlsSecret {
+        what: &'static str,
         namespace: String,
         name: String,
         message: String,
@@ -126,20 +135,20 @@ pub fn client_identity(args: &RunArgs) -> Result<Option<ClientIdentity>, RunErro
     }))
 }
 
-/// The credentials of `--credentials-secret`; none when it is not given.
+/// The credentials of the credentials Secret; none when there is none.
 async fn credentials(
     client: &kube::Client,
-    args: &RunArgs,
+    config: &MemberConfig,
 ) -> Result<Option<Credentials>, RunError> {
-    let Some(name) = &args.credentials_secret else {
+    let Some(name) = &config.credentials_secret else {
         return Ok(None);
     };
     let error = |message: String| RunError::Credentials {
-        namespace: args.namespace.clone(),
+        namespace: config.namespace.clone(),
         name: name.clone(),
         message,
     };
-    let secret = Api::<Secret>::namespaced(client.clone(), &args.namespace)
+    let secret = Api::<Secret>::namespaced(client.clone(), &config.namespace)
         .get(name)
         .await
         .map_err(|e| error(e.to_string()))?;
@@ -149,6 +158,85 @@ async fn credentials(
         String::from_utf8(bytes.0.clone()).map_err(|_| error(format!("key {k:?} is not UTF-8")))
     };
     Ok(Some(Credentials::new(key("username")?, key("password")?)))
+}
+
+/// The values of `keys` of the Secret `name` (a shared member's CA or client certificate);
+/// `what` names them in errors.
+async fn secret_values<const N: usize>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    keys: [&str; N],
+    what: &'static str,
+) -> Result<[Vec<u8>; N], RunError> {
+    let error = |message: String| RunError::TlsSecret {
+        what,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        message,
+    };
+    let secret = Api::<Secret>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .map_err(|e| error(e.to_string()))?;
+    let data = secret.data.unwrap_or_default();
+    let mut values = Vec::with_capacity(N);
+    for key in keys {
+        let value = data.get(key).ok_or_else(|| error(format!("no key {key:?}")))?;
+        values.push(value.0.clone());
+    }
+    values
+        .try_into()
+        .map_err(|_| error("the keys could not be read".to_string()))
+}
+
+/// The PEM CA bundle `config` trusts (read from its Secret for a shared member, and checked as
+/// a file is); `None`: the system's roots.
+async fn member_ca_bundle(
+    client: &kube::Client,
+    config: &MemberConfig,
+) -> Result<Option<Vec<u8>>, RunError> {
+    match &config.ca_bundle {
+        CaBundle::System => Ok(None),
+        CaBundle::Pem { pem, .. } => Ok(Some(pem.clone())),
+        CaBundle::Secret(SecretKey { name, key }) => {
+            let what = "CA bundle";
+            let [pem] =
+                secret_values(client, &config.namespace, name, [key.as_str()], what).await?;
+            ClientConfig::check_ca_bundle_pem(&pem).map_err(|e| RunError::TlsSecret {
+                what,
+                namespace: config.namespace.clone(),
+                name: name.clone(),
+                message: e.to_string(),
+            })?;
+            Ok(Some(pem))
+        }
+    }
+}
+
+/// The client certificate `config` presents (read from its Secret for a shared member).
+async fn member_client_identity(
+    client: &kube::Client,
+    config: &MemberConfig,
+) -> Result<Option<ClientIdentity>, RunError> {
+    match &config.client_certificate {
+        ClientCertificate::None => Ok(None),
+        ClientCertificate::Pem(identity) => Ok(Some(identity.clone())),
+        ClientCertificate::Secret(name) => {
+            let [cert_chain_pem, key_pem] = secret_values(
+                client,
+                &config.namespace,
+                name,
+                ["tls.crt", "tls.key"],
+                "client certificate",
+            )
+            .await?;
+            Ok(Some(ClientIdentity {
+                cert_chain_pem,
+                key_pem,
+            }))
+        }
+    }
 }
 
 /// Runs until SIGTERM or Ctrl-C, or until leadership is lost (an error: the process must end).
@@ -184,10 +272,9 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         }
     }));
     let shutdown = Shutdown::listen();
+    let config = MemberConfig::from_args(&args, ca_bundle, client_identity);
     let start = Start {
-        args: &args,
-        ca_bundle: ca_bundle.as_deref(),
-        client_identity: client_identity.as_ref(),
+        config: &config,
         client: client.clone(),
         metrics: metrics.clone(),
         readiness: readiness.clone(),
@@ -249,31 +336,32 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 /// The sync itself, once this process may write: reads the cluster's settings and credentials,
 /// wires the cache engine and its event stream, and runs them until shutdown, or until
 /// `leadership` is lost, which drops the engine (and every reconcile in flight) at once.
-async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(), RunError> {
+pub(crate) async fn sync(
+    start: Start<'_>,
+    leadership: Option<&mut Leadership>,
+) -> Result<(), RunError> {
     let Start {
-        args,
-        ca_bundle,
-        client_identity,
+        config,
         client,
         metrics,
         readiness,
         shutdown,
     } = start;
-    let cluster = Api::<Infinispan>::namespaced(client.clone(), &args.namespace)
-        .get(&args.cluster)
+    let cluster = Api::<Infinispan>::namespaced(client.clone(), &config.namespace)
+        .get(&config.cluster)
         .await
         .map_err(|source| RunError::Cluster {
-            namespace: args.namespace.clone(),
-            name: args.cluster.clone(),
+            namespace: config.namespace.clone(),
+            name: config.cluster.clone(),
             source,
         })?;
     let owner = cluster
         .controller_owner_ref(&())
         .ok_or_else(|| RunError::ClusterIdentity {
-            namespace: args.namespace.clone(),
-            name: args.cluster.clone(),
+            namespace: config.namespace.clone(),
+            name: config.cluster.clone(),
         })?;
-    let rest = rest_client(&client, args, ca_bundle, client_identity).await?;
+    let rest = rest_client(&client, config).await?;
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -283,25 +371,30 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
     );
     // The Infinispan CR, watched from here on: policy changes and drain (design E3, sync mode; E5,
     // drain).
-    let (state, initial, _cluster_watch) = watch_cluster(&client, args, &cluster);
+    let (state, initial, _cluster_watch) = watch_cluster(&client, config, &cluster);
     let settings = Settings {
-        cluster: args.cluster.clone(),
-        namespace: args.namespace.clone(),
+        cluster: config.cluster.clone(),
+        namespace: config.namespace.clone(),
         state: state.clone(),
         owner,
     };
+    let ca_bundle = match &config.ca_bundle {
+        CaBundle::System => "the system's roots".to_string(),
+        CaBundle::Pem { source, .. } => source.clone(),
+        CaBundle::Secret(SecretKey { name, key }) => format!("Secret {name}, key {key}"),
+    };
     tracing::info!(
-        cluster = args.cluster,
-        namespace = args.namespace,
-        url = args.infinispan_url,
-        ca_bundle = ?args.ca_bundle,
+        cluster = config.cluster,
+        namespace = config.namespace,
+        url = config.infinispan_url,
+        ca_bundle,
         state = ?initial,
         "starting the sync"
     );
 
     let server = ServerState {
         writes: ServerWrites::new(
-            args.server_write_concurrency,
+            config.server_write_concurrency,
             Some(metrics.server_writes.clone()),
         ),
         ..ServerState::default()
@@ -319,7 +412,7 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
         readiness,
         recorder,
     };
-    let (engines, streams) = Engines::wire(&parts, &rest, args);
+    let (engines, streams) = Engines::wire(&parts, &rest, config);
     let all: Vec<Arc<dyn stream::KindSink>> = streams
         .iter()
         .flat_map(|stream| stream.sinks.iter().cloned())
@@ -333,7 +426,7 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
         &server,
         &metrics,
         &rest,
-        args.drift_check_interval,
+        config.drift_check_interval,
         &parts.readiness,
     );
     let (resume_tx, resume) = futures::channel::oneshot::channel::<()>();
@@ -346,9 +439,12 @@ async fn sync(start: Start<'_>, leadership: Option<&mut Leadership>) -> Result<(
     )));
     // The engines stop on SIGTERM, or when a drained cluster is enabled again (the process
     // then exits, and a fresh start resumes the sync: in a pod, a restart).
-    let stop = futures::future::select(Box::pin(shutdown.signalled()), resume)
-        .map(|_| ())
-        .shared();
+    let signalled = shutdown.signalled();
+    let stop = async move {
+        let _ = futures::future::select(Box::pin(signalled), resume).await;
+    }
+    .boxed()
+    .shared();
     // A graceful stop lets reconciles in flight finish, but never for longer than
     // STOP_DEADLINE after the signal (a pod is killed at the end of its grace period anyway;
     // seen once in CI: engines signalled 150 ms after they started never finished).
@@ -385,22 +481,20 @@ const STOP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 /// schema, counter and task feeds) use clones of it, so its TLS settings are everyone's.
 async fn rest_client(
     client: &kube::Client,
-    args: &RunArgs,
-    ca_bundle: Option<&[u8]>,
-    client_identity: Option<&ClientIdentity>,
+    member: &MemberConfig,
 ) -> Result<infinispan_rest::Client, RunError> {
-    let mut config = ClientConfig::new(args.infinispan_url.clone());
-    if let Some(credentials) = credentials(client, args).await? {
+    let mut config = ClientConfig::new(member.infinispan_url.clone());
+    if let Some(credentials) = credentials(client, member).await? {
         config = config.with_credentials(credentials);
     }
-    if let Some(pem) = ca_bundle {
+    if let Some(pem) = member_ca_bundle(client, member).await? {
         config = config.with_ca_bundle_pem(pem);
     }
-    if let Some(name) = &args.tls_server_name {
+    if let Some(name) = &member.tls_server_name {
         config = config.with_tls_server_name(name);
     }
-    if let Some(identity) = client_identity {
-        config = config.with_client_identity(identity.clone());
+    if let Some(identity) = member_client_identity(client, member).await? {
+        config = config.with_client_identity(identity);
     }
     Ok(infinispan_rest::Client::new(config)?)
 }
@@ -409,22 +503,19 @@ async fn rest_client(
 /// state now, and the watch (aborted when dropped).
 fn watch_cluster(
     client: &kube::Client,
-    args: &RunArgs,
+    config: &MemberConfig,
     cluster: &Infinispan,
 ) -> (
     watch::Receiver<cluster::ClusterState>,
     cluster::ClusterState,
     AbortOnDrop<()>,
 ) {
-    let overrides = cluster::Overrides {
-        mode: args.sync_mode.map(Into::into),
-        winner: args.conflict_winner.map(Into::into),
-    };
+    let overrides = config.overrides;
     let initial = cluster::state_of(Some(cluster), overrides);
     let (state_tx, state) = watch::channel(initial);
     let watch = AbortOnDrop(tokio::spawn(cluster::watch(
-        Api::<Infinispan>::namespaced(client.clone(), &args.namespace),
-        args.cluster.clone(),
+        Api::<Infinispan>::namespaced(client.clone(), &config.namespace),
+        config.cluster.clone(),
         overrides,
         state_tx,
     )));
@@ -491,7 +582,11 @@ struct Engines {
 
 impl Engines {
     /// Wires the engine of every kind, and the server streams that feed them.
-    fn wire(parts: &Parts, rest: &infinispan_rest::Client, args: &RunArgs) -> (Self, Vec<Stream>) {
+    fn wire(
+        parts: &Parts,
+        rest: &infinispan_rest::Client,
+        config: &MemberConfig,
+    ) -> (Self, Vec<Stream>) {
         let internal = InternalObjects::default;
         let caches = parts.wire(CacheAdapter::new(rest.clone(), internal()));
         let templates = parts.wire(
@@ -529,7 +624,7 @@ impl Engines {
                 name: "counters",
                 sinks: vec![sink(counters.engine.clone())],
                 events: rest.counter_feed(
-                    args.counter_list_interval,
+                    config.counter_list_interval,
                     StreamOptions::default(),
                     created_counters,
                 ),
@@ -573,17 +668,15 @@ impl Engines {
     }
 }
 
-/// What the sync starts with, whether this process leads or runs alone.
-struct Start<'a> {
-    args: &'a RunArgs,
-    /// The checked PEM of `--ca-bundle`.
-    ca_bundle: Option<&'a [u8]>,
-    /// `--client-certificate` and `--client-key`.
-    client_identity: Option<&'a ClientIdentity>,
-    client: kube::Client,
-    metrics: Metrics,
-    readiness: Readiness,
-    shutdown: &'a Shutdown,
+/// What the sync starts with, whether this process leads or runs alone, or is a member of the
+/// shared operator.
+pub(crate) struct Start<'a> {
+    pub config: &'a MemberConfig,
+    pub client: kube::Client,
+    pub metrics: Metrics,
+    pub readiness: Readiness,
+    /// Stops the sync (SIGTERM; for a shared member, also leaving or failing).
+    pub shutdown: &'a Shutdown,
 }
 
 /// One server stream.
@@ -695,7 +788,7 @@ async fn follow_cluster(
 
 /// Aborts a task when dropped.
 #[derive(Debug)]
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+pub(crate) struct AbortOnDrop<T>(pub tokio::task::JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
@@ -703,15 +796,24 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// SIGTERM or Ctrl-C, seen by every part that must stop.
+/// SIGTERM or Ctrl-C (or, for a shared member, its own stop), seen by every part that must
+/// stop.
 #[derive(Debug)]
-struct Shutdown {
+pub(crate) struct Shutdown {
     signalled: watch::Receiver<bool>,
-    _listener: AbortOnDrop<()>,
+    _listener: Option<AbortOnDrop<()>>,
 }
 
 impl Shutdown {
-    fn listen() -> Self {
+    /// Stops when `signalled` becomes true.
+    pub(crate) fn on(signalled: watch::Receiver<bool>) -> Self {
+        Self {
+            signalled,
+            _listener: None,
+        }
+    }
+
+    pub(crate) fn listen() -> Self {
         let (tx, signalled) = watch::channel(false);
         let listener = tokio::spawn(async move {
             wait_for_signal().await;
@@ -722,12 +824,17 @@ impl Shutdown {
         });
         Self {
             signalled,
-            _listener: AbortOnDrop(listener),
+            _listener: Some(AbortOnDrop(listener)),
         }
     }
 
+    /// Whether the signal came.
+    pub(crate) fn is_signalled(&self) -> bool {
+        *self.signalled.borrow()
+    }
+
     /// Resolves at the signal.
-    async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         let mut signalled = self.signalled.clone();
         let _ = signalled.wait_for(|s| *s).await;
     }
