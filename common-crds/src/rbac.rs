@@ -806,7 +806,13 @@ mod tests {
         assert_eq!(subjects[0].namespace.as_deref(), Some("team-a"));
         // The cluster operator holds what it grants the shared operator.
         let grantable = grantable_rules();
-        assert!(allows(&grantable, "", "configmaps", "watch", Some(SHARED_NAME)));
+        assert!(allows(
+            &grantable,
+            "",
+            "configmaps",
+            "watch",
+            Some(SHARED_NAME)
+        ));
     }
 
     #[test]

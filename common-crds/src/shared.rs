@@ -128,7 +128,10 @@ mod tests {
         let data = BTreeMap::from([
             ("good".to_string(), member().to_value()),
             ("bad".to_string(), r#"{"infinispanUrl": 3}"#.to_string()),
-            ("typo".to_string(), r#"{"infinispanURL": "http://x"}"#.to_string()),
+            (
+                "typo".to_string(),
+                r#"{"infinispanURL": "http://x"}"#.to_string(),
+            ),
         ]);
         let read = members(&data);
         assert_eq!(read["good"], Ok(member()));

@@ -30,8 +30,6 @@ use tokio::sync::watch;
 
 use crate::cli::RunArgs;
 use crate::cluster;
-use crate::member::{CaBundle, ClientCertificate, MemberConfig};
-use common_crds::shared::SecretKey;
 use crate::engine::ServerState;
 use crate::engine::controller::{Settings, Wiring};
 use crate::engine::drift::{self, DocumentSource};
@@ -42,7 +40,9 @@ use crate::kinds::counter::CounterAdapter;
 use crate::kinds::schema::SchemaAdapter;
 use crate::kinds::task::TaskAdapter;
 use crate::kinds::template::TemplateAdapter;
+use crate::member::{CaBundle, ClientCertificate, MemberConfig};
 use crate::metrics::{self, Metrics};
+use common_crds::shared::SecretKey;
 
 /// Name of the controller in Kubernetes Events.
 pub const REPORTER: &str = "infinispan-resources-operator";
@@ -182,7 +182,9 @@ async fn secret_values<const N: usize>(
     let data = secret.data.unwrap_or_default();
     let mut values = Vec::with_capacity(N);
     for key in keys {
-        let value = data.get(key).ok_or_else(|| error(format!("no key {key:?}")))?;
+        let value = data
+            .get(key)
+            .ok_or_else(|| error(format!("no key {key:?}")))?;
         values.push(value.0.clone());
     }
     values

@@ -35,7 +35,7 @@ pub struct Desired {
     pub server: Result<Server, Problem>,
     /// The resources operator's objects, or why they cannot be built; `None` when
     /// `spec.resourcesOperator.enabled` is false.
-    pub resources_operator: Option<Result<resources_operator::Objects, Problem>>,
+    pub resources_operator: Option<Result<resources_operator::Built, Problem>>,
     /// The name of the operators' credentials Secret.
     pub operator_credentials_secret: String,
 }
@@ -109,13 +109,13 @@ fn build_resources_operator(
     cluster: &Infinispan,
     settings: &resources_operator::Settings,
     read: &Read,
-) -> Result<resources_operator::Objects, Problem> {
+) -> Result<resources_operator::Built, Problem> {
     let mut settings = settings.clone();
     settings.credentials_secret = read.operator_credentials.name_any();
     settings.credentials_revision = Some(read.credentials_revision.clone());
     settings.server_ca = read.server_ca;
     settings.client_certificate = read.client_certificate.clone();
-    resources_operator::build(cluster, &settings)
+    resources_operator::build_for(cluster, &settings)
         .map_err(|error| Problem::new(ProblemReason::InvalidResourcesOperator, error))
 }
 

@@ -58,6 +58,7 @@ pub mod referenced;
 pub mod report;
 pub mod retry;
 pub mod rolling;
+pub mod shared_operator;
 pub mod sites;
 pub mod status;
 pub mod teardown;
@@ -69,7 +70,7 @@ use std::time::Duration;
 
 use common_crds::Infinispan;
 use common_crds::conditions::{ConditionType, ProblemReason};
-use common_crds::infinispan::InfinispanStatus;
+use common_crds::infinispan::{InfinispanStatus, ResourcesOperatorDeployment};
 use common_crds::labels::{CLUSTER_FINALIZER, CLUSTER_LABEL, CLUSTER_OPERATOR_FIELD_MANAGER};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -279,7 +280,19 @@ async fn drain_step(
     since: Timestamp,
 ) -> Result<Drain, Error> {
     let timeout = context.settings.drain_timeout;
-    let step = teardown::drain(&context.client, cluster, elapsed_since(since), timeout).await?;
+    let shared = resources_operator::shared::shared_objects(
+        &cluster.namespace().unwrap_or_default(),
+        &context.settings.resources_operator,
+    )
+    .ok();
+    let step = teardown::drain(
+        &context.client,
+        cluster,
+        elapsed_since(since),
+        timeout,
+        shared.as_ref(),
+    )
+    .await?;
     if let Drain::Done { released } = step
         && released > 0
     {
@@ -473,7 +486,14 @@ async fn apply_cluster(
     });
     // The sites view is looked at again while the CR has sites.
     let sites_due = applied.sites.is_some().then_some(sites::SITES_POLL);
-    let due_in = renew_in.into_iter().chain(sites_due).min();
+    // A hand-over between a per-cluster and the shared resources operator: the side leaving
+    // keeps its binding until it released the Lease.
+    let handover_due = applied.handover.then_some(shared_operator::HANDOVER_CHECK);
+    let due_in = renew_in
+        .into_iter()
+        .chain(sites_due)
+        .chain(handover_due)
+        .min();
     Ok(retry::after_apply(
         applied.problem.map(|problem| problem.reason),
         draining,
@@ -660,7 +680,7 @@ async fn apply_desired(
             .get_opt(&server::stateful_set_name(&cluster.name_any()))
             .await?;
     }
-    let (resources_operator, resources_operator_problem) =
+    let (resources_operator, resources_operator_problem, handover) =
         apply_resources_operator(context, cluster, resources_operator).await?;
     Ok(Applied {
         stateful_set,
@@ -674,16 +694,19 @@ async fn apply_desired(
         stop: None,
         server_versions: None,
         sites: None,
+        handover,
     })
 }
 
-/// The resources operator: drained when disabled; else applied when built, or read when
-/// nothing was (`desired` is `None` when what the CR references could not be read).
+/// The resources operator: drained when disabled; else applied when built (its own Deployment,
+/// after leaving the shared operator; or a member of the shared one, see
+/// [`shared_operator`]), or read when nothing was (`desired` is `None` when what the CR
+/// references could not be read). The last value: a hand-over between the two is in progress.
 async fn apply_resources_operator(
     context: &Context,
     cluster: &Infinispan,
-    desired: Option<Result<resources_operator::Objects, Problem>>,
-) -> Result<(ResourcesOperator, Option<Problem>), Error> {
+    desired: Option<Result<resources_operator::Built, Problem>>,
+) -> Result<(ResourcesOperator, Option<Problem>, bool), Error> {
     let client = &context.client;
     if !cluster.spec.resources_operator.enabled {
         let since = draining_since(cluster.status.as_ref()).unwrap_or_else(Timestamp::now);
@@ -691,27 +714,64 @@ async fn apply_resources_operator(
             Drain::Waiting { .. } => ResourcesOperator::Draining,
             Drain::Done { .. } => ResourcesOperator::Disabled,
         };
-        return Ok((state, None));
+        return Ok((state, None, false));
     }
-    let objects = match desired {
-        Some(Ok(objects)) => objects,
-        Some(Err(invalid)) => return Ok((ResourcesOperator::deployed(None), Some(invalid))),
+    let built = match desired {
+        Some(Ok(built)) => built,
+        Some(Err(invalid)) => {
+            return Ok((ResourcesOperator::deployed(None), Some(invalid), false));
+        }
         None => {
             let namespace = cluster.namespace().unwrap_or_default();
+            let name = match cluster.spec.resources_operator.deployment {
+                ResourcesOperatorDeployment::PerCluster => {
+                    common_crds::rbac::resources_operator_name(&cluster.name_any())
+                }
+                ResourcesOperatorDeployment::SharedInNamespace => {
+                    common_crds::shared::SHARED_NAME.to_string()
+                }
+            };
             let found = Api::<Deployment>::namespaced(client.clone(), &namespace)
-                .get_opt(&common_crds::rbac::resources_operator_name(
-                    &cluster.name_any(),
-                ))
+                .get_opt(&name)
                 .await?;
-            return Ok((ResourcesOperator::deployed(found.as_ref()), None));
+            return Ok((ResourcesOperator::deployed(found.as_ref()), None, false));
         }
     };
-    Ok(
-        match refused(apply::apply_resources_operator(client, &objects).await)? {
-            Ok(deployment) => (ResourcesOperator::deployed(Some(&deployment)), None),
-            Err(refused) => (ResourcesOperator::deployed(None), Some(refused)),
-        },
-    )
+    let applied = match built {
+        resources_operator::Built::PerCluster(mut objects) => {
+            let settings = &context.settings.resources_operator;
+            let shared = resources_operator::shared::shared_objects(
+                &cluster.namespace().unwrap_or_default(),
+                settings,
+            )
+            .ok();
+            let left = refused(shared_operator::leave(client, cluster, shared.as_ref()).await)?;
+            let holder = refused(shared_operator::lease_holder(client, cluster).await)?;
+            match (left, holder) {
+                (Ok(_), Ok(holder)) => {
+                    let mode = ResourcesOperatorDeployment::PerCluster;
+                    shared_operator::with_subjects(
+                        &mut objects.role_binding,
+                        &shared_operator::subjects(mode, holder, &cluster.name_any()),
+                    );
+                    refused(apply::apply_resources_operator(client, &objects).await)?
+                        .map(|deployment| (deployment, shared_operator::handing_over(mode, holder)))
+                }
+                (Err(refused), _) | (_, Err(refused)) => Err(refused),
+            }
+        }
+        resources_operator::Built::Shared(member) => {
+            refused(shared_operator::join(client, cluster, &member).await)?
+        }
+    };
+    Ok(match applied {
+        Ok((deployment, handover)) => (
+            ResourcesOperator::deployed(Some(&deployment)),
+            None,
+            handover,
+        ),
+        Err(refused) => (ResourcesOperator::deployed(None), Some(refused), false),
+    })
 }
 
 /// An apply the API server refused is a problem of the input; its failure is an error.

@@ -42,6 +42,9 @@ pub struct Applied {
     pub server_versions: Option<Vec<common_crds::infinispan::ServerVersion>>,
     /// The sites view ([`super::sites`]); `None`: the CR has no sites.
     pub sites: Option<super::sites::SitesView>,
+    /// The resources operator is being handed over between a per-cluster Deployment and the
+    /// namespace's shared one ([`super::shared_operator`]).
+    pub handover: bool,
 }
 
 /// The conditions whose reason may say why pods cannot run.

@@ -9,7 +9,9 @@
 //! drain began (the CR's `deletionTimestamp`, or the `lastTransitionTime` of
 //! `ResourcesOperatorReady=False, reason=Draining`). After the timeout it removes the finalizers
 //! left itself (a resources operator that is not running cannot drain) and says so in an Event.
-//! Then it deletes the Deployment, RoleBinding, Role, ServiceAccount and the leader Lease.
+//! Then it deletes the Deployment, RoleBinding, Role, ServiceAccount and the leader Lease; a
+//! cluster served by the namespace's shared operator leaves it (its key of the members ConfigMap
+//! removed, the shared operator removed with the last member).
 //! Mirror CRs are owned by the Infinispan CR and go with it through the garbage collector
 //! (E6); user CRs stay.
 
@@ -28,6 +30,7 @@ use kube::core::GroupVersionKind;
 use kube::{Api, ResourceExt};
 
 use super::apply::{ApplyError, delete_owned};
+use crate::build::resources_operator::shared::SharedObjects;
 
 /// Where a drain stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,11 +84,14 @@ async fn holding(
 }
 
 /// One step of the drain of `cluster`'s resources operator; `elapsed` since the drain began.
+/// `shared`: the namespace's shared operator, to apply again should a cluster join it while this
+/// one, its last member, leaves.
 pub async fn drain(
     client: &kube::Client,
     cluster: &Infinispan,
     elapsed: Duration,
     timeout: Duration,
+    shared: Option<&SharedObjects>,
 ) -> Result<Drain, ApplyError> {
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
@@ -125,13 +131,19 @@ pub async fn drain(
             Err(source) => return Err(api_error(source)),
         }
     }
-    remove_objects(client, cluster).await?;
+    remove_objects(client, cluster, shared).await?;
     Ok(Drain::Done { released })
 }
 
 /// Deletes the resources operator's Deployment, RoleBinding, Role, ServiceAccount (those the
-/// CR controls) and its leader Lease.
-pub async fn remove_objects(client: &kube::Client, cluster: &Infinispan) -> Result<(), ApplyError> {
+/// CR controls) and its leader Lease; a member of the shared operator leaves it first (its sync
+/// stops there).
+pub async fn remove_objects(
+    client: &kube::Client,
+    cluster: &Infinispan,
+    shared: Option<&SharedObjects>,
+) -> Result<(), ApplyError> {
+    super::shared_operator::leave(client, cluster, shared).await?;
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
     let uid = cluster.uid().unwrap_or_default();

@@ -147,15 +147,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_members_samples_are_served_labelled_with_their_cluster() -> Result<(), anyhow::Error>
-    {
+    fn every_members_samples_are_served_labelled_with_their_cluster() -> Result<(), anyhow::Error> {
         let shared = MemberMetrics::default();
         let registry = Registry::new();
         registry.register(Box::new(shared.clone()))?;
         let a = shared.member("a")?;
         let b = shared.member("b")?;
         a.reconciles.with_label_values(&["Cache", "wrote"]).inc();
-        b.reconciles.with_label_values(&["Cache", "wrote"]).inc_by(2);
+        b.reconciles
+            .with_label_values(&["Cache", "wrote"])
+            .inc_by(2);
         b.server_objects.with_label_values(&["Cache"]).set(250);
         let text = operator_runtime::endpoint::render(&registry);
         assert!(
@@ -171,7 +172,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(r#"infinispan_resources_operator_server_objects{cluster="b",kind="Cache"} 250"#),
+            text.contains(
+                r#"infinispan_resources_operator_server_objects{cluster="b",kind="Cache"} 250"#
+            ),
             "{text}"
         );
         // One HELP and TYPE per family, whatever the number of members.

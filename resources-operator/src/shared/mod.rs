@@ -148,7 +148,10 @@ pub async fn run_shared(args: SharedArgs) -> Result<(), RunError> {
         let changes = members::changes(&before, &now);
         for cluster in &changes.leave {
             if let Some(member) = running.remove(cluster) {
-                tracing::info!(cluster, "the cluster left the shared operator: stopping its sync");
+                tracing::info!(
+                    cluster,
+                    "the cluster left the shared operator: stopping its sync"
+                );
                 // It stops by itself (releasing the Lease), then unregisters its metrics.
                 member.entry.send_replace(None);
                 left.push(member.task);
@@ -163,7 +166,10 @@ pub async fn run_shared(args: SharedArgs) -> Result<(), RunError> {
         for cluster in &changes.join {
             if let Some(entry) = now.get(cluster) {
                 tracing::info!(cluster, "the cluster joined the shared operator");
-                running.insert(cluster.clone(), Member::start(cluster, entry.clone(), &shared));
+                running.insert(
+                    cluster.clone(),
+                    Member::start(cluster, entry.clone(), &shared),
+                );
             }
         }
         left.retain(|task| !task.is_finished());
@@ -172,12 +178,8 @@ pub async fn run_shared(args: SharedArgs) -> Result<(), RunError> {
 
     tracing::info!(members = running.len(), "stopping every member");
     stop_tx.send_replace(true);
-    let all = futures::future::join_all(
-        running
-            .into_values()
-            .map(|member| member.task)
-            .chain(left),
-    );
+    let all =
+        futures::future::join_all(running.into_values().map(|member| member.task).chain(left));
     if tokio::time::timeout(STOP_ALL_DEADLINE, all).await.is_err() {
         tracing::warn!(
             deadline = ?STOP_ALL_DEADLINE,

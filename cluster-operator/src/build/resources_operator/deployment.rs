@@ -17,11 +17,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use sha2::{Digest, Sha256};
 
+use super::connection::Connection;
 use super::{
     BuildError, CLIENT_CERTIFICATE_DIR, CLIENT_CERTIFICATE_VOLUME, CONTAINER_NAME,
     DEFAULT_REPLICAS, Identity, METRICS_PORT, METRICS_PORT_NAME, ROLLOUT_HASH_ANNOTATION,
-    SERVER_CA_DIR, SERVER_CA_KEY, SERVER_CA_VOLUME, Settings, client_service_host, infinispan_url,
-    labels, selector_labels,
+    SERVER_CA_DIR, SERVER_CA_KEY, SERVER_CA_VOLUME, Settings, labels, selector_labels,
 };
 use crate::build::identity;
 use crate::build::pod::{
@@ -35,25 +35,12 @@ use crate::certificates::objects::{TLS_CERT_KEY, TLS_KEY_KEY};
 pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deployment, BuildError> {
     let id = Identity::of(cluster, settings)?;
     let image = image(cluster, settings)?;
-    let url = infinispan_url(cluster, &settings.cluster_domain)?;
-    // The server's CA, from the certificate Secret (TLS only).
-    let ca_secret = crate::build::security::endpoint_certificate_secret(cluster)
-        .filter(|_| settings.server_ca && url.starts_with("https://"));
-    let client_certificate = settings
-        .client_certificate
-        .as_ref()
-        .filter(|_| url.starts_with("https://"));
-    let args = args(
-        cluster,
-        settings,
-        &id,
-        &url,
-        ca_secret.is_some(),
-        client_certificate.is_some(),
-    )?;
+    let connection = Connection::of(cluster, settings)?;
+    let args = args(cluster, &id, &connection);
+    let client_certificate = connection.client_certificate;
     let mut volumes = Vec::new();
     let mut mounts = Vec::new();
-    if let Some(secret) = ca_secret {
+    if let Some(secret) = connection.ca_secret {
         volumes.push(secret_volume(SERVER_CA_VOLUME, secret, &[SERVER_CA_KEY]));
         mounts.push(mount(SERVER_CA_VOLUME, SERVER_CA_DIR, true));
     }
@@ -69,7 +56,13 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
             true,
         ));
     }
-    let container = container(cluster, image, args, mounts);
+    let resources = cluster
+        .spec
+        .resources_operator
+        .resources
+        .clone()
+        .unwrap_or_else(default_resources);
+    let container = container(image, args, mounts, resources);
     let object_name = rbac::resources_operator_name(id.name);
     let mut template = PodTemplateSpec {
         metadata: Some(ObjectMeta {
@@ -77,11 +70,11 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
             ..ObjectMeta::default()
         }),
         spec: Some(pod_spec(
-            cluster,
-            settings,
             object_name.clone(),
             container,
             volumes,
+            &pull_secrets(cluster, settings),
+            scheduling(cluster),
         )),
     };
     // A renewed client certificate is a new revision of its Secret: the pods read it at start.
@@ -120,26 +113,16 @@ pub fn deployment(cluster: &Infinispan, settings: &Settings) -> Result<Deploymen
 
 /// `run` and its flags: the cluster, the server's URL and credentials, logging, metrics,
 /// leader election; the CA bundle and the server name the certificate is checked against.
-fn args(
-    cluster: &Infinispan,
-    settings: &Settings,
-    id: &Identity<'_>,
-    url: &str,
-    server_ca: bool,
-    client_certificate: bool,
-) -> Result<Vec<String>, BuildError> {
+fn args(cluster: &Infinispan, id: &Identity<'_>, connection: &Connection<'_>) -> Vec<String> {
     let mut args = vec![
         "run".to_string(),
         format!("--cluster={}", id.name),
         format!("--namespace={}", id.namespace),
-        format!("--infinispan-url={url}"),
+        format!("--infinispan-url={}", connection.url),
     ];
     // clientCert: Authenticate: the certificate is the identity, the server takes no password.
-    if !(client_certificate && crate::build::security::certificate_authentication(cluster)) {
-        args.push(format!(
-            "--credentials-secret={}",
-            settings.credentials_secret
-        ));
+    if let Some(secret) = connection.credentials_secret {
+        args.push(format!("--credentials-secret={secret}"));
     }
     args.extend([
         format!(
@@ -149,10 +132,10 @@ fn args(
         format!("--metrics-address=0.0.0.0:{METRICS_PORT}"),
         "--leader-election=true".to_string(),
     ]);
-    if server_ca {
+    if connection.ca_secret.is_some() {
         args.push(format!("--ca-bundle={SERVER_CA_DIR}/{SERVER_CA_KEY}"));
     }
-    if client_certificate {
+    if connection.client_certificate.is_some() {
         args.push(format!(
             "--client-certificate={CLIENT_CERTIFICATE_DIR}/{TLS_CERT_KEY}"
         ));
@@ -166,23 +149,20 @@ fn args(
     if let Some(writes) = cluster.spec.resources_operator.server_write_concurrency {
         args.push(format!("--server-write-concurrency={writes}"));
     }
-    if url.starts_with("https://") {
-        args.push(format!(
-            "--tls-server-name={}",
-            client_service_host(cluster, &settings.cluster_domain)?
-        ));
+    if let Some(name) = &connection.tls_server_name {
+        args.push(format!("--tls-server-name={name}"));
     }
-    Ok(args)
+    args
 }
 
 /// The container: `args`, `POD_NAME` (the Lease holder identity), the metrics port and the
-/// probes on it, the resources, a read-only root filesystem, the `mounts` (the CA, the client
+/// probes on it, the `resources`, a read-only root filesystem, the `mounts` (the CA, the client
 /// certificate).
-fn container(
-    cluster: &Infinispan,
+pub(super) fn container(
     image: String,
     args: Vec<String>,
     mounts: Vec<VolumeMount>,
+    resources: ResourceRequirements,
 ) -> Container {
     Container {
         name: CONTAINER_NAME.to_string(),
@@ -192,14 +172,7 @@ fn container(
         ports: Some(vec![container_port(METRICS_PORT_NAME, METRICS_PORT)]),
         liveness_probe: Some(probe("/healthz", 10)),
         readiness_probe: Some(probe("/readyz", 5)),
-        resources: Some(
-            cluster
-                .spec
-                .resources_operator
-                .resources
-                .clone()
-                .unwrap_or_else(default_resources),
-        ),
+        resources: Some(resources),
         security_context: Some(restricted_container(true)),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         volume_mounts: non_empty(mounts),
@@ -208,14 +181,13 @@ fn container(
 }
 
 /// The pod: the ServiceAccount `service_account` with its token, the restricted profile, the
-/// `volumes` (the CA, the client certificate), the pull Secrets (the settings', then the
-/// CR's) and [`scheduling`].
-fn pod_spec(
-    cluster: &Infinispan,
-    settings: &Settings,
+/// `volumes` (the CA, the client certificate), the `pull_secrets` and the `scheduling`.
+pub(super) fn pod_spec(
     service_account: String,
     container: Container,
     volumes: Vec<Volume>,
+    pull_secrets: &[String],
+    scheduling: ResourcesOperatorScheduling,
 ) -> PodSpec {
     let ResourcesOperatorScheduling {
         affinity,
@@ -223,7 +195,7 @@ fn pod_spec(
         node_selector,
         priority_class_name,
         topology_spread_constraints,
-    } = scheduling(cluster);
+    } = scheduling;
     PodSpec {
         containers: vec![container],
         service_account_name: Some(service_account),
@@ -231,7 +203,7 @@ fn pod_spec(
         automount_service_account_token: Some(true),
         enable_service_links: Some(false),
         security_context: Some(restricted_pod(None)),
-        image_pull_secrets: image_pull_secrets(&pull_secrets(cluster, settings)),
+        image_pull_secrets: image_pull_secrets(pull_secrets),
         node_selector: (!node_selector.is_empty()).then_some(node_selector),
         tolerations: non_empty(tolerations),
         priority_class_name,
@@ -316,7 +288,7 @@ fn log_level(level: LogLevel) -> &'static str {
 }
 
 /// A probe of `path` on the metrics port.
-fn probe(path: &str, period_seconds: i32) -> Probe {
+pub(super) fn probe(path: &str, period_seconds: i32) -> Probe {
     http_probe(METRICS_PORT_NAME, "HTTP", path, period_seconds, 2, 3)
 }
 

@@ -7,14 +7,17 @@
 //! (`resources-operator-<cluster>`), lives in the CR's namespace, carries [`labels`] and is
 //! controlled by the CR. The decisions behind the Deployment: `docs/cluster-objects.md`.
 
+mod connection;
 mod deployment;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod shared;
 mod url;
 
 use std::collections::BTreeMap;
 
 use common_crds::Infinispan;
+use common_crds::infinispan::ResourcesOperatorDeployment;
 use common_crds::naming::is_dns1123_subdomain;
 use common_crds::rbac::{self, OperatorScope};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -133,6 +136,27 @@ pub struct Objects {
     pub role: Role,
     pub role_binding: RoleBinding,
     pub deployment: Deployment,
+}
+
+/// What a cluster's resources operator is, as `spec.resourcesOperator.deployment` chooses.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Built {
+    /// A Deployment of its own.
+    PerCluster(Box<Objects>),
+    /// A member of the namespace's shared operator.
+    Shared(Box<shared::MemberObjects>),
+}
+
+/// The resources operator of `cluster`, per cluster or shared.
+pub fn build_for(cluster: &Infinispan, settings: &Settings) -> Result<Built, BuildError> {
+    Ok(match cluster.spec.resources_operator.deployment {
+        ResourcesOperatorDeployment::PerCluster => {
+            Built::PerCluster(Box::new(build(cluster, settings)?))
+        }
+        ResourcesOperatorDeployment::SharedInNamespace => {
+            Built::Shared(Box::new(shared::member(cluster, settings)?))
+        }
+    })
 }
 
 /// Every object of the resources operator of `cluster`.
