@@ -16,6 +16,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 
+pub mod audit;
 pub mod chaos;
 pub mod cluster_operator;
 pub mod identity;

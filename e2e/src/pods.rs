@@ -237,7 +237,12 @@ pub async fn scrape(admin: &Client, namespace: &str, service: &str) -> anyhow::R
         .find(|p| p.name.as_deref() == Some("metrics"))
         .context("no port metrics")?
         .port;
-    let url = format!("http://{ip}:{port}/metrics");
+    scrape_url(&format!("http://{ip}:{port}/metrics")).await
+}
+
+/// GETs the metrics page `url` from this machine (retried for a minute until it answers).
+pub async fn scrape_url(url: &str) -> anyhow::Result<String> {
+    let url = url.to_string();
     eventually(
         &format!("metrics at {url}"),
         Duration::from_secs(60),

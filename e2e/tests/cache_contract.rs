@@ -16,7 +16,6 @@
 //! one at a time ([`SERIAL`]).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,10 +23,11 @@ use anyhow::{Context, bail, ensure};
 use common_crds::labels::{CLUSTER_LABEL, ORIGIN_LABEL, RESOURCES_FINALIZER};
 use common_crds::naming::{is_dns1123_label, mirror_name};
 use common_crds::{Cache, Infinispan};
+use e2e::audit::{Audit, Write as AuditWrite};
+use e2e::eventually;
 use e2e::identity::OperatorIdentity;
 use e2e::node::{Node, NodeGuard};
 use e2e::operator::*;
-use e2e::{Testbed, eventually};
 use futures::StreamExt;
 use infinispan_rest::{
     Comparison, ConfigDocument, ConfigEvent, ConfigFormat, CreateCacheOptions, StreamItem,
@@ -227,72 +227,6 @@ impl Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         self.task.abort();
-    }
-}
-
-/// One write request to the API server, from its audit log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct AuditWrite {
-    verb: String,
-    subresource: Option<String>,
-    code: u64,
-}
-
-impl std::fmt::Display for AuditWrite {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.subresource {
-            Some(sub) => write!(f, "{} {sub} ({})", self.verb, self.code),
-            None => write!(f, "{} ({})", self.verb, self.code),
-        }
-    }
-}
-
-/// A position in the testbed's API-server audit log (every write, metadata level: see
-/// `e2e/testbed/audit-policy.yaml`), to read the writes made after it.
-struct Audit {
-    path: PathBuf,
-    offset: u64,
-}
-
-impl Audit {
-    fn mark(testbed: &Testbed) -> anyhow::Result<Self> {
-        let path = testbed.run_dir.join("logs/audit.log");
-        let offset = std::fs::metadata(&path)
-            .with_context(|| format!("the testbed's audit log {}", path.display()))?
-            .len();
-        Ok(Self { path, offset })
-    }
-
-    /// The writes to Cache `name` in `namespace` since the mark, in order.
-    fn cache_writes(&self, namespace: &str, name: &str) -> anyhow::Result<Vec<AuditWrite>> {
-        let text = std::fs::read(&self.path)?;
-        // A rotation (200 MB) starts a new file: then read it whole.
-        let start = usize::try_from(self.offset).unwrap_or(usize::MAX);
-        let text = text.get(start..).unwrap_or(&text[..]);
-        let mut writes = Vec::new();
-        for line in String::from_utf8_lossy(text).lines() {
-            let Ok(entry) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
-            let object = &entry["objectRef"];
-            if entry["stage"] != "ResponseComplete"
-                || object["resource"] != "caches"
-                || object["namespace"] != namespace
-                || object["name"] != name
-            {
-                continue;
-            }
-            let verb = entry["verb"].as_str().unwrap_or_default().to_string();
-            if !["create", "update", "patch", "delete"].contains(&verb.as_str()) {
-                continue;
-            }
-            writes.push(AuditWrite {
-                verb,
-                subresource: object["subresource"].as_str().map(str::to_string),
-                code: entry["responseStatus"]["code"].as_u64().unwrap_or_default(),
-            });
-        }
-        Ok(writes)
     }
 }
 

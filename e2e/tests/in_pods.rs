@@ -667,10 +667,22 @@ async fn sync_both_ways(
     from_kubectl: &str,
     from_rest: &str,
 ) -> anyhow::Result<()> {
+    sync_both_ways_of(client, namespace, "demo", rest, from_kubectl, from_rest).await
+}
+
+/// [`sync_both_ways`] for the cluster `cluster`.
+async fn sync_both_ways_of(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+    rest: &infinispan_rest::Client,
+    from_kubectl: &str,
+    from_rest: &str,
+) -> anyhow::Result<()> {
     let caches: Api<Cache> = Api::namespaced(client.clone(), namespace);
     let cache: Cache = serde_json::from_value(json!({
         "apiVersion": "infinispan.org/v1", "kind": "Cache",
-        "metadata": {"name": from_kubectl, "labels": {"infinispan.org/cluster": "demo"}},
+        "metadata": {"name": from_kubectl, "labels": {"infinispan.org/cluster": cluster}},
         "spec": {"templateName": "org.infinispan.DIST_SYNC"},
     }))?;
     caches
@@ -709,8 +721,10 @@ async fn sync_both_ways(
                     .items
                     .iter()
                     .any(|c| {
-                        c.spec.common.name.as_deref() == Some(from_rest)
-                            || c.name_any() == from_rest
+                        (c.spec.common.name.as_deref() == Some(from_rest)
+                            || c.name_any() == from_rest)
+                            && c.labels().get("infinispan.org/cluster").map(String::as_str)
+                                == Some(cluster)
                     })
                     .then_some(()))
             }
@@ -4200,4 +4214,339 @@ fn tls_handshake(address: &str, ca_pem: &str) -> anyhow::Result<String> {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     ))
+}
+
+/// Three clusters of one namespace with `spec.resourcesOperator.deployment: SharedInNamespace`
+/// (issue 27): one pod of the shared resources operator serves them all, each synced both ways,
+/// its metrics labelled by cluster; one cluster's server stopped holds up neither other; one
+/// cluster moved to a per-cluster pod and back while Cache CRs and REST caches are created: every
+/// one of them on both sides at the end, and the audit log shows the two pods writing its CRs one
+/// after the other, never in turns; a cluster deleted is drained by the shared pod, which stays
+/// for the others.
+#[tokio::test]
+async fn three_clusters_share_one_resources_operator_pod_and_one_moves_out_and_back_without_a_double_write()
+-> anyhow::Result<()> {
+    use common_crds::shared::SHARED_NAME;
+    const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
+    let _only = CLUSTER.lock().await;
+    let Installed {
+        testbed,
+        client,
+        ns,
+        clusters,
+        ..
+    } = install("in-pods", "pods-shared").await?;
+    let namespace = ns.name.clone();
+    let shared_spec =
+        json!({"replicas": 1, "resourcesOperator": {"deployment": "SharedInNamespace"}});
+    for name in NAMES {
+        apply_cluster(&clusters, name, shared_spec.clone()).await?;
+    }
+    let mut rests = BTreeMap::new();
+    for name in NAMES {
+        let cr = wait_cluster_ready(&client, &clusters, name, 1).await?;
+        rests.insert(name, rest_client(&client, &namespace, &cr).await?);
+    }
+    let pod = wait_ready_deployment(&client, &namespace, SHARED_NAME).await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    for name in NAMES {
+        let own = format!("resources-operator-{name}");
+        ensure!(
+            deployments.get_opt(&own).await?.is_none(),
+            "the shared cluster {name} has a Deployment {own} of its own"
+        );
+    }
+
+    // Each cluster synced both ways by the one pod.
+    let mut first = BTreeMap::new();
+    for name in NAMES {
+        let started = std::time::Instant::now();
+        sync_both_ways_of(
+            &client,
+            &namespace,
+            name,
+            &rests[name],
+            &format!("{name}-kubectl"),
+            &format!("{name}-rest"),
+        )
+        .await?;
+        first.insert(name, started.elapsed());
+    }
+    println!("both ways through the shared pod: {first:?}");
+    let ip = pod
+        .status
+        .and_then(|s| s.pod_ip)
+        .context("the shared pod has no IP")?;
+    let page = e2e::pods::scrape_url(&format!("http://{ip}:8080/metrics")).await?;
+    for name in NAMES {
+        let leading = format!("infinispan_resources_operator_leader{{cluster=\"{name}\"}} 1");
+        ensure!(
+            page.contains(&leading),
+            "no {leading} in the shared pod's metrics"
+        );
+    }
+    ensure!(
+        page.contains("infinispan_resources_operator_shared_members 3"),
+        "the shared pod does not count 3 members"
+    );
+
+    // beta's server stopped: alpha and gamma keep syncing, about as fast as before.
+    scale(&clusters, "beta", 0).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    eventually("beta-0 gone", WAIT, || {
+        let pods = pods.clone();
+        async move { Ok(pods.get_opt("beta-0").await?.is_none().then_some(())) }
+    })
+    .await?;
+    for name in ["alpha", "gamma"] {
+        let started = std::time::Instant::now();
+        sync_both_ways_of(
+            &client,
+            &namespace,
+            name,
+            &rests[name],
+            &format!("{name}-kubectl-2"),
+            &format!("{name}-rest-2"),
+        )
+        .await?;
+        let took = started.elapsed();
+        let bound = first[name] * 3 + Duration::from_secs(10);
+        println!(
+            "{name} with beta's server stopped: {took:?} (before: {:?})",
+            first[name]
+        );
+        ensure!(
+            took <= bound,
+            "{name} took {took:?} with beta's server stopped, {:?} before",
+            first[name]
+        );
+    }
+    // beta back: its member syncs again.
+    scale(&clusters, "beta", 1).await?;
+    wait_cluster_ready(&client, &clusters, "beta", 1).await?;
+    sync_both_ways_of(
+        &client,
+        &namespace,
+        "beta",
+        &rests["beta"],
+        "beta-kubectl-2",
+        "beta-rest-2",
+    )
+    .await?;
+
+    // alpha moves to a per-cluster pod and back while both sides create caches.
+    let audit = e2e::audit::Audit::mark(&testbed)?;
+    let writer = tokio::spawn(create_on_both_sides(
+        client.clone(),
+        namespace.clone(),
+        "alpha",
+        rests["alpha"].clone(),
+        30,
+    ));
+    set_deployment(&clusters, "alpha", "PerCluster").await?;
+    let own_holder =
+        wait_lease_holder(&client, &namespace, "alpha", "resources-operator-alpha-").await?;
+    println!("alpha's Lease went to {own_holder}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    set_deployment(&clusters, "alpha", "SharedInNamespace").await?;
+    let shared_holder =
+        wait_lease_holder(&client, &namespace, "alpha", &format!("{SHARED_NAME}-")).await?;
+    println!("alpha's Lease came back to {shared_holder}");
+    let created = writer.await??;
+    eventually(
+        "every cache created during the moves on both sides",
+        WAIT,
+        || {
+            let rest = rests["alpha"].clone();
+            let caches: Api<Cache> = Api::namespaced(client.clone(), &namespace);
+            let created = created.clone();
+            async move {
+                let on_server: Vec<String> = rest
+                    .container_info()
+                    .await?
+                    .defined_caches
+                    .into_iter()
+                    .map(|c| c.name)
+                    .collect();
+                let crs: Vec<String> = caches
+                    .list(&ListParams::default().labels("infinispan.org/cluster=alpha"))
+                    .await?
+                    .items
+                    .into_iter()
+                    .map(|c| c.spec.common.name.clone().unwrap_or_else(|| c.name_any()))
+                    .collect();
+                Ok(created
+                    .iter()
+                    .all(|name| on_server.contains(name) && crs.contains(name))
+                    .then_some(()))
+            }
+        },
+    )
+    .await?;
+    ensure!(
+        deployments
+            .get_opt("resources-operator-alpha")
+            .await?
+            .is_none(),
+        "alpha's own Deployment is still there after moving back"
+    );
+    // Never two writers: alpha's CRs written by the shared pod, then its own, then the shared
+    // again, never in turns.
+    let alpha_crs: Vec<String> = Api::<Cache>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default().labels("infinispan.org/cluster=alpha"))
+        .await?
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    let shared_user = format!("system:serviceaccount:{namespace}:{SHARED_NAME}");
+    let own_user = format!("system:serviceaccount:{namespace}:resources-operator-alpha");
+    let mut writes: Vec<e2e::audit::Write> = audit
+        .writes()?
+        .into_iter()
+        .filter(|w| {
+            w.resource == "caches"
+                && w.namespace == namespace
+                && alpha_crs.contains(&w.name)
+                && (w.user == shared_user || w.user == own_user)
+        })
+        .collect();
+    writes.sort_by(|a, b| a.at.cmp(&b.at));
+    let mut turns: Vec<&str> = Vec::new();
+    for write in &writes {
+        let who = if write.user == shared_user {
+            "shared"
+        } else {
+            "own"
+        };
+        if turns.last() != Some(&who) {
+            turns.push(who);
+        }
+    }
+    println!(
+        "writers of alpha's CRs in turn: {turns:?} ({} writes)",
+        writes.len()
+    );
+    ensure!(
+        turns == ["shared", "own", "shared"],
+        "alpha's CRs were written in turns {turns:?}: {:?}",
+        writes
+            .iter()
+            .map(|w| format!("{} {} {} {}", w.at, w.user, w.verb, w.name))
+            .collect::<Vec<_>>()
+    );
+
+    // gamma deleted: the shared pod drains it and stays for the others.
+    delete_cluster(&client, &clusters, "gamma").await?;
+    check_drained(&client, &namespace, "gamma-kubectl", "gamma-rest").await?;
+    let members =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &namespace)
+            .get(SHARED_NAME)
+            .await?
+            .data
+            .unwrap_or_default();
+    ensure!(
+        members.keys().map(String::as_str).collect::<Vec<_>>() == ["alpha", "beta"],
+        "members after gamma's deletion: {:?}",
+        members.keys()
+    );
+    wait_ready_deployment(&client, &namespace, SHARED_NAME).await?;
+    sync_both_ways_of(
+        &client,
+        &namespace,
+        "alpha",
+        &rests["alpha"],
+        "alpha-kubectl-3",
+        "alpha-rest-3",
+    )
+    .await?;
+    uninstall(&testbed, ns).await
+}
+
+/// Sets `spec.replicas` of the cluster `name`.
+async fn scale(clusters: &Api<Infinispan>, name: &str, replicas: i32) -> anyhow::Result<()> {
+    clusters
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Sets `spec.resourcesOperator.deployment` of the cluster `name`.
+async fn set_deployment(
+    clusters: &Api<Infinispan>,
+    name: &str,
+    deployment: &str,
+) -> anyhow::Result<()> {
+    clusters
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"resourcesOperator": {"deployment": deployment}}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Waits until the Lease of `cluster`'s resources operator is held by an identity starting
+/// with `prefix` (a pod of that Deployment); returns the holder.
+async fn wait_lease_holder(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+    prefix: &str,
+) -> anyhow::Result<String> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), namespace);
+    let name = common_crds::rbac::leader_lease_name(cluster);
+    eventually(&format!("the Lease {name} held by {prefix}*"), WAIT, || {
+        let leases = leases.clone();
+        let name = name.clone();
+        async move {
+            let holder = leases
+                .get_opt(&name)
+                .await?
+                .and_then(|l| l.spec)
+                .and_then(|s| s.holder_identity);
+            Ok(holder.filter(|h| h.starts_with(prefix)))
+        }
+    })
+    .await
+}
+
+/// Creates `count` caches of `cluster`, one every half second, each time one as a Cache CR and
+/// one over REST; returns the names of all of them.
+async fn create_on_both_sides(
+    client: Client,
+    namespace: String,
+    cluster: &'static str,
+    rest: infinispan_rest::Client,
+    count: usize,
+) -> anyhow::Result<Vec<String>> {
+    let caches: Api<Cache> = Api::namespaced(client, &namespace);
+    let mut created = Vec::new();
+    for i in 0..count {
+        let from_kubectl = format!("{cluster}-moving-k{i}");
+        let cache: Cache = serde_json::from_value(json!({
+            "apiVersion": "infinispan.org/v1", "kind": "Cache",
+            "metadata": {"name": from_kubectl, "labels": {"infinispan.org/cluster": cluster}},
+            "spec": {"templateName": "org.infinispan.DIST_SYNC"},
+        }))?;
+        caches
+            .patch(
+                &from_kubectl,
+                &PatchParams::apply("e2e-user").force(),
+                &Patch::Apply(&cache),
+            )
+            .await?;
+        let from_rest = format!("{cluster}-moving-r{i}");
+        rest.create_cache_from_template(&from_rest, "org.infinispan.DIST_SYNC", Default::default())
+            .await?;
+        created.extend([from_kubectl, from_rest]);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(created)
 }
