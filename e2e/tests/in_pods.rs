@@ -4460,6 +4460,11 @@ async fn three_clusters_share_one_resources_operator_pod_and_one_moves_out_and_b
         "alpha-rest-3",
     )
     .await?;
+    let shared_pod = wait_ready_deployment(&client, &namespace, SHARED_NAME).await?;
+    println!(
+        "{}",
+        e2e::pods::logs_tail(&client, &namespace, &shared_pod.name_any()).await
+    );
     uninstall(&testbed, ns).await
 }
 

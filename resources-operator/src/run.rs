@@ -27,6 +27,7 @@ use operator_runtime::events::{Recorder, Reporter};
 use operator_runtime::leadership::{Candidate, ElectionConfig, Leadership, Loss, TimingsError};
 use operator_runtime::logging::{self, LogLevelError};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::cli::RunArgs;
 use crate::cluster;
@@ -436,9 +437,10 @@ pub(crate) async fn sync(
         epoch: server.epoch.clone(),
         rest: rest.clone(),
     };
-    let _follow = AbortOnDrop(tokio::spawn(follow_cluster(
-        all, state, initial, resume_tx, retire,
-    )));
+    // Spawned tasks keep the caller's span (a shared operator's member: its cluster).
+    let _follow = AbortOnDrop(tokio::spawn(
+        follow_cluster(all, state, initial, resume_tx, retire).in_current_span(),
+    ));
     // The engines stop on SIGTERM, or when a drained cluster is enabled again (the process
     // then exits, and a fresh start resumes the sync: in a pod, a restart).
     let signalled = shutdown.signalled();
@@ -515,12 +517,15 @@ fn watch_cluster(
     let overrides = config.overrides;
     let initial = cluster::state_of(Some(cluster), overrides);
     let (state_tx, state) = watch::channel(initial);
-    let watch = AbortOnDrop(tokio::spawn(cluster::watch(
-        Api::<Infinispan>::namespaced(client.clone(), &config.namespace),
-        config.cluster.clone(),
-        overrides,
-        state_tx,
-    )));
+    let watch = AbortOnDrop(tokio::spawn(
+        cluster::watch(
+            Api::<Infinispan>::namespaced(client.clone(), &config.namespace),
+            config.cluster.clone(),
+            overrides,
+            state_tx,
+        )
+        .in_current_span(),
+    ));
     (state, initial, watch)
 }
 
@@ -563,12 +568,15 @@ fn spawn_streams(
             // A stream ends only when its CR store is gone: nothing of its kinds is synced
             // any more, so the process is no longer healthy (the kubelet restarts it).
             let (name, readiness) = (stream.name, readiness.clone());
-            AbortOnDrop(tokio::spawn(async move {
-                run.await;
-                readiness.fail(format!(
-                    "the {name} stream stopped: its kinds are not synced"
-                ));
-            }))
+            AbortOnDrop(tokio::spawn(
+                async move {
+                    run.await;
+                    readiness.fail(format!(
+                        "the {name} stream stopped: its kinds are not synced"
+                    ));
+                }
+                .in_current_span(),
+            ))
         })
         .collect()
 }

@@ -15,6 +15,7 @@ use kube::{Resource, ResourceExt};
 use operator_runtime::endpoint::Readiness;
 use operator_runtime::events::Recorder;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use super::{Engine, EngineError, Settings, cluster_selector};
 use crate::engine::claims::ClaimIndex;
@@ -152,11 +153,14 @@ impl<A: KindAdapter> Wiring<A> {
                         // the server-only path, decide again (after the store has it gone).
                         for name in engine.index(event) {
                             let engine = Arc::clone(&engine);
-                            tokio::spawn(async move {
-                                if let Err(error) = engine.server_object_changed(&name).await {
-                                    tracing::warn!(server_name = name, %error, "cannot hand a server name over after its CR went; retried on the next event");
+                            tokio::spawn(
+                                async move {
+                                    if let Err(error) = engine.server_object_changed(&name).await {
+                                        tracing::warn!(server_name = name, %error, "cannot hand a server name over after its CR went; retried on the next event");
+                                    }
                                 }
-                            });
+                                .in_current_span(),
+                            );
                         }
                     }
                 }
