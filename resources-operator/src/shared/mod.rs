@@ -3,7 +3,7 @@
 //!
 //! The ConfigMap is watched (by name, field selector); [`members::changes`] says which member
 //! syncs start, restart or stop. Each member is a task of its own running what `run` runs for
-//! one cluster ([`crate::run::sync`]): its own REST client, streams, engines, Recorder and
+//! one cluster (`run::sync`): its own REST client, streams, engines, Recorder and
 //! [`Metrics`] (served labelled `cluster`, [`metrics::MemberMetrics`]), under its own
 //! leadership of the cluster's Lease. A member is isolated: its errors (a Secret it cannot read,
 //! a server it cannot reach, a stream that stopped, a Lease lost) stop and retry that member with
