@@ -69,7 +69,7 @@ pub fn member(cluster: &Infinispan, settings: &Settings) -> Result<MemberObjects
     })
 }
 
-/// The cluster's entry: its connection ([`Connection`]), its settings, and a revision of what
+/// The cluster's entry: its connection (URL, Secrets, TLS server name), its settings, and a revision of what
 /// the member reads once at its start (the credentials' and the client certificate's).
 pub fn entry(cluster: &Infinispan, settings: &Settings) -> Result<Member, BuildError> {
     let connection = Connection::of(cluster, settings)?;
