@@ -91,6 +91,15 @@ bench: testbed-up ## the resources operator's benchmark, each figure beside its 
 	source $(RUN_DIR)/env && "$${CARGO_TARGET_DIR:-target}/release/bench" --profile $(BENCH_PROFILE) \
 	  --operator-binary "$${CARGO_TARGET_DIR:-target}/release/resources-operator" \
 	  --command 'make bench BENCH_PROFILE=$(BENCH_PROFILE)$(if $(BENCH_ARGS), BENCH_ARGS="$(BENCH_ARGS)")' $(BENCH_ARGS)
+	$(MAKE) bench-shared
+
+.PHONY: bench-shared
+bench-shared: testbed-up ## the shared resources operator's phase of make bench: 20 clusters x 250 caches, 20 per-cluster operators vs one shared (BENCH_SHARED_ARGS="--clusters 5 --steady-seconds 10"); docs/benchmark.md
+	$(CARGO) build --release -p resources-operator
+	$(CARGO) build --release -p bench
+	source $(RUN_DIR)/env && "$${CARGO_TARGET_DIR:-target}/release/bench" shared \
+	  --operator-binary "$${CARGO_TARGET_DIR:-target}/release/resources-operator" \
+	  --command 'make bench-shared$(if $(BENCH_SHARED_ARGS), BENCH_SHARED_ARGS="$(BENCH_SHARED_ARGS)")' $(BENCH_SHARED_ARGS)
 
 .PHONY: lint
 lint: ## rustfmt, clippy and rustdoc, warnings are errors

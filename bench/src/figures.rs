@@ -266,7 +266,13 @@ pub struct Check {
     pub met: bool,
 }
 
-fn check(n: Option<usize>, what: &str, value: String, target: String, met: bool) -> Check {
+pub(crate) fn check(
+    n: Option<usize>,
+    what: &str,
+    value: String,
+    target: String,
+    met: bool,
+) -> Check {
     Check {
         n,
         what: what.to_string(),

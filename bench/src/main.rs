@@ -87,6 +87,118 @@ enum Action {
         #[arg(long, default_value = "docs/benchmark.svg")]
         out: PathBuf,
     },
+    /// The shared operator's phase (issue 27): M clusters of K caches, each a node of its
+    /// own, synced by M per-cluster operators, then by one shared operator, in the same run.
+    Shared(SharedCli),
+}
+
+#[derive(Debug, clap::Args)]
+struct SharedCli {
+    /// Clusters (M), each an Infinispan node of its own.
+    #[arg(long, default_value_t = 20)]
+    clusters: usize,
+    /// Caches per cluster (K).
+    #[arg(long, default_value_t = 250)]
+    caches: usize,
+    /// Port offset of the first node (node i: offset + i), the M nodes within the range kept
+    /// for dedicated nodes (2001-2099) and clear of the main bench's node; the suites use some
+    /// of these offsets too: run it alone.
+    #[arg(long, default_value_t = 2040,
+          value_parser = clap::value_parser!(u16).range(2001..=2099))]
+    node_offset: u16,
+    /// Heap of each node (250 distributed caches take about 130 MB of it).
+    #[arg(long, default_value = "512m")]
+    heap: String,
+    /// Nodes started at once.
+    #[arg(long, default_value_t = 4)]
+    start_parallel: usize,
+    /// Length of each mode's steady flow (0: skip it).
+    #[arg(long, default_value_t = 60.0)]
+    steady_seconds: f64,
+    /// Server-side changes per second, spread over the clusters.
+    #[arg(long, default_value_t = 50.0)]
+    steady_rate: f64,
+    /// The release binary of the operator (default: <target dir>/release/resources-operator).
+    #[arg(long)]
+    operator_binary: Option<PathBuf>,
+    /// Appends one JSON line per run here (relative to the repository root).
+    #[arg(long, default_value = "bench/results-shared.jsonl")]
+    results: PathBuf,
+    /// Writes the tables between this doc's `bench-shared` markers.
+    #[arg(long, default_value = "docs/benchmark.md")]
+    doc: PathBuf,
+    /// Neither the results file nor the doc is written.
+    #[arg(long)]
+    dry_run: bool,
+    /// The command line to record.
+    #[arg(long, default_value = "make bench")]
+    command: String,
+}
+
+/// One run of `bench shared`, as the results file keeps it.
+#[derive(Debug, serde::Serialize)]
+struct SharedRecord<'a> {
+    date: String,
+    commit: String,
+    machine: Machine,
+    command: &'a str,
+    run: &'a run::shared::SharedRun,
+    checks: &'a [bench::figures::Check],
+    passed: bool,
+}
+
+/// `bench shared`.
+async fn shared(repo: &Path, cli: &SharedCli) -> anyhow::Result<()> {
+    let options = run::shared::Options {
+        clusters: cli.clusters,
+        caches: cli.caches,
+        node_offset: cli.node_offset,
+        heap: cli.heap.clone(),
+        start_parallel: cli.start_parallel,
+        steady_seconds: cli.steady_seconds,
+        steady_rate: cli.steady_rate,
+        binary: cli
+            .operator_binary
+            .clone()
+            .unwrap_or_else(|| run::operator::default_binary(repo)),
+    };
+    let result = run::shared::measure(&options).await?;
+    let checks = run::shared::checks(&result);
+    let passed = checks.iter().all(|c| c.met);
+    let (date, commit) = (machine::now_utc(), machine::commit(repo));
+    let section = run::shared::section(&result, &date, &commit, &cli.command, &checks);
+    println!("{section}");
+    if !cli.dry_run {
+        let record = SharedRecord {
+            date,
+            commit,
+            machine: Machine::this(),
+            command: &cli.command,
+            run: &result,
+            checks: &checks,
+            passed,
+        };
+        let results_path = repo.join(&cli.results);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&results_path)
+            .with_context(|| format!("opening {}", results_path.display()))?;
+        writeln!(file, "{}", serde_json::to_string(&record)?)?;
+        let doc_path = repo.join(&cli.doc);
+        let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
+        std::fs::write(&doc_path, run::shared::splice(&doc, &section))
+            .with_context(|| format!("writing {}", doc_path.display()))?;
+    }
+    if !passed {
+        let missed: Vec<String> = checks
+            .iter()
+            .filter(|c| !c.met)
+            .map(|c| format!("{}: {} vs {}", c.what, c.value, c.target))
+            .collect();
+        anyhow::bail!("targets missed:\n  {}", missed.join("\n  "));
+    }
+    Ok(())
 }
 
 /// `bench chart`: the chart of a run of the results file.
@@ -111,8 +223,12 @@ fn chart_from_results(repo: &Path, from: &Path, which: &str, out: &Path) -> anyh
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let repo = e2e::repo_root();
-    if let Some(Action::Chart { from, run, out }) = &cli.action {
-        return chart_from_results(&repo, from, run, out);
+    match &cli.action {
+        Some(Action::Chart { from, run, out }) => {
+            return chart_from_results(&repo, from, run, out);
+        }
+        Some(Action::Shared(shared_cli)) => return shared(&repo, shared_cli).await,
+        None => {}
     }
     let large = cli.profile == Profile::Large;
     let sizes = cli.sizes.clone().unwrap_or_else(|| {

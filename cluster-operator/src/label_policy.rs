@@ -6,7 +6,7 @@
 //! chose not to), the operator logs one clear warning and runs on: the policy only guards against a
 //! user moving a CR to another cluster by relabelling it.
 
-use common_crds::generate::label_policy;
+use common_crds::generate::label_policies;
 use common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
@@ -25,35 +25,38 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// Applies the policy and its binding; never fails the operator.
+/// Applies the policies and their bindings (the label policy and the shared resources
+/// operator's, [`label_policies`]); never fails the operator.
 pub async fn ensure(client: &kube::Client) -> Outcome {
-    let (policy, binding) = label_policy();
+    let all = label_policies();
+    let names: Vec<String> = all.iter().map(|(policy, _)| policy.name_any()).collect();
+    let policy = names.join(", ");
     let params = PatchParams::apply(CLUSTER_OPERATOR_FIELD_MANAGER).force();
     let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
     let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
     let applied = async {
-        policies
-            .patch(&policy.name_any(), &params, &Patch::Apply(&policy))
-            .await?;
-        bindings
-            .patch(&binding.name_any(), &params, &Patch::Apply(&binding))
-            .await?;
+        for (policy, binding) in &all {
+            policies
+                .patch(&policy.name_any(), &params, &Patch::Apply(policy))
+                .await?;
+            bindings
+                .patch(&binding.name_any(), &params, &Patch::Apply(binding))
+                .await?;
+        }
         Ok::<(), kube::Error>(())
     };
     let outcome = match applied.await {
         Ok(()) => Outcome::Applied,
         Err(kube::Error::Api(status)) if status.code == 403 => Outcome::NotPermitted(format!(
-            "the label policy {} is not applied by the operator (it may not: {}); install it with the Helm chart or `kubectl apply -f` of the chart's files/label-policy.yaml, or CRs can be moved between clusters by relabelling them",
-            policy.name_any(),
-            status.message
+            "the label policies {} are not applied by the operator (it may not: {}); install them with the Helm chart or `kubectl apply -f` of the chart's files/label-policy.yaml, or CRs can be moved between clusters by relabelling them",
+            policy, status.message
         )),
         Err(error) => Outcome::Failed(format!(
-            "applying the label policy {} failed: {error}",
-            policy.name_any()
+            "applying the label policies {policy} failed: {error}"
         )),
     };
     match &outcome {
-        Outcome::Applied => tracing::info!(policy = %policy.name_any(), "label policy applied"),
+        Outcome::Applied => tracing::info!(%policy, "label policies applied"),
         Outcome::NotPermitted(message) | Outcome::Failed(message) => tracing::warn!("{message}"),
     }
     outcome

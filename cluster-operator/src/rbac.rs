@@ -49,12 +49,12 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 /// it is authorized), and `get` and `patch` of the operator's own policy and binding only, by
 /// `resourceNames`, so that it cannot read or change anyone else's admission policies.
 pub fn label_policy_rules() -> Vec<PolicyRule> {
-    let (policy, binding) = common_crds::generate::label_policy();
-    let mut names: Vec<String> = [policy.metadata.name, binding.metadata.name]
+    let mut names: Vec<String> = common_crds::generate::label_policies()
         .into_iter()
+        .flat_map(|(policy, binding)| [policy.metadata.name, binding.metadata.name])
         .flatten()
         .collect();
-    // The policy and its binding share their name.
+    // Each policy and its binding share their name.
     names.dedup();
     let resources = &[
         "validatingadmissionpolicies",

@@ -4,9 +4,9 @@
 //! committed copies that a test compares with these.
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindingSpec,
-    ValidatingAdmissionPolicySpec, Validation, Variable,
+    MatchCondition, MatchResources, NamedRuleWithOperations, ParamKind, ParamRef,
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingAdmissionPolicyBindingSpec, ValidatingAdmissionPolicySpec, Validation, Variable,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -119,25 +119,7 @@ pub fn label_policy() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBi
         },
         spec: Some(ValidatingAdmissionPolicySpec {
             failure_policy: Some("Fail".to_string()),
-            match_constraints: Some(MatchResources {
-                resource_rules: Some(vec![NamedRuleWithOperations {
-                    api_groups: Some(vec![API_GROUP.to_string()]),
-                    api_versions: Some(vec!["*".to_string()]),
-                    operations: Some(vec![
-                        "CREATE".to_string(),
-                        "UPDATE".to_string(),
-                        "DELETE".to_string(),
-                    ]),
-                    resources: Some(
-                        ResourceKind::ALL
-                            .iter()
-                            .map(|kind| kind.plural().to_string())
-                            .collect(),
-                    ),
-                    ..NamedRuleWithOperations::default()
-                }]),
-                ..MatchResources::default()
-            }),
+            match_constraints: Some(resource_crs()),
             variables: Some(vec![
                 Variable {
                     name: "cluster".to_string(),
@@ -220,13 +202,118 @@ pub fn label_policy() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBi
     (policy, binding)
 }
 
-/// [`label_policy`] as YAML: the policy, then its binding.
+/// Name of [`shared_label_policy`] and of its binding.
+pub const SHARED_LABEL_POLICY_NAME: &str = "infinispan-operators-shared-cluster-label";
+
+/// The resources CRs the label policies match: the five kinds, created, updated or deleted.
+fn resource_crs() -> MatchResources {
+    MatchResources {
+        resource_rules: Some(vec![NamedRuleWithOperations {
+            api_groups: Some(vec![API_GROUP.to_string()]),
+            api_versions: Some(vec!["*".to_string()]),
+            operations: Some(vec![
+                "CREATE".to_string(),
+                "UPDATE".to_string(),
+                "DELETE".to_string(),
+            ]),
+            resources: Some(
+                ResourceKind::ALL
+                    .iter()
+                    .map(|kind| kind.plural().to_string())
+                    .collect(),
+            ),
+            ..NamedRuleWithOperations::default()
+        }]),
+        ..MatchResources::default()
+    }
+}
+
+/// The companion of [`label_policy`] for the namespace's shared resources operator
+/// ([`crate::shared`]): its ServiceAccount may create, update and delete only CRs labelled with
+/// one of its member clusters, the keys of its members ConfigMap (the binding's parameter, read
+/// in the request's namespace). Requests of anyone else do not match (a match condition), and a
+/// namespace without that ConfigMap has no shared operator to confine (its identity goes with the
+/// last member): the parameter not found allows.
+pub fn shared_label_policy() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding) {
+    let label = CLUSTER_LABEL;
+    let object_label = |object: &str| {
+        format!(
+            "{object} != null && has({object}.metadata.labels) && '{label}' in {object}.metadata.labels ? {object}.metadata.labels['{label}'] : ''"
+        )
+    };
+    let shared_user = format!(
+        "'system:serviceaccount:' + request.namespace + ':{}'",
+        crate::shared::SHARED_NAME
+    );
+    let policy = ValidatingAdmissionPolicy {
+        metadata: ObjectMeta {
+            name: Some(SHARED_LABEL_POLICY_NAME.to_string()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ValidatingAdmissionPolicySpec {
+            failure_policy: Some("Fail".to_string()),
+            param_kind: Some(ParamKind {
+                api_version: Some("v1".to_string()),
+                kind: Some("ConfigMap".to_string()),
+            }),
+            match_constraints: Some(resource_crs()),
+            match_conditions: Some(vec![MatchCondition {
+                name: "shared-resources-operator".to_string(),
+                expression: format!("request.userInfo.username == {shared_user}"),
+            }]),
+            variables: Some(vec![Variable {
+                name: "target".to_string(),
+                // The cluster of the object written: the old object's on DELETE.
+                expression: format!(
+                    "request.operation == 'DELETE' ? ({}) : ({})",
+                    object_label("oldObject"),
+                    object_label("object")
+                ),
+            }]),
+            validations: Some(vec![Validation {
+                expression: "has(params.data) && variables.target in params.data".to_string(),
+                message_expression: Some(format!(
+                    "'the shared resources operator may write only resources labelled {label}=<one of its member clusters>' + (has(params.data) ? ' (' + params.data.map(k, k).join(', ') + ')' : ' (it has none)') + ', not \"' + variables.target + '\"'"
+                )),
+                reason: Some("Forbidden".to_string()),
+                ..Validation::default()
+            }]),
+            ..ValidatingAdmissionPolicySpec::default()
+        }),
+        ..ValidatingAdmissionPolicy::default()
+    };
+    let binding = ValidatingAdmissionPolicyBinding {
+        metadata: ObjectMeta {
+            name: Some(SHARED_LABEL_POLICY_NAME.to_string()),
+            ..ObjectMeta::default()
+        },
+        spec: ValidatingAdmissionPolicyBindingSpec {
+            policy_name: SHARED_LABEL_POLICY_NAME.to_string(),
+            param_ref: Some(ParamRef {
+                name: Some(crate::shared::SHARED_NAME.to_string()),
+                parameter_not_found_action: Some("Allow".to_string()),
+                ..ParamRef::default()
+            }),
+            validation_actions: vec!["Deny".to_string()],
+            ..ValidatingAdmissionPolicyBindingSpec::default()
+        },
+    };
+    (policy, binding)
+}
+
+/// Every label policy with its binding: [`label_policy`], [`shared_label_policy`].
+pub fn label_policies() -> Vec<(ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding)> {
+    vec![label_policy(), shared_label_policy()]
+}
+
+/// [`label_policies`] as YAML: each policy, then its binding.
 pub fn label_policy_yaml() -> Result<String, GenerateError> {
-    let (policy, binding) = label_policy();
-    Ok(join_documents(&[
-        to_yaml(&policy, "ValidatingAdmissionPolicy")?,
-        to_yaml(&binding, "ValidatingAdmissionPolicyBinding")?,
-    ]))
+    let mut documents = Vec::new();
+    for (policy, binding) in label_policies() {
+        documents.push(to_yaml(&policy, "ValidatingAdmissionPolicy")?);
+        documents.push(to_yaml(&binding, "ValidatingAdmissionPolicyBinding")?);
+    }
+    Ok(join_documents(&documents))
 }
 
 fn to_yaml<T: serde::Serialize>(value: &T, what: &str) -> Result<String, GenerateError> {
@@ -649,12 +736,16 @@ mod tests {
     fn label_policy_yaml_parses_back() {
         let yaml = label_policy_yaml().expect("YAML");
         let documents: Vec<Value> = serde_saphyr::from_multiple(&yaml).expect("parses");
-        assert_eq!(documents.len(), 2);
-        let policy: ValidatingAdmissionPolicy =
-            serde_json::from_value(documents[0].clone()).expect("policy");
-        let binding: ValidatingAdmissionPolicyBinding =
-            serde_json::from_value(documents[1].clone()).expect("binding");
-        assert_eq!((policy, binding), label_policy());
+        assert_eq!(documents.len(), 4);
+        let mut read = Vec::new();
+        for pair in documents.chunks(2) {
+            let policy: ValidatingAdmissionPolicy =
+                serde_json::from_value(pair[0].clone()).expect("policy");
+            let binding: ValidatingAdmissionPolicyBinding =
+                serde_json::from_value(pair[1].clone()).expect("binding");
+            read.push((policy, binding));
+        }
+        assert_eq!(read, label_policies());
         assert_eq!(
             documents[0]["apiVersion"],
             "admissionregistration.k8s.io/v1"

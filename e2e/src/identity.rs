@@ -48,7 +48,49 @@ impl OperatorIdentity {
         apply(admin, namespace, &account).await?;
         apply(admin, namespace, &rbac::role(scope)).await?;
         apply(admin, namespace, &rbac::role_binding(scope, &name)).await?;
+        Self::with_token(admin, testbed, namespace, name, scope.cluster).await
+    }
 
+    /// The identity of the shared resources operator of `namespace` serving `members`
+    /// (`common_crds::shared`): its ServiceAccount, Role and RoleBinding, and each member's
+    /// Role (its credentials Secret readable) bound to it, as the cluster operator makes them.
+    pub async fn create_shared(
+        admin: &Client,
+        testbed: &Testbed,
+        namespace: &str,
+        members: &[OperatorScope<'_>],
+    ) -> anyhow::Result<Self> {
+        use common_crds::shared::SHARED_NAME;
+        apply(admin, namespace, &rbac::shared_service_account(namespace)).await?;
+        apply(admin, namespace, &rbac::shared_role(namespace)).await?;
+        apply(admin, namespace, &rbac::shared_role_binding(namespace)).await?;
+        for scope in members {
+            apply(
+                admin,
+                namespace,
+                &rbac::member_role(*scope, &[scope.credentials_secret]),
+            )
+            .await?;
+            apply(
+                admin,
+                namespace,
+                &rbac::member_role_binding(*scope, &[SHARED_NAME]),
+            )
+            .await?;
+        }
+        let last = members.last().map(|m| m.cluster).unwrap_or_default();
+        Self::with_token(admin, testbed, namespace, SHARED_NAME.to_string(), last).await
+    }
+
+    /// A token and kubeconfig for the ServiceAccount `name`, once the authorizer lets it read
+    /// the Lease of `cluster`.
+    async fn with_token(
+        admin: &Client,
+        testbed: &Testbed,
+        namespace: &str,
+        name: String,
+        cluster: &str,
+    ) -> anyhow::Result<Self> {
         let request = TokenRequest {
             spec: Some(TokenRequestSpec {
                 expiration_seconds: Some(TOKEN_SECONDS),
@@ -76,7 +118,7 @@ impl OperatorIdentity {
             kubeconfig,
         };
         // The RBAC authorizer reads bindings from a cache: wait until it has this one.
-        let lease = rbac::leader_lease_name(scope.cluster);
+        let lease = rbac::leader_lease_name(cluster);
         let (identity_ref, lease) = (&identity, lease.as_str());
         eventually(
             &format!("the binding of {} is in force", identity.user()),

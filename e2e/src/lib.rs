@@ -131,6 +131,40 @@ pub async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
+/// Applies every label policy and its binding (`common_crds::generate::label_policies`) as the
+/// test harness; the API server enforces them a moment later (compiled asynchronously).
+pub async fn apply_label_policies(client: &Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let params = PatchParams::apply(TEST_FIELD_MANAGER).force();
+    for (policy, binding) in common_crds::generate::label_policies() {
+        Api::<ValidatingAdmissionPolicy>::all(client.clone())
+            .patch(&policy.name_any(), &params, &Patch::Apply(&policy))
+            .await?;
+        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+            .patch(&binding.name_any(), &params, &Patch::Apply(&binding))
+            .await?;
+    }
+    Ok(())
+}
+
+/// A client of the testbed's API server as `admin`, impersonating `user` in `groups` (what
+/// that identity may do, without a token of its own).
+pub async fn impersonating(
+    testbed: &Testbed,
+    user: &str,
+    groups: &[String],
+) -> anyhow::Result<Client> {
+    let kubeconfig = Kubeconfig::read_from(&testbed.kubeconfig)
+        .with_context(|| format!("reading {}", testbed.kubeconfig.display()))?;
+    let mut config =
+        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    config.auth_info.impersonate = Some(user.to_string());
+    config.auth_info.impersonate_groups = Some(groups.to_vec());
+    Ok(Client::try_from(config)?)
+}
+
 /// Polls `check` every 200 ms until it returns `Some`, or fails after `timeout` with `what`.
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
 where

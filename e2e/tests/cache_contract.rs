@@ -261,30 +261,10 @@ fn count(writes: &[AuditWrite], verb: &str, subresource: Option<&str>) -> usize 
         .count()
 }
 
-/// Applies the generated label policy (design N3) and its binding, and waits until the API
+/// Applies the generated label policies (design N3) and their bindings, and waits until the API
 /// server enforces it (policies are compiled asynchronously). Idempotent (server-side apply).
 async fn install_label_policy(client: &kube::Client, namespace: &str) -> anyhow::Result<()> {
-    use k8s_openapi::api::admissionregistration::v1::{
-        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-    };
-    let (policy, binding) = common_crds::generate::label_policy();
-    let params = PatchParams::apply(e2e::TEST_FIELD_MANAGER).force();
-    let policy_name = policy
-        .metadata
-        .name
-        .clone()
-        .context("policy without name")?;
-    let binding_name = binding
-        .metadata
-        .name
-        .clone()
-        .context("binding without name")?;
-    Api::<ValidatingAdmissionPolicy>::all(client.clone())
-        .patch(&policy_name, &params, &Patch::Apply(&policy))
-        .await?;
-    Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-        .patch(&binding_name, &params, &Patch::Apply(&binding))
-        .await?;
+    e2e::apply_label_policies(client).await?;
     let caches = Api::<Cache>::namespaced(client.clone(), namespace);
     eventually(
         "the label policy is enforced",

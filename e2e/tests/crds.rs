@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-use e2e::{TEST_FIELD_MANAGER, TestNamespace, Testbed, eventually, install_crds};
+use anyhow::bail;
+use e2e::{TestNamespace, Testbed, eventually, install_crds};
 use kube::Client;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -723,32 +723,10 @@ async fn spec_name_is_immutable_once_set() -> anyhow::Result<()> {
     ns.delete().await
 }
 
-/// Applies the label policy and its binding, and waits until the API server enforces it
+/// Applies the label policies and their bindings, and waits until the API server enforces it
 /// (policies are compiled asynchronously after they are written).
 async fn install_label_policy(client: &Client, probe_ns: &str) -> anyhow::Result<()> {
-    let (policy, binding) = common_crds::generate::label_policy();
-    let params = PatchParams::apply(TEST_FIELD_MANAGER).force();
-    let policies: Api<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy> =
-        Api::all(client.clone());
-    let bindings: Api<
-        k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
-    > = Api::all(client.clone());
-    let policy_name = policy
-        .metadata
-        .name
-        .clone()
-        .context("policy without name")?;
-    let binding_name = binding
-        .metadata
-        .name
-        .clone()
-        .context("binding without name")?;
-    policies
-        .patch(&policy_name, &params, &Patch::Apply(&policy))
-        .await?;
-    bindings
-        .patch(&binding_name, &params, &Patch::Apply(&binding))
-        .await?;
+    e2e::apply_label_policies(client).await?;
     let caches = api(client, probe_ns, "Cache");
     eventually(
         "the label policy is enforced",

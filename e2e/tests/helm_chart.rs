@@ -1303,6 +1303,30 @@ async fn install_run_uninstall(scope: Scope) -> anyhow::Result<()> {
         "the chart's label policy is not the generated one: {:?}",
         policy.spec
     );
+    // The shared resources operator's policy beside it, its binding keeping its parameter.
+    let shared_name = format!("{fullname}-shared-cluster-label.{r}");
+    let shared = Api::<ValidatingAdmissionPolicy>::all(admin.clone())
+        .get(&shared_name)
+        .await?;
+    let (generated_shared, _) = common_crds::generate::shared_label_policy();
+    ensure!(
+        json_subset(
+            &serde_json::to_value(&generated_shared.spec)?,
+            &serde_json::to_value(&shared.spec)?
+        ),
+        "the chart's shared label policy is not the generated one: {:?}",
+        shared.spec
+    );
+    let shared_binding = Api::<ValidatingAdmissionPolicyBinding>::all(admin.clone())
+        .get(&shared_name)
+        .await?
+        .spec;
+    ensure!(shared_binding.policy_name == shared_name);
+    ensure!(
+        shared_binding.param_ref.and_then(|p| p.name).as_deref()
+            == Some(common_crds::shared::SHARED_NAME),
+        "the shared policy's binding lost its parameter"
+    );
     let binding = Api::<ValidatingAdmissionPolicyBinding>::all(admin.clone())
         .get(&policy_name)
         .await?;

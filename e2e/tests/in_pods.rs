@@ -4290,6 +4290,37 @@ async fn three_clusters_share_one_resources_operator_pod_and_one_moves_out_and_b
         "the shared pod does not count 3 members"
     );
 
+    // The label policy confines the shared pod's identity to its members' CRs, as it confines
+    // a per-cluster operator to its cluster's.
+    let shared_identity = e2e::impersonating(
+        &testbed,
+        &format!("system:serviceaccount:{namespace}:{SHARED_NAME}"),
+        &[
+            "system:serviceaccounts".to_string(),
+            format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated".to_string(),
+        ],
+    )
+    .await?;
+    let stranger: Cache = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v1", "kind": "Cache",
+        "metadata": {"name": "not-a-member", "labels": {"infinispan.org/cluster": "delta"}},
+        "spec": {"templateName": "org.infinispan.DIST_SYNC"},
+    }))?;
+    match Api::<Cache>::namespaced(shared_identity, &namespace)
+        .create(&kube::api::PostParams::default(), &stranger)
+        .await
+    {
+        Err(kube::Error::Api(status)) if status.code == 403 => ensure!(
+            status.message.contains("member clusters")
+                && status.message.contains("alpha, beta, gamma")
+                && status.message.contains("delta"),
+            "refused, but not by the shared label policy: {}",
+            status.message
+        ),
+        other => bail!("the shared operator's identity wrote a CR of no member: {other:?}"),
+    }
+
     // beta's server stopped: alpha and gamma keep syncing, about as fast as before.
     scale(&clusters, "beta", 0).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);

@@ -22,6 +22,7 @@
 pub mod observe;
 pub mod operator;
 pub mod setup;
+pub mod shared;
 mod steady;
 
 pub use steady::MAX_IN_FLIGHT;
@@ -196,6 +197,7 @@ async fn measure_size(
             infinispan_url: proxy.url(),
             kubeconfig: cluster.identity.kubeconfig.clone(),
             log_dir: e2e::repo_root().join("target/bench-logs"),
+            shared: false,
         };
         let sizes = Sizes {
             admin,
@@ -443,13 +445,17 @@ impl Sizes<'_> {
 
         // 7. Steady flow.
         if self.options.steady_seconds > 0.0 {
+            let targets = [steady::Target {
+                rest: self.rest.clone(),
+                caches: pre.clone(),
+            }];
             let flow = steady::Flow {
                 admin: self.admin,
-                rest: self.rest,
+                targets: &targets,
                 namespace: &self.cluster.ns,
-                caches: &pre,
                 rate: self.options.steady_rate,
                 seconds: self.options.steady_seconds,
+                first_sequence: 0,
             };
             let marks = self.counting.mark(Some(&op)).await?;
             let (_, metrics_before) = op.get("/metrics").await?;
@@ -475,68 +481,12 @@ impl Sizes<'_> {
         Ok(result)
     }
 
-    /// The same writes the operator made for the startup sync (create with the same metadata
-    /// and spec, then the same status merge patch), one after the other by one client as a
-    /// ServiceAccount with the same Role, in the floor namespace.
     async fn startup_floor(
         &self,
         caches: &Api<Cache>,
         mirrors: &HashSet<String>,
     ) -> anyhow::Result<f64> {
-        let made: Vec<Cache> = caches
-            .list(&ListParams::default())
-            .await?
-            .into_iter()
-            .filter(|cr| mirrors.contains(&cr.name_any()))
-            .collect();
-        ensure!(
-            made.len() == mirrors.len(),
-            "the operator made {} of {} mirror CRs",
-            made.len(),
-            mirrors.len()
-        );
-        let floor = &self.floor_cluster;
-        let bodies = made
-            .iter()
-            .map(|cr| {
-                let owners: Vec<serde_json::Value> = cr
-                    .owner_references()
-                    .iter()
-                    .map(|o| {
-                        let mut o = serde_json::to_value(o)?;
-                        o["uid"] = floor.infinispan_uid.clone().into();
-                        Ok(o)
-                    })
-                    .collect::<anyhow::Result<_>>()?;
-                let body: Cache = serde_json::from_value(json!({
-                    "apiVersion": "infinispan.org/v2alpha1",
-                    "kind": "Cache",
-                    "metadata": {
-                        "name": cr.name_any(),
-                        "namespace": floor.ns,
-                        "labels": cr.labels(),
-                        "finalizers": cr.finalizers(),
-                        "ownerReferences": owners,
-                    },
-                    "spec": cr.spec,
-                }))?;
-                let status = json!({ "status": cr.status });
-                Ok((body, status))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let client = floor.identity.client().await?;
-        let api = Api::<Cache>::namespaced(client, &floor.ns);
-        let started = Instant::now();
-        for (body, status) in &bodies {
-            let name = body.name_any();
-            api.create(&PostParams::default(), body)
-                .await
-                .with_context(|| format!("floor: creating {name}"))?;
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
-                .await
-                .with_context(|| format!("floor: status of {name}"))?;
-        }
-        Ok(started.elapsed().as_secs_f64())
+        startup_floor(caches, mirrors, self.floor_cluster).await
     }
 
     /// Times each phase is measured at this N: `--repeats`, else 5 up to 100 caches, 3 up to
@@ -658,4 +608,71 @@ async fn drift_list(rest: &infinispan_rest::Client) -> anyhow::Result<crate::fig
         median_s: crate::stats::median(&runs_s),
         runs_s,
     })
+}
+
+/// The same writes the operator made for the startup sync of `mirrors` (create with the same
+/// metadata and spec, then the same status merge patch), one after the other by one client as
+/// a ServiceAccount with the same Role, in the `floor` namespace.
+pub(crate) async fn startup_floor(
+    caches: &Api<Cache>,
+    mirrors: &HashSet<String>,
+    floor: &Cluster,
+) -> anyhow::Result<f64> {
+    let made: Vec<Cache> = caches
+        .list(&ListParams::default())
+        .await?
+        .into_iter()
+        .filter(|cr| mirrors.contains(&cr.name_any()))
+        .collect();
+    ensure!(
+        made.len() == mirrors.len(),
+        "the operator made {} of {} mirror CRs",
+        made.len(),
+        mirrors.len()
+    );
+    let bodies = made
+        .iter()
+        .map(|cr| {
+            let owners: Vec<serde_json::Value> = cr
+                .owner_references()
+                .iter()
+                .map(|o| {
+                    let mut o = serde_json::to_value(o)?;
+                    o["uid"] = floor.infinispan_uid.clone().into();
+                    Ok(o)
+                })
+                .collect::<anyhow::Result<_>>()?;
+            // The floor's identity may write only its own cluster's CRs (the label policy):
+            // mirrors of other clusters (`bench shared`) are relabelled, same size.
+            let mut labels = cr.labels().clone();
+            labels.insert(CLUSTER_LABEL.to_string(), CLUSTER.to_string());
+            let body: Cache = serde_json::from_value(json!({
+                "apiVersion": "infinispan.org/v2alpha1",
+                "kind": "Cache",
+                "metadata": {
+                    "name": cr.name_any(),
+                    "namespace": floor.ns,
+                    "labels": labels,
+                    "finalizers": cr.finalizers(),
+                    "ownerReferences": owners,
+                },
+                "spec": cr.spec,
+            }))?;
+            let status = json!({ "status": cr.status });
+            Ok((body, status))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let client = floor.identity.client().await?;
+    let api = Api::<Cache>::namespaced(client, &floor.ns);
+    let started = Instant::now();
+    for (body, status) in &bodies {
+        let name = body.name_any();
+        api.create(&PostParams::default(), body)
+            .await
+            .with_context(|| format!("floor: creating {name}"))?;
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .with_context(|| format!("floor: status of {name}"))?;
+    }
+    Ok(started.elapsed().as_secs_f64())
 }

@@ -20,6 +20,8 @@ pub struct Launch {
     pub infinispan_url: String,
     pub kubeconfig: PathBuf,
     pub log_dir: PathBuf,
+    /// `run-shared` for every cluster its ConfigMap lists, instead of `run` for `cluster`.
+    pub shared: bool,
 }
 
 /// A running operator process.
@@ -44,8 +46,14 @@ impl OperatorProcess {
         ));
         let log_file = std::fs::File::create(&log)?;
         let started = Instant::now();
-        let child = tokio::process::Command::new(&launch.binary)
-            .args([
+        let metrics_address = metrics.to_string();
+        // `BENCH_OPERATOR_LOG` (filter directives) for a diagnosis, e.g.
+        // `info,kube_client=debug,hyper_util=debug` traces every API request.
+        let log_level = std::env::var("BENCH_OPERATOR_LOG").unwrap_or_else(|_| "info".into());
+        let mut args = if launch.shared {
+            vec!["run-shared", "--namespace", &launch.namespace]
+        } else {
+            vec![
                 "run",
                 "--cluster",
                 &launch.cluster,
@@ -55,15 +63,23 @@ impl OperatorProcess {
                 &launch.infinispan_url,
                 "--credentials-secret",
                 &launch.secret,
-                "--metrics-address",
-                &metrics.to_string(),
-                "--log-level",
-                // `BENCH_OPERATOR_LOG` (filter directives) for a diagnosis, e.g.
-                // `info,kube_client=debug,hyper_util=debug` traces every API request.
-                &std::env::var("BENCH_OPERATOR_LOG").unwrap_or_else(|_| "info".into()),
-            ])
+            ]
+        };
+        args.extend([
+            "--metrics-address",
+            &metrics_address,
+            "--log-level",
+            &log_level,
+        ]);
+        let pod_name = if launch.shared {
+            format!("{}-bench-{label}", common_crds::shared::SHARED_NAME)
+        } else {
+            format!("resources-operator-bench-{label}")
+        };
+        let child = tokio::process::Command::new(&launch.binary)
+            .args(&args)
             .env("KUBECONFIG", &launch.kubeconfig)
-            .env("POD_NAME", format!("resources-operator-bench-{label}"))
+            .env("POD_NAME", pod_name)
             .stdout(std::process::Stdio::null())
             .stderr(log_file)
             .kill_on_drop(true)

@@ -38,7 +38,13 @@ pub fn heap_for(n: usize) -> &'static str {
 
 /// Starts the bench's node afresh (state wiped) at port `offset` with `heap`.
 pub fn start_node(offset: u16, heap: &str) -> anyhow::Result<Node> {
-    let node = Node::new("bench", offset);
+    start_named_node("bench", offset, heap)
+}
+
+/// Starts the node `name` afresh (state wiped), a cluster of its own, at port `offset` with
+/// `heap`.
+pub fn start_named_node(name: &str, offset: u16, heap: &str) -> anyhow::Result<Node> {
+    let node = Node::new(name, offset);
     node.stop_and_wipe()?;
     let (offset, jgroups) = (node.offset.to_string(), node.jgroups_port.to_string());
     let peers = format!("127.0.0.1[{jgroups}]");
@@ -62,7 +68,7 @@ pub fn start_node(offset: u16, heap: &str) -> anyhow::Result<Node> {
         .context("running e2e/testbed/infinispan.sh")?;
     ensure!(
         output.status.success(),
-        "starting the bench node failed: {}{}",
+        "starting the bench node {name} failed: {}{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );

@@ -38,12 +38,22 @@ const GRACE: Duration = Duration::from_secs(30);
 
 pub struct Flow<'a> {
     pub admin: &'a Client,
-    pub rest: &'a infinispan_rest::Client,
+    /// The servers and their caches to change, in turn (one server, or one per cluster).
+    pub targets: &'a [Target],
     pub namespace: &'a str,
-    /// Server names of the caches to change, in turn.
-    pub caches: &'a [String],
     pub rate: f64,
     pub seconds: f64,
+    /// The sequence number of the first change (its lifespan value is `BASE` + it): a second
+    /// flow over the same caches starts above the first's, so that no change repeats a value
+    /// the cache already has.
+    pub first_sequence: u64,
+}
+
+/// One server of the flow and the server names of its caches (unique across the targets).
+#[derive(Clone)]
+pub struct Target {
+    pub rest: infinispan_rest::Client,
+    pub caches: Vec<String>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -108,10 +118,33 @@ impl Flow<'_> {
         for k in 0..CONFIG_MAPS {
             let mut cm = cm.clone();
             cm.metadata.name = Some(format!("{CONFIG_MAP}-{k:02}"));
-            config_maps.create(&PostParams::default(), &cm).await?;
+            // A second flow in the same namespace (`bench shared`) finds them there.
+            match config_maps.create(&PostParams::default(), &cm).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(error) => return Err(error.into()),
+            }
         }
         let cm_watch = ConfigMapWatch::start(config_maps.clone(), CONFIG_MAP_LABEL);
-        let events = EventListener::start(self.rest).await?;
+        let mut events = Vec::new();
+        for target in self.targets {
+            events.push(EventListener::start(&target.rest).await?);
+        }
+        // Every cache with its server, the servers' caches interleaved.
+        let longest = self
+            .targets
+            .iter()
+            .map(|t| t.caches.len())
+            .max()
+            .unwrap_or(0);
+        let caches: Vec<(usize, String)> = (0..longest)
+            .flat_map(|i| {
+                self.targets
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(t, target)| Some((t, target.caches.get(i)?.clone())))
+            })
+            .collect();
         // Let the ConfigMap watch start before the first patch.
         tokio::time::sleep(Duration::from_secs(1)).await;
 
@@ -149,15 +182,15 @@ impl Flow<'_> {
                 skipped += 1;
                 continue;
             };
-            let cache = {
+            let (target, cache) = {
                 let busy = lock(&busy);
-                let free = (0..self.caches.len())
-                    .map(|k| (next_cache + k) % self.caches.len())
-                    .find(|k| !busy.contains(&self.caches[*k]));
+                let free = (0..caches.len())
+                    .map(|k| (next_cache + k) % caches.len())
+                    .find(|k| !busy.contains(&caches[*k].1));
                 match free {
                     Some(k) => {
                         next_cache = k + 1;
-                        self.caches[k].clone()
+                        caches[k].clone()
                     }
                     None => {
                         skipped += 1;
@@ -166,11 +199,16 @@ impl Flow<'_> {
                 }
             };
             lock(&busy).insert(cache.clone());
-            let (rest, busy) = (self.rest.clone(), Arc::clone(&busy));
+            let (rest, busy) = (self.targets[target].rest.clone(), Arc::clone(&busy));
+            let sequence = self.first_sequence + i;
             changes.push(tokio::spawn(async move {
                 let sent = Instant::now();
                 let outcome = rest
-                    .set_mutable_attribute(&cache, "expiration.lifespan", &(BASE + i).to_string())
+                    .set_mutable_attribute(
+                        &cache,
+                        "expiration.lifespan",
+                        &(BASE + sequence).to_string(),
+                    )
                     .await;
                 let took = sent.elapsed();
                 lock(&busy).remove(&cache);
@@ -178,7 +216,7 @@ impl Flow<'_> {
                 (
                     Change {
                         cache,
-                        sequence: i,
+                        sequence,
                         sent,
                     },
                     took,
@@ -228,7 +266,8 @@ impl Flow<'_> {
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
         watch.stop_recording();
-        let event_seen = first_seen(&events.sightings());
+        let sightings: Vec<Sighting> = events.iter().flat_map(EventListener::sightings).collect();
+        let event_seen = first_seen(&sightings);
         let sent: Vec<Option<Instant>> = made.iter().map(|c| Some(c.sent)).collect();
         let from_event: Vec<Option<Instant>> = made
             .iter()

@@ -1,0 +1,613 @@
+//! `bench shared` (issue 27): M clusters of K caches each (20 x 250 by default), each cluster a
+//! node of its own, synced in the same run first by M per-cluster operators (`run`, one process
+//! and one ServiceAccount each) and then by one shared operator (`run-shared`, its members in
+//! the ConfigMap as the cluster operator writes it). For each mode:
+//!
+//! - startup sync: the K caches of every node already on the server, the operators started,
+//!   until the bench's watch has seen all M x K mirror CRs `Ready`; beside the floor of the
+//!   same API writes by one client (as in the single-cluster bench);
+//! - memory: the RSS of every operator process once settled, summed, and their peaks;
+//! - steady flow: changes spread over the M servers in turn, event-to-CR p50/p99 beside the API
+//!   server's own write latency at the same rate.
+//!
+//! Between the modes the mirror CRs are forgotten (finalizers released, CRs deleted; the
+//! caches stay on the servers), so both start from the same state.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use common_crds::Cache;
+use common_crds::shared::{Member, SHARED_NAME};
+use e2e::identity::OperatorIdentity;
+use e2e::node::{Node, NodeGuard};
+use e2e::{TestNamespace, Testbed};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::observe::CacheWatch;
+use super::operator::{Launch, OperatorProcess};
+use super::setup::{self, Cluster, SECRET};
+use super::steady::{Flow, Target};
+use super::{MEMORY_QUIET, SETTLE_QUIET, create_on_server, ready_timeout, startup_floor};
+use crate::figures::{Check, MAX_RATIO, P99_SLACK_MS, Steady, Timed, check};
+
+/// The first sequence number of the second mode's steady flow (above any of the first's).
+const SECOND_FLOW: u64 = 1_000_000;
+
+/// The shared operator's RSS at most this fraction of the per-cluster operators' sum.
+pub const MAX_SHARED_RSS_FRACTION: f64 = 1.0 / 3.0;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub clusters: usize,
+    pub caches: usize,
+    /// Port offset of the first node; node `i` takes `node_offset + i`.
+    pub node_offset: u16,
+    pub heap: String,
+    /// Nodes started at once.
+    pub start_parallel: usize,
+    pub steady_seconds: f64,
+    pub steady_rate: f64,
+    pub binary: PathBuf,
+}
+
+/// The figures of one mode.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Mode {
+    /// Operator processes.
+    pub processes: usize,
+    /// Startup sync beside its floor.
+    pub startup: Timed,
+    /// Summed RSS of the processes once settled holding every CR, KiB.
+    pub rss_kib: u64,
+    /// Each process's RSS, KiB.
+    pub rss_each_kib: Vec<u64>,
+    /// Summed peak RSS, KiB.
+    pub peak_kib: u64,
+    /// Summed CPU time of the processes over the whole mode, seconds.
+    pub cpu_s: f64,
+    pub steady: Option<Steady>,
+}
+
+/// A run of the phase.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SharedRun {
+    pub clusters: usize,
+    pub caches: usize,
+    pub per_cluster: Mode,
+    pub shared: Mode,
+}
+
+/// Runs the phase.
+pub async fn measure(options: &Options) -> anyhow::Result<SharedRun> {
+    anyhow::ensure!(
+        options.binary.is_file(),
+        "{} is missing: build it with `cargo build --release -p resources-operator` (make bench does)",
+        options.binary.display()
+    );
+    let last_offset = usize::from(options.node_offset) + options.clusters.saturating_sub(1);
+    anyhow::ensure!(
+        (2001..=2099).contains(&last_offset),
+        "{} nodes from offset {} end at {last_offset}, past 2099 (the range kept for dedicated nodes)",
+        options.clusters,
+        options.node_offset
+    );
+    let testbed = Testbed::get()?;
+    let admin = testbed.admin_client().await?;
+    e2e::install_crds(&admin).await?;
+    let names: Vec<String> = (0..options.clusters).map(|i| format!("c{i:02}")).collect();
+    eprintln!(
+        "bench shared: starting {} nodes ({} heap each)",
+        names.len(),
+        options.heap
+    );
+    let started = Instant::now();
+    let nodes = start_nodes(&names, options).await?;
+    let _guards: Vec<NodeGuard> = nodes.iter().cloned().map(NodeGuard).collect();
+    eprintln!(
+        "bench shared: {} nodes up in {:.0} s",
+        nodes.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let mut rests = Vec::new();
+    for node in &nodes {
+        rests.push(node.rest(&testbed)?);
+    }
+    let targets: Vec<Target> = names
+        .iter()
+        .zip(&rests)
+        .map(|(cluster, rest)| Target {
+            rest: rest.clone(),
+            caches: (0..options.caches)
+                .map(|i| format!("{cluster}-{i:04}"))
+                .collect(),
+        })
+        .collect();
+    let started = Instant::now();
+    futures::future::try_join_all(
+        targets
+            .iter()
+            .map(|target| create_on_server(&target.rest, &target.caches)),
+    )
+    .await?;
+    eprintln!(
+        "bench shared: {} x {} caches created on the servers in {:.0} s",
+        options.clusters,
+        options.caches,
+        started.elapsed().as_secs_f64()
+    );
+
+    let namespace = TestNamespace::create(&admin, "bench-shared").await?;
+    let floor = Cluster::create(&admin, &testbed, "bench-shared-floor").await?;
+    let result = async {
+        let ns = namespace.name.clone();
+        let identities = setup_namespace(&admin, &testbed, &ns, &names).await?;
+        let caches = Api::<Cache>::namespaced(admin.clone(), &ns);
+        let mut watch = CacheWatch::start(caches.clone());
+        let mirrors: HashSet<String> = names
+            .iter()
+            .zip(&targets)
+            .flat_map(|(cluster, target)| {
+                target
+                    .caches
+                    .iter()
+                    .map(|cache| common_crds::naming::mirror_name(cluster, cache))
+            })
+            .collect();
+        let total = mirrors.len();
+        let launch = |cluster: &str, url: String, kubeconfig: PathBuf, shared: bool| Launch {
+            binary: options.binary.clone(),
+            namespace: ns.clone(),
+            cluster: cluster.to_string(),
+            secret: SECRET.to_string(),
+            infinispan_url: url,
+            kubeconfig,
+            log_dir: e2e::repo_root().join("target/bench-logs"),
+            shared,
+        };
+        let flow = |first_sequence| Flow {
+            admin: &admin,
+            targets: &targets,
+            namespace: &ns,
+            rate: options.steady_rate,
+            seconds: options.steady_seconds,
+            first_sequence,
+        };
+        let (first_flow, second_flow) = (flow(0), flow(SECOND_FLOW));
+        let mut phase = Phase {
+            options,
+            mirrors: &mirrors,
+            flow: &first_flow,
+            caches: &caches,
+            floor: &floor,
+            total,
+        };
+
+        // Per-cluster operators.
+        let launches: Vec<Launch> = names
+            .iter()
+            .zip(&nodes)
+            .zip(&identities)
+            .map(|((cluster, node), identity)| {
+                launch(cluster, node.url(), identity.kubeconfig.clone(), false)
+            })
+            .collect();
+        let per_cluster = phase.run("per-cluster", &launches, &mut watch).await?;
+        setup::forget_crs(&caches).await?;
+        watch.all_gone(&mirrors, ready_timeout(total)).await?;
+
+        // One shared operator: each cluster's Role now bound to its ServiceAccount (the
+        // per-cluster ones lose theirs, as when the cluster operator switches a cluster), and
+        // the members ConfigMap as the cluster operator writes it.
+        let shared_identity = {
+            let scopes: Vec<_> = names
+                .iter()
+                .map(|cluster| common_crds::rbac::OperatorScope {
+                    cluster,
+                    namespace: &ns,
+                    credentials_secret: SECRET,
+                })
+                .collect();
+            OperatorIdentity::create_shared(&admin, &testbed, &ns, &scopes).await?
+        };
+        write_members(&admin, &ns, &names, &nodes).await?;
+        phase.flow = &second_flow;
+        let shared_launch = launch("", String::new(), shared_identity.kubeconfig.clone(), true);
+        let shared = phase
+            .run("shared", std::slice::from_ref(&shared_launch), &mut watch)
+            .await?;
+        setup::forget_crs(&caches).await?;
+        anyhow::Ok(SharedRun {
+            clusters: options.clusters,
+            caches: options.caches,
+            per_cluster,
+            shared,
+        })
+    }
+    .await;
+    let cleanup = async {
+        floor.delete(&admin).await?;
+        namespace.delete().await
+    }
+    .await;
+    let result = result?;
+    cleanup?;
+    Ok(result)
+}
+
+/// Starts the nodes, `start_parallel` at once.
+async fn start_nodes(names: &[String], options: &Options) -> anyhow::Result<Vec<Node>> {
+    let mut nodes = Vec::new();
+    for (batch, chunk) in names.chunks(options.start_parallel.max(1)).enumerate() {
+        let starts = chunk.iter().enumerate().map(|(i, name)| {
+            let offset = options.node_offset + (batch * options.start_parallel.max(1) + i) as u16;
+            let (name, heap) = (format!("bench-{name}"), options.heap.clone());
+            tokio::task::spawn_blocking(move || setup::start_named_node(&name, offset, &heap))
+        });
+        for started in futures::future::join_all(starts).await {
+            nodes.push(started??);
+        }
+    }
+    Ok(nodes)
+}
+
+/// The credentials Secret, one `Infinispan` CR per cluster and each cluster's own identity.
+async fn setup_namespace(
+    admin: &Client,
+    testbed: &Testbed,
+    ns: &str,
+    names: &[String],
+) -> anyhow::Result<Vec<OperatorIdentity>> {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": SECRET },
+        "stringData": {
+            "username": testbed.infinispan_user,
+            "password": testbed.infinispan_password,
+        }
+    }))?;
+    Api::<Secret>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let clusters = Api::<common_crds::Infinispan>::namespaced(admin.clone(), ns);
+    let mut identities = Vec::new();
+    for cluster in names {
+        let cr: common_crds::Infinispan = serde_json::from_value(json!({
+            "apiVersion": "infinispan.org/v1",
+            "kind": "Infinispan",
+            "metadata": { "name": cluster },
+            "spec": {"resourcesOperator": {"deployment": "SharedInNamespace"}},
+        }))?;
+        clusters.create(&PostParams::default(), &cr).await?;
+        let scope = common_crds::rbac::OperatorScope {
+            cluster,
+            namespace: ns,
+            credentials_secret: SECRET,
+        };
+        identities.push(OperatorIdentity::create(admin, testbed, scope).await?);
+    }
+    Ok(identities)
+}
+
+/// The members ConfigMap: each cluster's server URL and credentials Secret.
+async fn write_members(
+    admin: &Client,
+    ns: &str,
+    names: &[String],
+    nodes: &[Node],
+) -> anyhow::Result<()> {
+    let data: BTreeMap<String, String> = names
+        .iter()
+        .zip(nodes)
+        .map(|(cluster, node)| {
+            let member = Member {
+                infinispan_url: node.url(),
+                credentials_secret: Some(SECRET.to_string()),
+                ca_secret: None,
+                tls_server_name: None,
+                client_certificate_secret: None,
+                drift_check_interval: None,
+                server_write_concurrency: None,
+                revision: None,
+            };
+            (cluster.clone(), member.to_value())
+        })
+        .collect();
+    let map = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(SHARED_NAME.to_string()),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..ConfigMap::default()
+    };
+    Api::<ConfigMap>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &map)
+        .await
+        .context("creating the members ConfigMap")?;
+    Ok(())
+}
+
+/// What both modes share.
+struct Phase<'a> {
+    options: &'a Options,
+    mirrors: &'a HashSet<String>,
+    flow: &'a Flow<'a>,
+    caches: &'a Api<Cache>,
+    floor: &'a Cluster,
+    total: usize,
+}
+
+impl Phase<'_> {
+    /// One mode: its operators started until every mirror CR is Ready, the floor, memory once
+    /// settled, the steady flow; the operators stopped.
+    async fn run(
+        &self,
+        label: &str,
+        launches: &[Launch],
+        watch: &mut CacheWatch,
+    ) -> anyhow::Result<Mode> {
+        let mut operators = Vec::new();
+        for launch in launches {
+            let tag = if launch.shared {
+                label.to_string()
+            } else {
+                format!("{label}-{}", launch.cluster)
+            };
+            operators.push(OperatorProcess::spawn(launch, &tag)?);
+        }
+        let first = operators
+            .first()
+            .map(|op| op.started)
+            .context("no operator to start")?;
+        let all_ready = watch
+            .all_ready(self.mirrors, ready_timeout(self.total))
+            .await
+            .map_err(|e| match operators.first() {
+                Some(op) => op.with_log(e),
+                None => e,
+            })?;
+        let operator_s = all_ready.duration_since(first).as_secs_f64();
+        for op in &operators {
+            op.wait_settled(SETTLE_QUIET, ready_timeout(self.total))
+                .await?;
+        }
+        tokio::time::sleep(MEMORY_QUIET).await;
+        let samples = operators
+            .iter()
+            .map(OperatorProcess::sample)
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let rss_each_kib: Vec<u64> = samples.iter().map(|s| s.rss_kib).collect();
+        let floor_s = startup_floor(self.caches, self.mirrors, self.floor).await?;
+        setup::forget_crs(&Api::<Cache>::namespaced(
+            self.caches.clone().into_client(),
+            &self.floor.ns,
+        ))
+        .await?;
+        eprintln!(
+            "bench shared: {label}: {} processes, startup sync {operator_s:.1} s (floor {floor_s:.1} s), RSS {} KiB in all",
+            operators.len(),
+            rss_each_kib.iter().sum::<u64>()
+        );
+        let steady = if self.options.steady_seconds > 0.0 {
+            let steady = self.flow.run(watch).await?;
+            for op in &operators {
+                op.wait_settled(SETTLE_QUIET, Duration::from_secs(60))
+                    .await?;
+            }
+            eprintln!(
+                "bench shared: {label}: steady flow event-to-CR p50 {:.0} ms p99 {:.0} ms ({} / {}), API write p99 {:.0} ms",
+                steady.event_to_cr.p50_ms,
+                steady.event_to_cr.p99_ms,
+                steady.delivered,
+                steady.changes,
+                steady.api_write.p99_ms
+            );
+            Some(steady)
+        } else {
+            None
+        };
+        let end = operators
+            .iter()
+            .map(OperatorProcess::sample)
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let mode = Mode {
+            processes: operators.len(),
+            startup: Timed::of(vec![operator_s], vec![floor_s]),
+            rss_kib: rss_each_kib.iter().sum(),
+            rss_each_kib,
+            peak_kib: end.iter().map(|s| s.hwm_kib).sum(),
+            cpu_s: end.iter().map(|s| s.cpu_s).sum(),
+            steady,
+        };
+        futures::future::try_join_all(operators.into_iter().map(OperatorProcess::stop)).await?;
+        Ok(mode)
+    }
+}
+
+/// The phase's checks: the shared operator's RSS at most a third of the per-cluster sum, and in
+/// both modes the single-cluster bench's latency checks (startup sync within [`MAX_RATIO`] of
+/// its floor, event-to-CR p99 within the API write p99 + [`P99_SLACK_MS`]).
+pub fn checks(run: &SharedRun) -> Vec<Check> {
+    let n = Some(run.clusters * run.caches);
+    let mut out = Vec::new();
+    let limit = run.per_cluster.rss_kib as f64 * MAX_SHARED_RSS_FRACTION;
+    out.push(check(
+        n,
+        "shared operator RSS / per-cluster operators' RSS summed",
+        format!(
+            "{:.2} ({} / {} KiB)",
+            run.shared.rss_kib as f64 / run.per_cluster.rss_kib.max(1) as f64,
+            run.shared.rss_kib,
+            run.per_cluster.rss_kib
+        ),
+        "<= 0.33".to_string(),
+        (run.shared.rss_kib as f64) <= limit,
+    ));
+    for (mode, figures) in [("per-cluster", &run.per_cluster), ("shared", &run.shared)] {
+        out.push(check(
+            n,
+            &format!("{mode}: startup sync time / floor"),
+            format!("{:.2}", figures.startup.ratio()),
+            format!("<= {MAX_RATIO}"),
+            figures.startup.ratio() <= MAX_RATIO,
+        ));
+        if let Some(steady) = &figures.steady {
+            let bound = steady.api_write.p99_ms + P99_SLACK_MS;
+            out.push(check(
+                n,
+                &format!("{mode}: steady flow event-to-CR p99 (ms)"),
+                format!("{:.0}", steady.event_to_cr.p99_ms),
+                format!("<= API write p99 + {P99_SLACK_MS:.0} = {bound:.0}"),
+                steady.event_to_cr.p99_ms <= bound,
+            ));
+        }
+    }
+    out
+}
+
+/// The phase's section of the doc: between [`BEGIN`] and [`END`].
+pub const BEGIN: &str =
+    "<!-- bench-shared:begin (generated by make bench; edits inside are overwritten) -->";
+pub const END: &str = "<!-- bench-shared:end -->";
+
+/// The tables of a run, between the markers.
+pub fn section(
+    run: &SharedRun,
+    date: &str,
+    commit: &str,
+    command: &str,
+    checks: &[Check],
+) -> String {
+    let mib = |kib: u64| format!("{:.1}", kib as f64 / 1024.0);
+    let p = |steady: &Option<Steady>, f: fn(&Steady) -> f64| {
+        steady
+            .as_ref()
+            .map(|s| format!("{:.0}", f(s)))
+            .unwrap_or_else(|| "-".to_string())
+    };
+    let mut text = format!(
+        "{BEGIN}\n\nLast run: {date} (commit `{commit}`), {} clusters x {} caches, each cluster a node of its own.\n\nCommand: `{command}`\n\n\
+         | mode | processes | startup sync (s) | its floor (s) | ratio | RSS settled (MiB) | peak (MiB) | CPU (s) | event-to-CR p50 / p99 (ms) | API write p99 (ms) |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+        run.clusters, run.caches
+    );
+    for (mode, m) in [("per cluster", &run.per_cluster), ("shared", &run.shared)] {
+        text.push_str(&format!(
+            "| {mode} | {} | {:.1} | {:.1} | {:.2} | {} | {} | {:.1} | {} / {} | {} |\n",
+            m.processes,
+            m.startup.operator_s,
+            m.startup.floor_s,
+            m.startup.ratio(),
+            mib(m.rss_kib),
+            mib(m.peak_kib),
+            m.cpu_s,
+            p(&m.steady, |s| s.event_to_cr.p50_ms),
+            p(&m.steady, |s| s.event_to_cr.p99_ms),
+            p(&m.steady, |s| s.api_write.p99_ms),
+        ));
+    }
+    text.push_str("\n| check | value | target | met |\n|---|---|---|---|\n");
+    for c in checks {
+        text.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            c.what,
+            c.value,
+            c.target,
+            if c.met { "yes" } else { "**no**" }
+        ));
+    }
+    text.push('\n');
+    text.push_str(END);
+    text
+}
+
+/// `doc` with its phase section replaced by `section` (appended when it has none).
+pub fn splice(doc: &str, section: &str) -> String {
+    match (doc.find(BEGIN), doc.find(END)) {
+        (Some(begin), Some(end)) if end > begin => {
+            format!("{}{}{}", &doc[..begin], section, &doc[end + END.len()..])
+        }
+        _ => format!("{}\n\n{section}\n", doc.trim_end()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Percentiles;
+
+    fn mode(processes: usize, rss_kib: u64, startup: f64, p99: f64) -> Mode {
+        Mode {
+            processes,
+            startup: Timed::of(vec![startup], vec![10.0]),
+            rss_kib,
+            rss_each_kib: vec![rss_kib],
+            peak_kib: rss_kib,
+            cpu_s: 1.0,
+            steady: Some(Steady {
+                event_to_cr: Percentiles {
+                    count: 10,
+                    p50_ms: p99 / 2.0,
+                    p99_ms: p99,
+                    max_ms: p99,
+                },
+                api_write: Percentiles {
+                    count: 10,
+                    p50_ms: 5.0,
+                    p99_ms: 20.0,
+                    max_ms: 20.0,
+                },
+                ..Steady::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn the_shared_memory_target_and_each_modes_latency_are_checked() {
+        let run = SharedRun {
+            clusters: 20,
+            caches: 250,
+            per_cluster: mode(20, 300_000, 11.0, 60.0),
+            shared: mode(1, 90_000, 9.0, 69.0),
+        };
+        let checks = checks(&run);
+        assert_eq!(checks.len(), 5);
+        assert!(checks.iter().all(|c| c.met), "{checks:?}");
+        let heavy = SharedRun {
+            shared: mode(1, 120_000, 13.0, 80.0),
+            ..run.clone()
+        };
+        let missed: Vec<String> = checks_missed(&heavy);
+        assert_eq!(
+            missed,
+            [
+                "shared operator RSS / per-cluster operators' RSS summed",
+                "shared: startup sync time / floor",
+                "shared: steady flow event-to-CR p99 (ms)",
+            ]
+        );
+        let text = section(&run, "2026-12-07", "abc", "make bench", &checks);
+        assert!(text.starts_with(BEGIN) && text.ends_with(END));
+        assert!(
+            text.contains("| shared | 1 | 9.0 | 10.0 | 0.90 | 87.9 |"),
+            "{text}"
+        );
+        let doc = format!("# B\n\n{BEGIN}\nold\n{END}\n\nafter\n");
+        let spliced = splice(&doc, &text);
+        assert!(spliced.contains("| per cluster | 20 |") && spliced.ends_with("after\n"));
+    }
+
+    fn checks_missed(run: &SharedRun) -> Vec<String> {
+        checks(run)
+            .into_iter()
+            .filter(|c| !c.met)
+            .map(|c| c.what)
+            .collect()
+    }
+}
