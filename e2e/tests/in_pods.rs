@@ -680,18 +680,7 @@ async fn sync_both_ways_of(
     from_rest: &str,
 ) -> anyhow::Result<()> {
     let caches: Api<Cache> = Api::namespaced(client.clone(), namespace);
-    let cache: Cache = serde_json::from_value(json!({
-        "apiVersion": "infinispan.org/v1", "kind": "Cache",
-        "metadata": {"name": from_kubectl, "labels": {"infinispan.org/cluster": cluster}},
-        "spec": {"templateName": "org.infinispan.DIST_SYNC"},
-    }))?;
-    caches
-        .patch(
-            from_kubectl,
-            &PatchParams::apply("e2e-user").force(),
-            &Patch::Apply(&cache),
-        )
-        .await?;
+    apply_user_cache(&caches, from_kubectl, cluster).await?;
     eventually(
         &format!("the cache of the Cache CR {from_kubectl} on the server"),
         WAIT,
@@ -731,6 +720,24 @@ async fn sync_both_ways_of(
         },
     )
     .await
+}
+
+/// Applies a user's Cache CR `name` of `cluster` (a distributed cache from the server's
+/// template), as kubectl would.
+async fn apply_user_cache(caches: &Api<Cache>, name: &str, cluster: &str) -> anyhow::Result<()> {
+    let cache: Cache = serde_json::from_value(json!({
+        "apiVersion": "infinispan.org/v1", "kind": "Cache",
+        "metadata": {"name": name, "labels": {"infinispan.org/cluster": cluster}},
+        "spec": {"templateName": "org.infinispan.DIST_SYNC"},
+    }))?;
+    caches
+        .patch(
+            name,
+            &PatchParams::apply("e2e-user").force(),
+            &Patch::Apply(&cache),
+        )
+        .await?;
+    Ok(())
 }
 
 /// Waits until the Deployment's pod (the first its selector finds) is Ready.
@@ -4566,18 +4573,7 @@ async fn create_on_both_sides(
     let mut created = Vec::new();
     for i in 0..count {
         let from_kubectl = format!("{cluster}-moving-k{i}");
-        let cache: Cache = serde_json::from_value(json!({
-            "apiVersion": "infinispan.org/v1", "kind": "Cache",
-            "metadata": {"name": from_kubectl, "labels": {"infinispan.org/cluster": cluster}},
-            "spec": {"templateName": "org.infinispan.DIST_SYNC"},
-        }))?;
-        caches
-            .patch(
-                &from_kubectl,
-                &PatchParams::apply("e2e-user").force(),
-                &Patch::Apply(&cache),
-            )
-            .await?;
+        apply_user_cache(&caches, &from_kubectl, cluster).await?;
         let from_rest = format!("{cluster}-moving-r{i}");
         rest.create_cache_from_template(&from_rest, "org.infinispan.DIST_SYNC", Default::default())
             .await?;

@@ -69,12 +69,23 @@ pub struct SharedArgs {
     )]
     pub members_config: String,
 
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    #[command(flatten)]
+    pub election: ElectionArgs,
+}
+
+/// Options of both `run` and `run-shared`: logging, the metrics endpoint, and the sync's
+/// settings (for `run-shared`, each member's unless its entry says otherwise).
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
     /// Log format.
     #[arg(long, env = "RESOURCES_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// Log level or filter directives (tracing EnvFilter syntax). Every line of a member's
-    /// sync carries its `cluster`.
+    /// Log level or filter directives (tracing EnvFilter syntax), e.g. `info` or
+    /// `resources_operator=debug,info`.
     #[arg(long, env = "RESOURCES_OPERATOR_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
 
@@ -86,7 +97,9 @@ pub struct SharedArgs {
     )]
     pub metrics_address: SocketAddr,
 
-    /// How often each member's counters are listed (see `run`).
+    /// How often the counters are listed (counters have no events a sync can rely on, design
+    /// R5): a new or removed counter on the server reaches Kubernetes within this time. One
+    /// list request per interval, plus one read per new counter.
     #[arg(
         long,
         env = "RESOURCES_OPERATOR_COUNTER_LIST_INTERVAL",
@@ -95,8 +108,9 @@ pub struct SharedArgs {
     )]
     pub counter_list_interval: Duration,
 
-    /// How often each member's server documents are checked for drift, unless its entry says
-    /// (see `run`).
+    /// How often the server's documents are compared with what its events said (drift: a
+    /// change stored without an event, or an update a stream missed); `0s` turns the check off.
+    /// One request per interval for all caches and templates, one for schemas, one for tasks.
     #[arg(
         long,
         env = "RESOURCES_OPERATOR_DRIFT_CHECK_INTERVAL",
@@ -105,7 +119,10 @@ pub struct SharedArgs {
     )]
     pub drift_check_interval: Duration,
 
-    /// Server writes in flight at once per member, unless its entry says (see `run`). 1 to 64.
+    /// Writes to the server (creates, updates, deletes, of every kind) in flight at once, at
+    /// most: objects that do not depend on each other are pushed concurrently (bulk order and
+    /// dependencies kept). Fewer while the server answers with timeouts, 5xx or 429 (the window
+    /// halves, then grows back); `1` writes one object at a time. 1 to 64.
     #[arg(
         long,
         env = "RESOURCES_OPERATOR_SERVER_WRITE_CONCURRENCY",
@@ -115,9 +132,6 @@ pub struct SharedArgs {
             .map(usize::from)
     )]
     pub server_write_concurrency: usize,
-
-    #[command(flatten)]
-    pub election: ElectionArgs,
 }
 
 /// Options of `run`.
@@ -185,58 +199,8 @@ pub struct RunArgs {
     #[arg(long, env = "RESOURCES_OPERATOR_CONFLICT_WINNER", value_enum)]
     pub conflict_winner: Option<ConflictWinnerArg>,
 
-    /// Log format.
-    #[arg(long, env = "RESOURCES_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
-
-    /// Log level or filter directives (tracing EnvFilter syntax), e.g. `info` or
-    /// `resources_operator=debug,info`.
-    #[arg(long, env = "RESOURCES_OPERATOR_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
-
-    /// Address of the HTTP endpoint serving /metrics, /healthz and /readyz.
-    #[arg(
-        long,
-        env = "RESOURCES_OPERATOR_METRICS_ADDRESS",
-        default_value = "0.0.0.0:8080"
-    )]
-    pub metrics_address: SocketAddr,
-
-    /// How often the counters are listed (counters have no events a sync can rely on, design
-    /// R5): a new or removed counter on the server reaches Kubernetes within this time. One
-    /// list request per interval, plus one read per new counter.
-    #[arg(
-        long,
-        env = "RESOURCES_OPERATOR_COUNTER_LIST_INTERVAL",
-        value_parser = parse_duration,
-        default_value = "10s"
-    )]
-    pub counter_list_interval: Duration,
-
-    /// How often the server's documents are compared with what its events said (drift: a
-    /// change stored without an event, or an update a stream missed); `0s` turns the check off.
-    /// One request per interval for all caches and templates, one for schemas, one for tasks.
-    #[arg(
-        long,
-        env = "RESOURCES_OPERATOR_DRIFT_CHECK_INTERVAL",
-        value_parser = parse_duration,
-        default_value = "60s"
-    )]
-    pub drift_check_interval: Duration,
-
-    /// Writes to the server (creates, updates, deletes, of every kind) in flight at once, at
-    /// most: objects that do not depend on each other are pushed concurrently (bulk order and
-    /// dependencies kept). Fewer while the server answers with timeouts, 5xx or 429 (the window
-    /// halves, then grows back); `1` writes one object at a time. 1 to 64.
-    #[arg(
-        long,
-        env = "RESOURCES_OPERATOR_SERVER_WRITE_CONCURRENCY",
-        default_value_t = crate::engine::server_writes::DEFAULT_CONCURRENCY,
-        value_parser = clap::value_parser!(u16)
-            .range(1..=crate::engine::server_writes::MAX_CONCURRENCY as i64)
-            .map(usize::from)
-    )]
-    pub server_write_concurrency: usize,
+    #[command(flatten)]
+    pub common: CommonArgs,
 
     #[command(flatten)]
     pub election: ElectionArgs,
@@ -341,7 +305,7 @@ mod tests {
         assert_eq!(args.ca_bundle, None);
         assert_eq!(args.sync_mode, Some(SyncModeArg::ToServer));
         assert_eq!(args.conflict_winner, None);
-        assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.common.log_format, LogFormat::Json);
     }
 
     const REQUIRED: [&str; 9] = [
@@ -372,8 +336,8 @@ mod tests {
         };
         assert_eq!(args.namespace, "ns");
         assert_eq!(args.members_config, common_crds::shared::SHARED_NAME);
-        assert_eq!(args.server_write_concurrency, 4);
-        assert_eq!(args.drift_check_interval, Duration::from_secs(60));
+        assert_eq!(args.common.server_write_concurrency, 4);
+        assert_eq!(args.common.drift_check_interval, Duration::from_secs(60));
         assert!(args.election.election()?.is_some());
         assert!(Cli::try_parse_from(["resources-operator", "run-shared"]).is_err());
         Ok(())
@@ -381,9 +345,11 @@ mod tests {
 
     #[test]
     fn server_writes_are_bounded() -> Result<(), anyhow::Error> {
-        assert_eq!(run_args(&[])?.server_write_concurrency, 4);
+        assert_eq!(run_args(&[])?.common.server_write_concurrency, 4);
         assert_eq!(
-            run_args(&["--server-write-concurrency=1"])?.server_write_concurrency,
+            run_args(&["--server-write-concurrency=1"])?
+                .common
+                .server_write_concurrency,
             1
         );
         assert!(run_args(&["--server-write-concurrency=0"]).is_err());

@@ -98,9 +98,9 @@ impl MemberConfig {
                 mode: args.sync_mode.map(Into::into),
                 winner: args.conflict_winner.map(Into::into),
             },
-            counter_list_interval: args.counter_list_interval,
-            drift_check_interval: args.drift_check_interval,
-            server_write_concurrency: args.server_write_concurrency,
+            counter_list_interval: args.common.counter_list_interval,
+            drift_check_interval: args.common.drift_check_interval,
+            server_write_concurrency: args.common.server_write_concurrency,
         }
     }
 

@@ -244,7 +244,7 @@ async fn member_client_identity(
 
 /// Runs until SIGTERM or Ctrl-C, or until leadership is lost (an error: the process must end).
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
-    logging::init(args.log_format, &args.log_level)?;
+    logging::init(args.common.log_format, &args.common.log_level)?;
     let election = args.election.election()?;
     let ca_bundle = ca_bundle(args.ca_bundle.as_deref())?;
     let client_identity = client_identity(&args)?;
@@ -254,7 +254,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 
     let metrics = Metrics::new()?;
     let readiness = Readiness::new(metrics::WAITING_FOR);
-    let listener = endpoint::bind(args.metrics_address)
+    let listener = endpoint::bind(args.common.metrics_address)
         .await
         .map_err(RunError::Listen)?;
     let endpoint = AbortOnDrop(tokio::spawn(endpoint::serve(

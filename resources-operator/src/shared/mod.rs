@@ -67,7 +67,7 @@ struct Shared {
 
 /// Runs until SIGTERM or Ctrl-C.
 pub async fn run_shared(args: SharedArgs) -> Result<(), RunError> {
-    logging::init(args.log_format, &args.log_level)?;
+    logging::init(args.common.log_format, &args.common.log_level)?;
     let election = args
         .election
         .election()?
@@ -80,7 +80,7 @@ pub async fn run_shared(args: SharedArgs) -> Result<(), RunError> {
     registry.register(Box::new(member_metrics.clone()))?;
     let metrics = SharedMetrics::register(&registry)?;
     let readiness = Readiness::new(WAITING_FOR);
-    let listener = endpoint::bind(args.metrics_address)
+    let listener = endpoint::bind(args.common.metrics_address)
         .await
         .map_err(RunError::Listen)?;
     let _endpoint = AbortOnDrop(tokio::spawn(endpoint::serve(
@@ -104,9 +104,9 @@ pub async fn run_shared(args: SharedArgs) -> Result<(), RunError> {
         client: client.clone(),
         namespace: args.namespace.clone(),
         defaults: SharedDefaults {
-            counter_list_interval: args.counter_list_interval,
-            drift_check_interval: args.drift_check_interval,
-            server_write_concurrency: args.server_write_concurrency,
+            counter_list_interval: args.common.counter_list_interval,
+            drift_check_interval: args.common.drift_check_interval,
+            server_write_concurrency: args.common.server_write_concurrency,
         },
         election,
         member_metrics,
