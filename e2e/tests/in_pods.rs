@@ -4262,6 +4262,23 @@ async fn three_clusters_share_one_resources_operator_pod_and_one_moves_out_and_b
             deployments.get_opt(&own).await?.is_none(),
             "the shared cluster {name} has a Deployment {own} of its own"
         );
+        // Its status says who serves it.
+        eventually(
+            &format!("{name}: ResourcesOperatorReady=True naming the shared operator"),
+            WAIT,
+            || {
+                let clusters = clusters.clone();
+                async move {
+                    let cr = clusters.get(name).await?;
+                    Ok(matches!(
+                        condition(&cr, "ResourcesOperatorReady"),
+                        Some(("True", _, message)) if message.contains("shared resources operator")
+                    )
+                    .then_some(()))
+                }
+            },
+        )
+        .await?;
     }
 
     // Each cluster synced both ways by the one pod.

@@ -734,9 +734,16 @@ async fn apply_resources_operator(
             let found = Api::<Deployment>::namespaced(client.clone(), &namespace)
                 .get_opt(&name)
                 .await?;
-            return Ok((ResourcesOperator::deployed(found.as_ref()), None, false));
+            let state = match cluster.spec.resources_operator.deployment {
+                ResourcesOperatorDeployment::PerCluster => ResourcesOperator::deployed,
+                ResourcesOperatorDeployment::SharedInNamespace => {
+                    ResourcesOperator::deployed_shared
+                }
+            };
+            return Ok((state(found.as_ref()), None, false));
         }
     };
+    let shared = matches!(built, resources_operator::Built::Shared(_));
     let applied = match built {
         resources_operator::Built::PerCluster(mut objects) => {
             let settings = &context.settings.resources_operator;
@@ -764,13 +771,14 @@ async fn apply_resources_operator(
             refused(shared_operator::join(client, cluster, &member).await)?
         }
     };
+    let state = if shared {
+        ResourcesOperator::deployed_shared
+    } else {
+        ResourcesOperator::deployed
+    };
     Ok(match applied {
-        Ok((deployment, handover)) => (
-            ResourcesOperator::deployed(Some(&deployment)),
-            None,
-            handover,
-        ),
-        Err(refused) => (ResourcesOperator::deployed(None), Some(refused), false),
+        Ok((deployment, handover)) => (state(Some(&deployment)), None, handover),
+        Err(refused) => (state(None), Some(refused), false),
     })
 }
 

@@ -126,7 +126,10 @@ async fn pod_problems(
         servers.desired == 0 || (servers.ready >= servers.desired && servers.settled);
     let resources_operator_ready = !matches!(
         resources_operator,
-        ResourcesOperator::Deployed { available: false }
+        ResourcesOperator::Deployed {
+            available: false,
+            ..
+        }
     );
     if servers_ready && resources_operator_ready {
         return Ok((None, None));

@@ -102,8 +102,9 @@ pub enum ResourcesOperator {
     Disabled,
     /// Being drained (disabled, or the CR is being deleted).
     Draining,
-    /// Deployed; `available`: its Deployment has caught up and has an available pod.
-    Deployed { available: bool },
+    /// Deployed; `available`: its Deployment has caught up and has an available pod; `shared`:
+    /// that Deployment is the namespace's shared resources operator.
+    Deployed { available: bool, shared: bool },
 }
 
 impl ResourcesOperator {
@@ -115,7 +116,31 @@ impl ResourcesOperator {
                 && status.available_replicas.unwrap_or(0) > 0
                 && status.updated_replicas == Some(d.spec.replicas.unwrap_or(1))
         });
-        Self::Deployed { available }
+        Self::Deployed {
+            available,
+            shared: false,
+        }
+    }
+
+    /// From the namespace's shared Deployment.
+    pub fn deployed_shared(deployment: Option<&Deployment>) -> Self {
+        match Self::deployed(deployment) {
+            Self::Deployed { available, .. } => Self::Deployed {
+                available,
+                shared: true,
+            },
+            other => other,
+        }
+    }
+
+    /// What runs it, for messages.
+    fn what(self) -> &'static str {
+        match self {
+            Self::Deployed { shared: true, .. } => {
+                "the namespace's shared resources operator (Deployment infinispan-resources-operator-shared)"
+            }
+            _ => "the resources operator's Deployment",
+        }
     }
 }
 
@@ -375,12 +400,18 @@ fn resources_operator_ready(
         observed.resources_operator,
         &observed.resources_operator_problem,
     ) {
-        (ResourcesOperator::Deployed { available: false }, Some(problem)) => condition(
+        (
+            state @ ResourcesOperator::Deployed {
+                available: false, ..
+            },
+            Some(problem),
+        ) => condition(
             ConditionType::ResourcesOperatorReady,
             ConditionStatus::False,
             problem.reason.as_str(),
             format!(
-                "the resources operator's Deployment has no available pod at its current version: {}",
+                "{} has no available pod at its current version: {}",
+                state.what(),
                 problem.message
             ),
         ),
@@ -409,18 +440,24 @@ fn resources_operator_condition(
             DRAINING,
             "the resources operator is releasing its finalizers before it is removed".into(),
         ),
-        ResourcesOperator::Deployed { available: true } => condition(
+        ResourcesOperator::Deployed {
+            available: true, ..
+        } => condition(
             ConditionType::ResourcesOperatorReady,
             ConditionStatus::True,
             "Available",
-            "the resources operator's Deployment is available".into(),
+            format!("{} is available", state.what()),
         ),
-        ResourcesOperator::Deployed { available: false } => condition(
+        ResourcesOperator::Deployed {
+            available: false, ..
+        } => condition(
             ConditionType::ResourcesOperatorReady,
             ConditionStatus::False,
             "Deploying",
-            "the resources operator's Deployment has no available pod at its current version yet"
-                .into(),
+            format!(
+                "{} has no available pod at its current version yet",
+                state.what()
+            ),
         ),
     }
 }
@@ -469,7 +506,10 @@ mod tests {
             problem: None,
             pods,
             pods_problem: None,
-            resources_operator: ResourcesOperator::Deployed { available: true },
+            resources_operator: ResourcesOperator::Deployed {
+                available: true,
+                shared: false,
+            },
             resources_operator_problem: None,
             version: Some("16.0.7".into()),
             selector: "app.kubernetes.io/instance=demo,app.kubernetes.io/name=infinispan".into(),
@@ -725,12 +765,18 @@ mod tests {
             (ResourcesOperator::Disabled, "False", "Disabled"),
             (ResourcesOperator::Draining, "False", "Draining"),
             (
-                ResourcesOperator::Deployed { available: false },
+                ResourcesOperator::Deployed {
+                    available: false,
+                    shared: false,
+                },
                 "False",
                 "Deploying",
             ),
             (
-                ResourcesOperator::Deployed { available: true },
+                ResourcesOperator::Deployed {
+                    available: true,
+                    shared: false,
+                },
                 "True",
                 "Available",
             ),
@@ -813,11 +859,20 @@ mod tests {
         };
         for (state, reason) in [
             (
-                ResourcesOperator::Deployed { available: false },
+                ResourcesOperator::Deployed {
+                    available: false,
+                    shared: false,
+                },
                 "CrashLooping",
             ),
             // An available Deployment serves; the roll of a bad pod shows while it is not.
-            (ResourcesOperator::Deployed { available: true }, "Available"),
+            (
+                ResourcesOperator::Deployed {
+                    available: true,
+                    shared: false,
+                },
+                "Available",
+            ),
             (ResourcesOperator::Draining, "Draining"),
             (ResourcesOperator::Disabled, "Disabled"),
         ] {
@@ -835,6 +890,31 @@ mod tests {
                     condition.message
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_shared_member_says_the_shared_operator_serves_it() {
+        for (available, status, says) in [
+            (true, "True", "is available"),
+            (false, "False", "has no available pod"),
+        ] {
+            let mut input = observed(Pods::default());
+            input.resources_operator = ResourcesOperator::Deployed {
+                available,
+                shared: true,
+            };
+            let computed = compute(None, &input, at(1));
+            let condition = get(&computed, "ResourcesOperatorReady");
+            assert_eq!(condition.status, status);
+            assert!(
+                condition
+                    .message
+                    .starts_with("the namespace's shared resources operator (Deployment infinispan-resources-operator-shared)")
+                    && condition.message.contains(says),
+                "{}",
+                condition.message
+            );
         }
     }
 }
