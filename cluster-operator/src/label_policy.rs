@@ -48,15 +48,15 @@ pub async fn ensure(client: &kube::Client) -> Outcome {
     let outcome = match applied.await {
         Ok(()) => Outcome::Applied,
         Err(kube::Error::Api(status)) if status.code == 403 => Outcome::NotPermitted(format!(
-            "the label policies {} are not applied by the operator (it may not: {}); install them with the Helm chart or `kubectl apply -f` of the chart's files/label-policy.yaml, or CRs can be moved between clusters by relabelling them",
+            "the label policy {} is not applied by the operator (it may not: {}); install it with the Helm chart or `kubectl apply -f` of the chart's files/label-policy.yaml, or CRs can be moved between clusters by relabelling them",
             policy, status.message
         )),
         Err(error) => Outcome::Failed(format!(
-            "applying the label policies {policy} failed: {error}"
+            "applying the label policy {policy} failed: {error}"
         )),
     };
     match &outcome {
-        Outcome::Applied => tracing::info!(%policy, "label policies applied"),
+        Outcome::Applied => tracing::info!(%policy, "label policy applied"),
         Outcome::NotPermitted(message) | Outcome::Failed(message) => tracing::warn!("{message}"),
     }
     outcome

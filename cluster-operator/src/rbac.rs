@@ -47,7 +47,9 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 /// startup ([`crate::label_policy`]; the OLM bundle grants them, the Helm chart installs the
 /// policy instead): `create` (which RBAC cannot restrict by name: the object has none yet when
 /// it is authorized), and `get` and `patch` of the operator's own policy and binding only, by
-/// `resourceNames`, so that it cannot read or change anyone else's admission policies.
+/// `resourceNames`, so that it cannot read or change anyone else's admission policies; and
+/// `get` of the shared resources operator's members ConfigMaps by name, the shared policy's
+/// parameter (a binding may name only a parameter its creator can read).
 pub fn label_policy_rules() -> Vec<PolicyRule> {
     let mut names: Vec<String> = common_crds::generate::label_policies()
         .into_iter()
@@ -65,6 +67,12 @@ pub fn label_policy_rules() -> Vec<PolicyRule> {
         PolicyRule {
             resource_names: Some(names),
             ..rule("admissionregistration.k8s.io", resources, &["get", "patch"])
+        },
+        // The API server lets a binding name a parameter (the shared label policy's: the members
+        // ConfigMap of each namespace) only to whoever may read it.
+        PolicyRule {
+            resource_names: Some(vec![common_crds::shared::SHARED_NAME.to_string()]),
+            ..rule("", &["configmaps"], &["get"])
         },
     ]
 }

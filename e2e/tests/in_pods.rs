@@ -4337,8 +4337,8 @@ async fn three_clusters_share_one_resources_operator_pod_and_one_moves_out_and_b
     {
         Err(kube::Error::Api(status)) if status.code == 403 => ensure!(
             status.message.contains("member clusters")
-                && status.message.contains("alpha, beta, gamma")
-                && status.message.contains("delta"),
+                && NAMES.iter().all(|name| status.message.contains(name))
+                && status.message.contains("not \"delta\""),
             "refused, but not by the shared label policy: {}",
             status.message
         ),
