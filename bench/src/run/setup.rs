@@ -75,6 +75,21 @@ pub fn start_named_node(name: &str, offset: u16, heap: &str) -> anyhow::Result<N
     Ok(node)
 }
 
+/// The credentials Secret [`SECRET`] in `ns`: the testbed's Infinispan user.
+pub async fn create_credentials(admin: &Client, testbed: &Testbed, ns: &str) -> anyhow::Result<()> {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": SECRET },
+        "stringData": {
+            "username": testbed.infinispan_user,
+            "password": testbed.infinispan_password,
+        }
+    }))?;
+    Api::<Secret>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await?;
+    Ok(())
+}
+
 /// A namespace with the credentials Secret and the `Infinispan` CR, and the operator's
 /// ServiceAccount (least-privilege Role) in it.
 #[derive(Debug)]
@@ -89,16 +104,7 @@ impl Cluster {
     pub async fn create(admin: &Client, testbed: &Testbed, prefix: &str) -> anyhow::Result<Self> {
         let namespace = TestNamespace::create(admin, prefix).await?;
         let ns = namespace.name.clone();
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": { "name": SECRET },
-            "stringData": {
-                "username": testbed.infinispan_user,
-                "password": testbed.infinispan_password,
-            }
-        }))?;
-        Api::<Secret>::namespaced(admin.clone(), &ns)
-            .create(&PostParams::default(), &secret)
-            .await?;
+        create_credentials(admin, testbed, &ns).await?;
         let cluster: Infinispan = serde_json::from_value(json!({
             "apiVersion": "infinispan.org/v1",
             "kind": "Infinispan",

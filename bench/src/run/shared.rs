@@ -23,7 +23,7 @@ use common_crds::shared::{Member, SHARED_NAME};
 use e2e::identity::OperatorIdentity;
 use e2e::node::{Node, NodeGuard};
 use e2e::{TestNamespace, Testbed};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde::{Deserialize, Serialize};
@@ -264,16 +264,7 @@ async fn setup_namespace(
     ns: &str,
     names: &[String],
 ) -> anyhow::Result<Vec<OperatorIdentity>> {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": { "name": SECRET },
-        "stringData": {
-            "username": testbed.infinispan_user,
-            "password": testbed.infinispan_password,
-        }
-    }))?;
-    Api::<Secret>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &secret)
-        .await?;
+    setup::create_credentials(admin, testbed, ns).await?;
     let clusters = Api::<common_crds::Infinispan>::namespaced(admin.clone(), ns);
     let mut identities = Vec::new();
     for cluster in names {
