@@ -62,6 +62,21 @@ pub struct SecretKey {
 }
 
 impl Member {
+    /// A member reached at `infinispan_url` without credentials, TLS material or settings of
+    /// its own.
+    pub fn at(infinispan_url: impl Into<String>) -> Self {
+        Self {
+            infinispan_url: infinispan_url.into(),
+            credentials_secret: None,
+            ca_secret: None,
+            tls_server_name: None,
+            client_certificate_secret: None,
+            drift_check_interval: None,
+            server_write_concurrency: None,
+            revision: None,
+        }
+    }
+
     /// The ConfigMap value of this member.
     pub fn to_value(&self) -> String {
         // Plain strings, numbers and options: serialization cannot fail.

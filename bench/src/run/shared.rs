@@ -297,14 +297,8 @@ async fn write_members(
         .zip(nodes)
         .map(|(cluster, node)| {
             let member = Member {
-                infinispan_url: node.url(),
                 credentials_secret: Some(SECRET.to_string()),
-                ca_secret: None,
-                tls_server_name: None,
-                client_certificate_secret: None,
-                drift_check_interval: None,
-                server_write_concurrency: None,
-                revision: None,
+                ..Member::at(node.url())
             };
             (cluster.clone(), member.to_value())
         })

@@ -45,16 +45,7 @@ mod tests {
     use super::*;
 
     fn member(url: &str) -> Entry {
-        Ok(Member {
-            infinispan_url: url.to_string(),
-            credentials_secret: None,
-            ca_secret: None,
-            tls_server_name: None,
-            client_certificate_secret: None,
-            drift_check_interval: None,
-            server_write_concurrency: None,
-            revision: None,
-        })
+        Ok(Member::at(url))
     }
 
     fn set(names: &[&str]) -> BTreeSet<String> {

@@ -334,16 +334,7 @@ mod tests {
 
     #[test]
     fn a_members_config_map_has_its_key_alone_and_none_to_leave() {
-        let entry = Member {
-            infinispan_url: "http://x".into(),
-            credentials_secret: None,
-            ca_secret: None,
-            tls_server_name: None,
-            client_certificate_secret: None,
-            drift_check_interval: None,
-            server_write_concurrency: None,
-            revision: None,
-        };
+        let entry = Member::at("http://x");
         let joined = members_config_map("team-a", "demo", Some(&entry));
         assert_eq!(joined.metadata.name.as_deref(), Some(SHARED_NAME));
         assert_eq!(
