@@ -280,17 +280,12 @@ async fn drain_step(
     since: Timestamp,
 ) -> Result<Drain, Error> {
     let timeout = context.settings.drain_timeout;
-    let shared = resources_operator::shared::shared_objects(
-        &cluster.namespace().unwrap_or_default(),
-        &context.settings.resources_operator,
-    )
-    .ok();
     let step = teardown::drain(
         &context.client,
         cluster,
         elapsed_since(since),
         timeout,
-        shared.as_ref(),
+        &context.settings.resources_operator,
     )
     .await?;
     if let Drain::Done { released } = step
@@ -747,12 +742,7 @@ async fn apply_resources_operator(
     let applied = match built {
         resources_operator::Built::PerCluster(mut objects) => {
             let settings = &context.settings.resources_operator;
-            let shared = resources_operator::shared::shared_objects(
-                &cluster.namespace().unwrap_or_default(),
-                settings,
-            )
-            .ok();
-            let left = refused(shared_operator::leave(client, cluster, shared.as_ref()).await)?;
+            let left = refused(shared_operator::leave(client, cluster, settings).await)?;
             let holder = refused(shared_operator::lease_holder(client, cluster).await)?;
             match (left, holder) {
                 (Ok(_), Ok(holder)) => {

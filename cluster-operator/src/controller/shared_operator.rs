@@ -31,6 +31,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Resource, ResourceExt};
 
 use super::apply::{ApplyError, apply, delete_owned};
+use crate::build::resources_operator::Settings;
 use crate::build::resources_operator::shared::{
     self, MemberObjects, SharedObjects, member_field_manager, members_config_map,
 };
@@ -197,12 +198,12 @@ async fn apply_shared(
 }
 
 /// Leaves the shared operator if the cluster is a member: its key removed; the last member
-/// removes the shared objects (`shared`: what to apply again should a cluster have joined
-/// meanwhile). Returns whether the cluster was a member.
+/// removes the shared objects (built from `settings` and applied again should a cluster have
+/// joined meanwhile). Returns whether the cluster was a member.
 pub async fn leave(
     client: &kube::Client,
     cluster: &Infinispan,
-    shared: Option<&SharedObjects>,
+    settings: &Settings,
 ) -> Result<bool, ApplyError> {
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
@@ -246,8 +247,8 @@ pub async fn leave(
         Err(kube::Error::Api(status)) if status.code == 404 => {}
         // A cluster joined after the key was removed: it needs the shared objects back.
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            if let Some(shared) = shared {
-                apply_shared(client, shared).await?;
+            if let Ok(shared) = shared::shared_objects(&namespace, settings) {
+                apply_shared(client, &shared).await?;
             }
         }
         Err(source) => return Err(api_error(source)),

@@ -30,7 +30,7 @@ use kube::core::GroupVersionKind;
 use kube::{Api, ResourceExt};
 
 use super::apply::{ApplyError, delete_owned};
-use crate::build::resources_operator::shared::SharedObjects;
+use crate::build::resources_operator::Settings;
 
 /// Where a drain stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,14 +84,14 @@ async fn holding(
 }
 
 /// One step of the drain of `cluster`'s resources operator; `elapsed` since the drain began.
-/// `shared`: the namespace's shared operator, to apply again should a cluster join it while this
-/// one, its last member, leaves.
+/// `settings`: the resources operator's, for the namespace's shared operator, applied again
+/// should a cluster join it while this one, its last member, leaves.
 pub async fn drain(
     client: &kube::Client,
     cluster: &Infinispan,
     elapsed: Duration,
     timeout: Duration,
-    shared: Option<&SharedObjects>,
+    settings: &Settings,
 ) -> Result<Drain, ApplyError> {
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
@@ -131,7 +131,7 @@ pub async fn drain(
             Err(source) => return Err(api_error(source)),
         }
     }
-    remove_objects(client, cluster, shared).await?;
+    remove_objects(client, cluster, settings).await?;
     Ok(Drain::Done { released })
 }
 
@@ -141,9 +141,9 @@ pub async fn drain(
 pub async fn remove_objects(
     client: &kube::Client,
     cluster: &Infinispan,
-    shared: Option<&SharedObjects>,
+    settings: &Settings,
 ) -> Result<(), ApplyError> {
-    super::shared_operator::leave(client, cluster, shared).await?;
+    super::shared_operator::leave(client, cluster, settings).await?;
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
     let uid = cluster.uid().unwrap_or_default();
