@@ -230,7 +230,7 @@ async fn measure_size(
 }
 
 /// Resolves at the first SIGINT or SIGTERM.
-async fn interrupted() -> &'static str {
+pub(super) async fn interrupted() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     match (
         signal(SignalKind::interrupt()),

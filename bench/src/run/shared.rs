@@ -102,53 +102,109 @@ pub async fn measure(options: &Options) -> anyhow::Result<SharedRun> {
     let admin = testbed.admin_client().await?;
     e2e::install_crds(&admin).await?;
     let names: Vec<String> = (0..options.clusters).map(|i| format!("c{i:02}")).collect();
-    eprintln!(
-        "bench shared: starting {} nodes ({} heap each)",
-        names.len(),
-        options.heap
-    );
-    let started = Instant::now();
-    let nodes = start_nodes(&names, options).await?;
-    let _guards: Vec<NodeGuard> = nodes.iter().cloned().map(NodeGuard).collect();
-    eprintln!(
-        "bench shared: {} nodes up in {:.0} s",
-        nodes.len(),
-        started.elapsed().as_secs_f64()
-    );
-    let mut rests = Vec::new();
-    for node in &nodes {
-        rests.push(node.rest(&testbed)?);
-    }
-    let targets: Vec<Target> = names
+    // Guarded before they start: whatever ends the run, each node is stopped and wiped.
+    let nodes: Vec<Node> = names
         .iter()
-        .zip(&rests)
-        .map(|(cluster, rest)| Target {
-            rest: rest.clone(),
-            caches: (0..options.caches)
-                .map(|i| format!("{cluster}-{i:04}"))
-                .collect(),
-        })
+        .enumerate()
+        .map(|(i, name)| Node::new(&format!("bench-{name}"), options.node_offset + i as u16))
         .collect();
-    let started = Instant::now();
-    futures::future::try_join_all(
-        targets
-            .iter()
-            .map(|target| create_on_server(&target.rest, &target.caches)),
-    )
-    .await?;
-    eprintln!(
-        "bench shared: {} x {} caches created on the servers in {:.0} s",
-        options.clusters,
-        options.caches,
-        started.elapsed().as_secs_f64()
-    );
-
+    let _guards: Vec<NodeGuard> = nodes.iter().cloned().map(NodeGuard).collect();
     let namespace = TestNamespace::create(&admin, "bench-shared").await?;
     let floor = Cluster::create(&admin, &testbed, "bench-shared-floor").await?;
-    let result = async {
-        let ns = namespace.name.clone();
-        let identities = setup_namespace(&admin, &testbed, &ns, &names).await?;
-        let caches = Api::<Cache>::namespaced(admin.clone(), &ns);
+    let caches = Api::<Cache>::namespaced(admin.clone(), &namespace.name);
+    let modes = Modes {
+        options,
+        testbed: &testbed,
+        admin: &admin,
+        names: &names,
+        nodes: &nodes,
+        ns: &namespace.name,
+        caches: &caches,
+        floor: &floor,
+    };
+    // Interrupted (Ctrl-C, SIGTERM): the work stops (the operator processes go with it) and
+    // the cleanup below still runs, then the guards stop the nodes.
+    let result = tokio::select! {
+        result = modes.run() => result,
+        signal = super::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+    };
+    let cleanup = async {
+        // The operators are gone: the mirror CRs' finalizers would hold the namespace.
+        setup::forget_crs(&caches).await?;
+        floor.delete(&admin).await?;
+        namespace.delete().await
+    }
+    .await;
+    let result = result?;
+    cleanup?;
+    Ok(result)
+}
+
+/// Everything the two modes share.
+struct Modes<'a> {
+    options: &'a Options,
+    testbed: &'a Testbed,
+    admin: &'a Client,
+    names: &'a [String],
+    /// Not started yet.
+    nodes: &'a [Node],
+    ns: &'a str,
+    caches: &'a Api<Cache>,
+    floor: &'a Cluster,
+}
+
+impl Modes<'_> {
+    async fn run(&self) -> anyhow::Result<SharedRun> {
+        let Modes {
+            options,
+            testbed,
+            admin,
+            names,
+            nodes,
+            ns,
+            caches,
+            floor,
+        } = *self;
+        eprintln!(
+            "bench shared: starting {} nodes ({} heap each)",
+            names.len(),
+            options.heap
+        );
+        let started = Instant::now();
+        start_nodes(nodes, options).await?;
+        eprintln!(
+            "bench shared: {} nodes up in {:.0} s",
+            nodes.len(),
+            started.elapsed().as_secs_f64()
+        );
+        let mut rests = Vec::new();
+        for node in nodes {
+            rests.push(node.rest(testbed)?);
+        }
+        let targets: Vec<Target> = names
+            .iter()
+            .zip(&rests)
+            .map(|(cluster, rest)| Target {
+                rest: rest.clone(),
+                caches: (0..options.caches)
+                    .map(|i| format!("{cluster}-{i:04}"))
+                    .collect(),
+            })
+            .collect();
+        let started = Instant::now();
+        futures::future::try_join_all(
+            targets
+                .iter()
+                .map(|target| create_on_server(&target.rest, &target.caches)),
+        )
+        .await?;
+        eprintln!(
+            "bench shared: {} x {} caches created on the servers in {:.0} s",
+            options.clusters,
+            options.caches,
+            started.elapsed().as_secs_f64()
+        );
+        let identities = setup_namespace(admin, testbed, ns, names).await?;
         let mut watch = CacheWatch::start(caches.clone());
         let mirrors: HashSet<String> = names
             .iter()
@@ -163,7 +219,7 @@ pub async fn measure(options: &Options) -> anyhow::Result<SharedRun> {
         let total = mirrors.len();
         let launch = |cluster: &str, url: String, kubeconfig: PathBuf, shared: bool| Launch {
             binary: options.binary.clone(),
-            namespace: ns.clone(),
+            namespace: ns.to_string(),
             cluster: cluster.to_string(),
             secret: SECRET.to_string(),
             infinispan_url: url,
@@ -172,9 +228,9 @@ pub async fn measure(options: &Options) -> anyhow::Result<SharedRun> {
             shared,
         };
         let flow = |first_sequence| Flow {
-            admin: &admin,
+            admin,
             targets: &targets,
-            namespace: &ns,
+            namespace: ns,
             rate: options.steady_rate,
             seconds: options.steady_seconds,
             first_sequence,
@@ -184,22 +240,22 @@ pub async fn measure(options: &Options) -> anyhow::Result<SharedRun> {
             options,
             mirrors: &mirrors,
             flow: &first_flow,
-            caches: &caches,
-            floor: &floor,
+            caches,
+            floor,
             total,
         };
 
         // Per-cluster operators.
         let launches: Vec<Launch> = names
             .iter()
-            .zip(&nodes)
+            .zip(nodes)
             .zip(&identities)
             .map(|((cluster, node), identity)| {
                 launch(cluster, node.url(), identity.kubeconfig.clone(), false)
             })
             .collect();
         let per_cluster = phase.run("per-cluster", &launches, &mut watch).await?;
-        setup::forget_crs(&caches).await?;
+        setup::forget_crs(caches).await?;
         watch.all_gone(&mirrors, ready_timeout(total)).await?;
 
         // One shared operator: each cluster's Role now bound to its ServiceAccount (the
@@ -210,51 +266,42 @@ pub async fn measure(options: &Options) -> anyhow::Result<SharedRun> {
                 .iter()
                 .map(|cluster| common_crds::rbac::OperatorScope {
                     cluster,
-                    namespace: &ns,
+                    namespace: ns,
                     credentials_secret: SECRET,
                 })
                 .collect();
-            OperatorIdentity::create_shared(&admin, &testbed, &ns, &scopes).await?
+            OperatorIdentity::create_shared(admin, testbed, ns, &scopes).await?
         };
-        write_members(&admin, &ns, &names, &nodes).await?;
+        write_members(admin, ns, names, nodes).await?;
         phase.flow = &second_flow;
         let shared_launch = launch("", String::new(), shared_identity.kubeconfig.clone(), true);
         let shared = phase
             .run("shared", std::slice::from_ref(&shared_launch), &mut watch)
             .await?;
-        setup::forget_crs(&caches).await?;
-        anyhow::Ok(SharedRun {
+        setup::forget_crs(caches).await?;
+        Ok(SharedRun {
             clusters: options.clusters,
             caches: options.caches,
             per_cluster,
             shared,
         })
     }
-    .await;
-    let cleanup = async {
-        floor.delete(&admin).await?;
-        namespace.delete().await
-    }
-    .await;
-    let result = result?;
-    cleanup?;
-    Ok(result)
 }
 
 /// Starts the nodes, `start_parallel` at once.
-async fn start_nodes(names: &[String], options: &Options) -> anyhow::Result<Vec<Node>> {
-    let mut nodes = Vec::new();
-    for (batch, chunk) in names.chunks(options.start_parallel.max(1)).enumerate() {
-        let starts = chunk.iter().enumerate().map(|(i, name)| {
-            let offset = options.node_offset + (batch * options.start_parallel.max(1) + i) as u16;
-            let (name, heap) = (format!("bench-{name}"), options.heap.clone());
-            tokio::task::spawn_blocking(move || setup::start_named_node(&name, offset, &heap))
+async fn start_nodes(nodes: &[Node], options: &Options) -> anyhow::Result<()> {
+    for chunk in nodes.chunks(options.start_parallel.max(1)) {
+        let starts = chunk.iter().map(|node| {
+            let (node, heap) = (node.clone(), options.heap.clone());
+            tokio::task::spawn_blocking(move || {
+                setup::start_named_node(&node.name, node.offset, &heap)
+            })
         });
         for started in futures::future::join_all(starts).await {
-            nodes.push(started??);
+            started??;
         }
     }
-    Ok(nodes)
+    Ok(())
 }
 
 /// The credentials Secret, one `Infinispan` CR per cluster and each cluster's own identity.
