@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use anyhow::Context as _;
 
-use crate::figures::{MAX_RATIO, MAX_RSS_KIB_AT_5000, P99_SLACK_MS, RSS_CHECK, SizeResult};
+use crate::figures::{MAX_RATIO, P99_SLACK_MS, RSS_CHECK, SizeResult, rss_target_kib};
 use crate::report::Run;
 
 /// Width of the picture, px; GitHub scales it down to the page's width.
@@ -346,20 +346,31 @@ fn mib(kib: u64) -> Option<f64> {
 }
 
 fn memory_panel(run: &Run, sizes: &[SizeResult]) -> Panel {
-    let mut thresholds = Vec::new();
-    // Only where the run checked it (the large profile, at 5,000 caches).
-    if run.checks.iter().any(|c| c.what == RSS_CHECK) {
-        thresholds.push(Threshold {
-            value: MAX_RSS_KIB_AT_5000 as f64 / 1024.0,
-            value_label: format!("{} MiB", MAX_RSS_KIB_AT_5000 / 1024),
-            label: format!(
-                "{} MiB: target of the RSS at N, at N = 5,000 (large profile)",
-                MAX_RSS_KIB_AT_5000 / 1024
-            ),
-            color: GREY,
-            dash: "7 4",
-        });
+    // Only where the run checked it (the large profile, from 5,000 caches), one line per
+    // target.
+    let mut targets: Vec<(u64, usize)> = Vec::new();
+    for check in run.checks.iter().filter(|c| c.what == RSS_CHECK) {
+        if let Some(kib) = check.n.and_then(rss_target_kib)
+            && !targets.iter().any(|(t, _)| *t == kib)
+        {
+            targets.push((kib, check.n.unwrap_or_default()));
+        }
     }
+    let thresholds = targets
+        .into_iter()
+        .zip([("7 4", GREY), ("3 3", PURPLE)].into_iter().cycle())
+        .map(|((kib, n), (dash, color))| Threshold {
+            value: kib as f64 / 1024.0,
+            value_label: format!("{} MiB", kib / 1024),
+            label: format!(
+                "{} MiB: target of the RSS at N, at N = {} (large profile)",
+                kib / 1024,
+                thousands(n)
+            ),
+            color,
+            dash,
+        })
+        .collect();
     Panel {
         title: "Operator resident memory (RSS)".to_string(),
         y_title: "MiB",
@@ -832,9 +843,10 @@ mod tests {
         for label in ["100", "1,000", "5,000", "10,000"] {
             assert!(svg.contains(&format!(">{label}</text>")), "{label}");
         }
-        // 1.2 and 1.0 for the ratios, 32 MiB for the memory: the large profile checks it.
-        assert_eq!(svg.matches("class=\"threshold\"").count(), 3);
-        for value in [">1.2</text>", ">1.0</text>", ">32 MiB</text>"] {
+        // 1.2 and 1.0 for the ratios, 32 and 48 MiB for the memory at 5,000 and 10,000: the
+        // large profile checks them.
+        assert_eq!(svg.matches("class=\"threshold\"").count(), 4);
+        for value in [">1.2</text>", ">1.0</text>", ">32 MiB</text>", ">48 MiB</text>"] {
             assert!(svg.contains(value), "{value}");
         }
     }

@@ -15,7 +15,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 enum Profile {
     /// N = 100 and 1,000.
     Standard,
-    /// N = 100, 1,000 and 5,000 (the server node gets a larger heap), and the memory target.
+    /// N = 100, 1,000, 5,000 and 10,000 (the server node gets a larger heap; local caches at
+    /// 10,000), and the memory targets.
     Large,
 }
 
@@ -233,7 +234,7 @@ async fn main() -> anyhow::Result<()> {
     let large = cli.profile == Profile::Large;
     let sizes = cli.sizes.clone().unwrap_or_else(|| {
         if large {
-            vec![100, 1000, 5000]
+            vec![100, 1000, 5000, 10_000]
         } else {
             vec![100, 1000]
         }

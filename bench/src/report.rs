@@ -71,6 +71,13 @@ pub fn figures_table(sizes: &[SizeResult]) -> String {
             timed(r.cr_to_server.floor_s, &r.cr_to_server.floor_runs_s),
             r.cr_to_server.ratio()
         );
+        if r.restart_s > 0.0 {
+            let _ = writeln!(
+                t,
+                "| {n} | restart with N caches in sync: process start -> every Cache CR reconciled, nothing queued | {} | | |",
+                s(r.restart_s)
+            );
+        }
         if r.floor_clients > 0 {
             let _ = writeln!(
                 t,

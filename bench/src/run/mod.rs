@@ -48,10 +48,27 @@ use observe::CacheWatch;
 use operator::{Launch, OperatorProcess};
 use setup::{CLUSTER, Cluster, FlowSchemas, SECRET};
 
-/// The configuration of every bench cache: a distributed cache whose lifespan the steady flow
-/// changes.
+/// The configuration of every bench cache below [`LOCAL_FROM_N`]: a distributed cache whose
+/// lifespan the steady flow changes.
 pub const CACHE_CONFIG: &str =
     r#"{"distributed-cache":{"mode":"SYNC","expiration":{"lifespan":60000}}}"#;
+
+/// From this N on the bench's caches are local ([`LOCAL_CACHE_CONFIG`]): the CR-to-server
+/// phase holds 2N caches, and 20,000 distributed caches would need a heap of about 10 GiB
+/// (2,000 fill 1 GiB on 16.0.7), more than this machine's node can have beside the testbed.
+pub const LOCAL_FROM_N: usize = 10_000;
+
+/// The local twin of [`CACHE_CONFIG`]: the same lifespan for the steady flow to change.
+pub const LOCAL_CACHE_CONFIG: &str = r#"{"local-cache":{"expiration":{"lifespan":60000}}}"#;
+
+/// The configuration of the bench's caches at `n`.
+pub fn cache_config(n: usize) -> &'static str {
+    if n >= LOCAL_FROM_N {
+        LOCAL_CACHE_CONFIG
+    } else {
+        CACHE_CONFIG
+    }
+}
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -80,6 +97,8 @@ pub async fn measure(options: &Options) -> anyhow::Result<Vec<SizeResult>> {
     let testbed = Testbed::get()?;
     let admin = testbed.admin_client().await?;
     e2e::install_crds(&admin).await?;
+    // The label policies as this commit has them (a testbed keeps what an older run applied).
+    e2e::apply_label_policies(&admin).await?;
     let mut results = Vec::new();
     for &n in &options.sizes {
         eprintln!("bench: N={n}");
@@ -283,7 +302,7 @@ impl Sizes<'_> {
         // 2. N caches on the server.
         let pre = server_names("pre", n);
         let started = Instant::now();
-        create_on_server(self.rest, &pre).await?;
+        create_on_server(self.rest, &pre, cache_config(n)).await?;
         eprintln!(
             "bench: N={n} {n} caches created on the server in {:.1} s (setup)",
             started.elapsed().as_secs_f64()
@@ -346,7 +365,7 @@ impl Sizes<'_> {
         for run in 1..=repeats {
             let floor_names = server_names(&format!("floor{run}"), n);
             let started = Instant::now();
-            create_on_server(self.rest_via_proxy, &floor_names).await?;
+            create_on_server(self.rest_via_proxy, &floor_names, cache_config(n)).await?;
             floor_runs.push(started.elapsed().as_secs_f64());
             for name in &floor_names {
                 self.rest.delete_cache(name).await?;
@@ -355,7 +374,7 @@ impl Sizes<'_> {
             // DIGEST nonces), each creating its share one after the other.
             let floor_names = server_names(&format!("cfloor{run}"), n);
             let started = Instant::now();
-            create_by_clients(self.rest_via_proxy, &floor_names, clients).await?;
+            create_by_clients(self.rest_via_proxy, &floor_names, clients, cache_config(n)).await?;
             concurrent_runs.push(started.elapsed().as_secs_f64());
             for name in &floor_names {
                 self.rest.delete_cache(name).await?;
@@ -369,8 +388,15 @@ impl Sizes<'_> {
         let marks = self.counting.mark(None).await?;
         let mut op = OperatorProcess::spawn(self.launch, "main")?;
         op.wait_ready(Duration::from_secs(60)).await?;
-        op.wait_settled(SETTLE_QUIET, ready_timeout(n)).await?;
+        let in_sync = op
+            .wait_in_sync(n as u64, SETTLE_QUIET, ready_timeout(n))
+            .await?;
+        result.restart_s = in_sync.duration_since(op.started).as_secs_f64();
         result.restart = self.counting.cost(&marks, n as u64, &op).await?;
+        eprintln!(
+            "bench: N={n} restart in sync after {:.2} s",
+            result.restart_s
+        );
 
         // 6. CR to server, `repeats` times: between two runs the CRs are deleted (the
         // operator deletes their caches) and the operator settles. The last run's stay.
@@ -525,7 +551,7 @@ impl Sizes<'_> {
                     "apiVersion": "infinispan.org/v2alpha1",
                     "kind": "Cache",
                     "metadata": { "name": name, "labels": { CLUSTER_LABEL: CLUSTER } },
-                    "spec": { "template": CACHE_CONFIG },
+                    "spec": { "template": cache_config(self.n) },
                 }))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -543,8 +569,12 @@ impl Sizes<'_> {
 }
 
 /// Creates `names` on the server, one after the other (one client, kept-alive connection).
-async fn create_on_server(rest: &infinispan_rest::Client, names: &[String]) -> anyhow::Result<()> {
-    let config = ConfigDocument::json(CACHE_CONFIG);
+async fn create_on_server(
+    rest: &infinispan_rest::Client,
+    names: &[String],
+    config: &str,
+) -> anyhow::Result<()> {
+    let config = ConfigDocument::json(config);
     for name in names {
         rest.create_cache(name, &config, CreateCacheOptions::default())
             .await
@@ -560,6 +590,7 @@ async fn create_by_clients(
     rest: &infinispan_rest::Client,
     names: &[String],
     clients: usize,
+    config: &str,
 ) -> anyhow::Result<()> {
     let clients = clients.max(1);
     let base_url = rest.config().base_url.clone();
@@ -573,7 +604,7 @@ async fn create_by_clients(
     futures::future::try_join_all(
         shares
             .iter()
-            .map(|(client, share)| create_on_server(client, share)),
+            .map(|(client, share)| create_on_server(client, share, config)),
     )
     .await?;
     Ok(())

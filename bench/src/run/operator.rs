@@ -133,25 +133,39 @@ impl OperatorProcess {
     /// write counters unchanged for `quiet` (read from its own metrics: only to know when to
     /// take the next figure, never a figure itself).
     pub async fn wait_settled(&self, quiet: Duration, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_in_sync(0, quiet, timeout).await.map(|_| ())
+    }
+
+    /// Waits until the operator has reconciled at least `caches` Cache CRs and is idle as in
+    /// [`Self::wait_settled`]; returns when its counters last moved (to a poll of 100 ms),
+    /// the moment it was in sync.
+    pub async fn wait_in_sync(
+        &self,
+        caches: u64,
+        quiet: Duration,
+        timeout: Duration,
+    ) -> anyhow::Result<Instant> {
         let deadline = Instant::now() + timeout;
         let mut last: Option<(f64, Instant)> = None;
         loop {
             let (_, body) = self.get("/metrics").await?;
-            let sum = |prefix: &str| -> f64 {
+            let sum = |prefix: &str, label: &str| -> f64 {
                 body.lines()
-                    .filter(|l| l.starts_with(prefix))
+                    .filter(|l| l.starts_with(prefix) && l.contains(label))
                     .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
                     .sum()
             };
-            let busy = sum("infinispan_resources_operator_queue_depth")
-                + sum("infinispan_resources_operator_reconciles_in_flight");
-            let activity = sum("infinispan_resources_operator_reconciles_total")
-                + sum("infinispan_resources_operator_writes_total");
+            let busy = sum("infinispan_resources_operator_queue_depth", "")
+                + sum("infinispan_resources_operator_reconciles_in_flight", "");
+            let reconciles = "infinispan_resources_operator_reconciles_total";
+            let activity =
+                sum(reconciles, "") + sum("infinispan_resources_operator_writes_total", "");
+            let enough = sum(reconciles, r#"kind="Cache""#) >= caches as f64;
             let now = Instant::now();
             match last {
-                Some((previous, since)) if previous == activity && busy == 0.0 => {
+                Some((previous, since)) if previous == activity && busy == 0.0 && enough => {
                     if now.duration_since(since) >= quiet {
-                        return Ok(());
+                        return Ok(since);
                     }
                 }
                 _ => last = Some((activity, now)),
@@ -159,7 +173,7 @@ impl OperatorProcess {
             if now > deadline {
                 bail!("the operator did not settle within {timeout:?}");
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 

@@ -33,7 +33,9 @@ use super::observe::CacheWatch;
 use super::operator::{Launch, OperatorProcess};
 use super::setup::{self, Cluster, SECRET};
 use super::steady::{Flow, Target};
-use super::{MEMORY_QUIET, SETTLE_QUIET, create_on_server, ready_timeout, startup_floor};
+use super::{
+    CACHE_CONFIG, MEMORY_QUIET, SETTLE_QUIET, create_on_server, ready_timeout, startup_floor,
+};
 use crate::figures::{Check, MAX_RATIO, P99_SLACK_MS, Steady, Timed, check};
 
 /// The first sequence number of the second mode's steady flow (above any of the first's).
@@ -101,6 +103,8 @@ pub async fn measure(options: &Options) -> anyhow::Result<SharedRun> {
     let testbed = Testbed::get()?;
     let admin = testbed.admin_client().await?;
     e2e::install_crds(&admin).await?;
+    // The label policies as this commit has them (a testbed keeps what an older run applied).
+    e2e::apply_label_policies(&admin).await?;
     let names: Vec<String> = (0..options.clusters).map(|i| format!("c{i:02}")).collect();
     // Guarded before they start: whatever ends the run, each node is stopped and wiped.
     let nodes: Vec<Node> = names
@@ -195,7 +199,7 @@ impl Modes<'_> {
         futures::future::try_join_all(
             targets
                 .iter()
-                .map(|target| create_on_server(&target.rest, &target.caches)),
+                .map(|target| create_on_server(&target.rest, &target.caches, CACHE_CONFIG)),
         )
         .await?;
         eprintln!(
