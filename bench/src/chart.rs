@@ -846,7 +846,12 @@ mod tests {
         // 1.2 and 1.0 for the ratios, 32 and 48 MiB for the memory at 5,000 and 10,000: the
         // large profile checks them.
         assert_eq!(svg.matches("class=\"threshold\"").count(), 4);
-        for value in [">1.2</text>", ">1.0</text>", ">32 MiB</text>", ">48 MiB</text>"] {
+        for value in [
+            ">1.2</text>",
+            ">1.0</text>",
+            ">32 MiB</text>",
+            ">48 MiB</text>",
+        ] {
             assert!(svg.contains(value), "{value}");
         }
     }

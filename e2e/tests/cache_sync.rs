@@ -789,3 +789,154 @@ async fn c1_conflict_winner_decides() -> anyhow::Result<()> {
     })
     .await
 }
+
+/// A ValidatingAdmissionPolicy of the test's own that denies the creation of one Cache CR in
+/// one namespace: an admission that fails for a while, as a webhook that times out or a
+/// policy whose parameter cannot be read in time does.
+struct Denial {
+    name: String,
+}
+
+impl Denial {
+    async fn create(client: &kube::Client, namespace: &str, cr: &str) -> anyhow::Result<Self> {
+        use k8s_openapi::api::admissionregistration::v1::{
+            ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+        };
+        let name = format!("e2e-deny-{namespace}");
+        let selector = json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}});
+        let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "namespaceSelector": selector,
+                    "resourceRules": [{
+                        "apiGroups": ["infinispan.org"], "apiVersions": ["*"],
+                        "operations": ["CREATE"], "resources": ["caches"],
+                    }],
+                },
+                "matchConditions": [{
+                    "name": "the-cr",
+                    "expression": format!("object.metadata.name == '{cr}'"),
+                }],
+                "validations": [{
+                    "expression": "false",
+                    "message": "denied by the test's policy for a while",
+                }],
+            },
+        }))?;
+        let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": selector},
+            },
+        }))?;
+        kube::Api::<ValidatingAdmissionPolicy>::all(client.clone())
+            .create(&Default::default(), &policy)
+            .await?;
+        kube::Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+            .create(&Default::default(), &binding)
+            .await?;
+        Ok(Self { name })
+    }
+
+    /// Waits until the API server applies it: a dry-run create of `cr` is denied.
+    async fn wait_in_force(&self, f: &Fixture, cr: &str) -> anyhow::Result<()> {
+        let probe: Cache = serde_json::from_value(json!({
+            "apiVersion": "infinispan.org/v2alpha1", "kind": "Cache",
+            "metadata": {"name": cr, "labels": {CLUSTER_LABEL: CLUSTER}},
+            "spec": {"template": r#"{"local-cache":{}}"#},
+        }))?;
+        let params = kube::api::PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        let (probe, params) = (&probe, &params);
+        eventually("the test's policy in force", SLOW, || async move {
+            Ok(match f.caches.create(params, probe).await {
+                Err(kube::Error::Api(status)) if status.message.contains("denied") => Some(()),
+                _ => None,
+            })
+        })
+        .await
+    }
+
+    async fn delete(self, client: &kube::Client) -> anyhow::Result<()> {
+        use k8s_openapi::api::admissionregistration::v1::{
+            ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+        };
+        kube::Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+            .delete(&self.name, &DeleteParams::default())
+            .await?;
+        kube::Api::<ValidatingAdmissionPolicy>::all(client.clone())
+            .delete(&self.name, &DeleteParams::default())
+            .await?;
+        Ok(())
+    }
+}
+
+/// S1 through an admission that fails for a while: a cache made over REST whose mirror CR the
+/// API server refuses (denied by a policy, as a webhook that timed out would) is reported on
+/// the cluster's CR and counted, and once the refusal ends its mirror CR is created on the
+/// operator's own retry, with nothing changed on the server meanwhile; the refusal is
+/// reported once, not at every retry.
+#[tokio::test]
+async fn s1_a_mirror_cr_refused_by_a_failing_admission_is_created_once_it_passes()
+-> anyhow::Result<()> {
+    with_fixture("s1-adm", async |f| {
+        let server_name = f.server_name("s1-adm");
+        let f = &*f;
+        let mirror = common_crds::naming::mirror_name(CLUSTER, &server_name);
+        let denial = Denial::create(&f.client, &f.ns.name, &mirror).await?;
+        let result = async {
+            denial.wait_in_force(f, &mirror).await?;
+            f.create_on_server(&server_name, r#"{"local-cache":{}}"#)
+                .await?;
+            let (type_, note) = f.wait_event(CLUSTER, "NotMirrored").await?;
+            ensure!(
+                type_ == "Warning" && note.contains(&server_name) && note.contains("denied"),
+                "{type_}: {note}"
+            );
+            eventually("the gauge counts the cache", SLOW, || async move {
+                Ok((f.operator.gauge("objects_not_mirrored", "Cache").await? == 1.0).then_some(()))
+            })
+            .await?;
+            // Past the first retry (10 s after the refusal): still refused, still one report.
+            tokio::time::sleep(Duration::from_secs(12)).await;
+            ensure!(
+                f.caches.get_opt(&mirror).await?.is_none(),
+                "mirror CR created through the denial"
+            );
+            anyhow::Ok(())
+        }
+        .await;
+        denial.delete(&f.client).await?;
+        result?;
+        // Nothing changes on the server: the operator's next retry (20 s after the second
+        // refusal at the latest) creates the mirror CR.
+        let mirror = mirror.as_str();
+        eventually(
+            &format!("mirror CR {mirror}"),
+            Duration::from_secs(60),
+            || async move { Ok(f.caches.get_opt(mirror).await?) },
+        )
+        .await
+        .map_err(|e| f.operator.with_log(e))?;
+        f.wait_ready(mirror, "Synced").await?;
+        eventually("the gauge back to 0", SLOW, || async move {
+            Ok((f.operator.gauge("objects_not_mirrored", "Cache").await? == 0.0).then_some(()))
+        })
+        .await?;
+        let reports = f
+            .operator
+            .log_lines(&["the API server refused its mirror CR", &server_name]);
+        ensure!(
+            reports == 1,
+            "{reports} refusals reported in the log, expected 1"
+        );
+        Ok(())
+    })
+    .await
+}

@@ -140,6 +140,8 @@ pub struct Engine<A: KindAdapter> {
     refusals: Refusals,
     /// Server objects whose mirror CR the API server refused.
     unmirrorable: crate::engine::unmirrorable::Unmirrorable,
+    /// Server objects whose unclaimed sync failed, tried again on their own clock.
+    retries: crate::engine::retries::Retries,
     /// Per CR, the resourceVersion our last write to it replaced (stale store copies).
     replaced: ReplacedVersions,
     /// Server events whose CR write is still to come (the `event_to_cr_seconds` metric).

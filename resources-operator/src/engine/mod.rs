@@ -17,7 +17,8 @@
 //!   [`requests`] (the reconcile requests it sends, the `queue_depth` metric), [`waits`] (CRs
 //!   waiting for a dependency, D1), [`comparisons`] (the memo of the server's comparisons),
 //!   [`refusals`] (what the server refused, not sent again), [`unmirrorable`] (server objects
-//!   whose mirror CR the API server refused, reported once), [`writes`] (store copies that
+//!   whose mirror CR the API server refused, reported once, tried again on a slow clock),
+//!   [`retries`] (server objects whose sync failed, tried again on a clock of their own), [`writes`] (store copies that
 //!   predate our own writes; server events waiting for their CR write), [`loop_guard`] (holds an
 //!   object another writer keeps fighting over: no endless loop); all behind [`locked`].
 //! - [`order`]: bulk creation in design D1's order (`ResourceKind::ALL`: Schema, Template,
@@ -46,6 +47,7 @@ pub mod order;
 pub mod proto;
 pub mod refusals;
 pub mod requests;
+pub mod retries;
 pub mod server_kind;
 pub mod server_writes;
 pub mod snapshot;

