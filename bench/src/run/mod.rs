@@ -316,7 +316,6 @@ impl Sizes<'_> {
             .iter()
             .map(|s| common_crds::naming::mirror_name(CLUSTER, s))
             .collect();
-        let floor_caches = Api::<Cache>::namespaced(self.admin.clone(), &self.floor_cluster.ns);
         let (mut operator_runs, mut floor_runs) = (Vec::new(), Vec::new());
         let mut op = None;
         for run in 1..=repeats {
@@ -335,7 +334,7 @@ impl Sizes<'_> {
                 memory.at_n_kib = started.sample()?.rss_kib;
             }
             let floor_s = self.startup_floor(&caches, &mirrors).await?;
-            setup::forget_crs(&floor_caches).await?;
+            self.floor_cluster.forget_floor_crs().await?;
             eprintln!(
                 "bench: N={n} startup sync {operator_s:.2} s, floor {floor_s:.2} s (run {run} of {repeats})"
             );

@@ -101,6 +101,13 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Forgets the CRs the floor wrote in this cluster's namespace ([`forget_crs`]) as the
+    /// floor's own identity: its requests queue fairly beside the operators' (see there).
+    pub async fn forget_floor_crs(&self) -> anyhow::Result<()> {
+        let client = self.identity.client().await?;
+        forget_crs(&Api::<Cache>::namespaced(client, &self.ns)).await
+    }
+
     pub async fn create(admin: &Client, testbed: &Testbed, prefix: &str) -> anyhow::Result<Self> {
         let namespace = TestNamespace::create(admin, prefix).await?;
         let ns = namespace.name.clone();
@@ -147,10 +154,12 @@ const DELETES_AT_ONCE: usize = 4;
 /// Deletes every Cache CR `api` lists, its finalizers released first: the operator is stopped
 /// and the caches stay on the server. Returns once the API server has removed them.
 ///
-/// One request per CR, a few at a time, not one `deletecollection`: a collection of 5,000 CRs
-/// deleted in one request kept the testbed's API server (two cores) from answering anything
-/// else for over 10 s, and 20 operators running beside it lost their Leases (`bench shared`,
-/// deleting the floor's CRs).
+/// One request per CR, a few at a time, not one `deletecollection`. While operators run, as
+/// a client like any other ([`Cluster::forget_floor_crs`]), never as the testbed's admin: the
+/// admin is `system:masters`, exempt from the API server's priority and fairness, and its
+/// 5,000 deletes of the floor's CRs (one `deletecollection`, then 4 at a time) kept the
+/// operators' Lease renewals waiting for over 10 s: the 20 per-cluster operators of `bench
+/// shared` lost their Leases and exited.
 pub async fn forget_crs(api: &Api<Cache>) -> anyhow::Result<()> {
     use futures::{StreamExt, TryStreamExt};
     e2e::operator::release_finalizers(api).await?;

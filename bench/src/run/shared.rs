@@ -420,11 +420,7 @@ impl Phase<'_> {
             .collect::<anyhow::Result<Vec<_>>>()?;
         let rss_each_kib: Vec<u64> = samples.iter().map(|s| s.rss_kib).collect();
         let floor_s = startup_floor(self.caches, self.mirrors, self.floor).await?;
-        setup::forget_crs(&Api::<Cache>::namespaced(
-            self.caches.clone().into_client(),
-            &self.floor.ns,
-        ))
-        .await?;
+        self.floor.forget_floor_crs().await?;
         eprintln!(
             "bench shared: {label}: {} processes, startup sync {operator_s:.1} s (floor {floor_s:.1} s), RSS {} KiB in all",
             operators.len(),
