@@ -334,7 +334,6 @@ impl Sizes<'_> {
                 memory.at_n_kib = started.sample()?.rss_kib;
             }
             let floor_s = self.startup_floor(&caches, &mirrors).await?;
-            self.floor_cluster.forget_floor_crs().await?;
             eprintln!(
                 "bench: N={n} startup sync {operator_s:.2} s, floor {floor_s:.2} s (run {run} of {repeats})"
             );
@@ -343,7 +342,10 @@ impl Sizes<'_> {
             if last {
                 op = Some(started);
             } else {
+                // The operator stopped first: N deletes at once saturate the testbed's two
+                // cores (`setup::forget_crs`), and its Lease renewals would wait.
                 started.stop().await?;
+                self.floor_cluster.forget_floor_crs().await?;
                 setup::forget_crs(&caches).await?;
                 watch.all_gone(&mirrors, ready_timeout(n)).await?;
             }
@@ -359,6 +361,7 @@ impl Sizes<'_> {
         if let Some(op) = op.take() {
             op.stop().await?;
         }
+        self.floor_cluster.forget_floor_crs().await?;
         let clients = self.options.floor_clients;
         let (mut floor_runs, mut concurrent_runs) = (Vec::new(), Vec::new());
         for run in 1..=repeats {
@@ -667,8 +670,12 @@ pub(crate) async fn startup_floor(
                 .owner_references()
                 .iter()
                 .map(|o| {
+                    // The floor's own Infinispan CR, name and uid: an owner reference whose
+                    // name does not match its uid (`bench shared`: mirrors of other clusters)
+                    // has the garbage collector delete the CR (200 deletes/s beside the floor).
                     let mut o = serde_json::to_value(o)?;
                     o["uid"] = floor.infinispan_uid.clone().into();
+                    o["name"] = CLUSTER.into();
                     Ok(o)
                 })
                 .collect::<anyhow::Result<_>>()?;
