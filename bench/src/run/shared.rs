@@ -70,9 +70,10 @@ pub struct Mode {
     pub rss_kib: u64,
     /// Each process's RSS, KiB.
     pub rss_each_kib: Vec<u64>,
-    /// Summed peak RSS, KiB.
+    /// Summed peak RSS, KiB (the larger of the startup's processes and the steady flow's).
     pub peak_kib: u64,
-    /// Summed CPU time of the processes over the whole mode, seconds.
+    /// Summed CPU time of the processes over the whole mode (startup, then the steady flow's
+    /// processes), seconds.
     pub cpu_s: f64,
     pub steady: Option<Steady>,
 }
@@ -380,23 +381,34 @@ struct Phase<'a> {
 }
 
 impl Phase<'_> {
-    /// One mode: its operators started until every mirror CR is Ready, the floor, memory once
-    /// settled, the steady flow; the operators stopped.
+    /// One mode: its operators started until every mirror CR is Ready and their memory once
+    /// settled; the operators stopped for the floor (the same writes by one client); started
+    /// again for the steady flow once the API server has caught up; stopped.
+    ///
+    /// The floor runs without the operators: on the testbed's two cores, beside the 20 nodes,
+    /// its 10,000 writes (after the operators' own 10,000) left the API server's watch cache
+    /// about 11,000 revisions behind etcd, every consistent read waited, and the 20 per-cluster
+    /// operators' Lease renewals timed out: they lost their Leases and exited (three runs).
     async fn run(
         &self,
         label: &str,
         launches: &[Launch],
         watch: &mut CacheWatch,
     ) -> anyhow::Result<Mode> {
-        let mut operators = Vec::new();
-        for launch in launches {
-            let tag = if launch.shared {
-                label.to_string()
-            } else {
-                format!("{label}-{}", launch.cluster)
-            };
-            operators.push(OperatorProcess::spawn(launch, &tag)?);
-        }
+        let spawn = |phase: &str| -> anyhow::Result<Vec<OperatorProcess>> {
+            launches
+                .iter()
+                .map(|launch| {
+                    let tag = if launch.shared {
+                        format!("{label}{phase}")
+                    } else {
+                        format!("{label}{phase}-{}", launch.cluster)
+                    };
+                    OperatorProcess::spawn(launch, &tag)
+                })
+                .collect()
+        };
+        let operators = spawn("")?;
         let first = operators
             .first()
             .map(|op| op.started)
@@ -419,13 +431,29 @@ impl Phase<'_> {
             .map(OperatorProcess::sample)
             .collect::<anyhow::Result<Vec<_>>>()?;
         let rss_each_kib: Vec<u64> = samples.iter().map(|s| s.rss_kib).collect();
+        futures::future::try_join_all(operators.into_iter().map(OperatorProcess::stop)).await?;
+
         let floor_s = startup_floor(self.caches, self.mirrors, self.floor).await?;
+        self.floor.forget_floor_crs().await?;
         eprintln!(
             "bench shared: {label}: {} processes, startup sync {operator_s:.1} s (floor {floor_s:.1} s), RSS {} KiB in all",
-            operators.len(),
+            launches.len(),
             rss_each_kib.iter().sum::<u64>()
         );
+        let (mut peak_kib, mut cpu_s) = (
+            samples.iter().map(|s| s.hwm_kib).sum::<u64>(),
+            samples.iter().map(|s| s.cpu_s).sum::<f64>(),
+        );
         let steady = if self.options.steady_seconds > 0.0 {
+            caught_up(self.caches).await?;
+            let mut operators = spawn("-steady")?;
+            for op in &mut operators {
+                op.wait_ready(Duration::from_secs(60)).await?;
+            }
+            for op in &operators {
+                op.wait_settled(SETTLE_QUIET, ready_timeout(self.total))
+                    .await?;
+            }
             let steady = self.flow.run(watch).await?;
             for op in &operators {
                 op.wait_settled(SETTLE_QUIET, Duration::from_secs(60))
@@ -439,29 +467,52 @@ impl Phase<'_> {
                 steady.changes,
                 steady.api_write.p99_ms
             );
+            let end = operators
+                .iter()
+                .map(OperatorProcess::sample)
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            peak_kib = peak_kib.max(end.iter().map(|s| s.hwm_kib).sum());
+            cpu_s += end.iter().map(|s| s.cpu_s).sum::<f64>();
+            futures::future::try_join_all(operators.into_iter().map(OperatorProcess::stop)).await?;
             Some(steady)
         } else {
             None
         };
-        let end = operators
-            .iter()
-            .map(OperatorProcess::sample)
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let mode = Mode {
-            processes: operators.len(),
+        Ok(Mode {
+            processes: launches.len(),
             startup: Timed::of(vec![operator_s], vec![floor_s]),
             rss_kib: rss_each_kib.iter().sum(),
             rss_each_kib,
-            peak_kib: end.iter().map(|s| s.hwm_kib).sum(),
-            cpu_s: end.iter().map(|s| s.cpu_s).sum(),
+            peak_kib,
+            cpu_s,
             steady,
-        };
-        futures::future::try_join_all(operators.into_iter().map(OperatorProcess::stop)).await?;
-        // Once the operators are stopped: a burst of thousands of deletes saturates the
-        // testbed's two cores (their Lease renewals waited over 10 s, and 20 operators exited).
-        self.floor.forget_floor_crs().await?;
-        Ok(mode)
+        })
     }
+}
+
+/// Waits until the API server answers a list of the mirror CRs within 250 ms three times in a
+/// row (at most 2 minutes): after a burst of writes its watch cache lags behind etcd, and
+/// every read waits for it.
+async fn caught_up(caches: &Api<Cache>) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut fast = 0;
+    while fast < 3 {
+        let started = Instant::now();
+        let listed = caches
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await;
+        fast = if listed.is_ok() && started.elapsed() < Duration::from_millis(250) {
+            fast + 1
+        } else {
+            0
+        };
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the API server did not catch up within 2 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
 }
 
 /// The phase's checks: the shared operator's RSS at most a third of the per-cluster sum, and in
