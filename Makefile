@@ -85,7 +85,7 @@ testbed-wipe: ## stop the testbed and delete its state (target/testbed)
 BENCH_PROFILE ?= standard
 BENCH_ARGS ?=
 .PHONY: bench
-bench: testbed-up ## the resources operator's benchmark, each figure beside its floor (N=100, 1000; BENCH_PROFILE=large adds 5000; BENCH_ARGS="--steady-seconds 10"); docs/benchmark.md, docs/benchmark.svg
+bench: testbed-up ## the resources operator's benchmark, each figure beside its floor (N=100, 1000; BENCH_PROFILE=large adds 5000 and 10000; BENCH_ARGS="--steady-seconds 10"); docs/benchmark.md, docs/benchmark.svg
 	$(CARGO) build --release -p resources-operator
 	$(CARGO) build --release -p bench
 	source $(RUN_DIR)/env && "$${CARGO_TARGET_DIR:-target}/release/bench" --profile $(BENCH_PROFILE) \
