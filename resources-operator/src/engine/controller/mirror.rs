@@ -50,8 +50,8 @@ impl<A: KindAdapter> Engine<A> {
     }
 
     /// Server objects whose sync failed or whose mirror CR was refused, due to be tried again
-    /// now: decided again one after the other (the retry loop of
-    /// [`crate::engine::controller::wiring`] calls it every second).
+    /// now: decided again one after the other (the retry loop beside the controller calls it
+    /// every second).
     pub async fn retry_due(&self) {
         let now = Instant::now();
         let mut names = self.retries.due(now);
