@@ -209,14 +209,6 @@ impl Modes<'_> {
             options.caches,
             started.elapsed().as_secs_f64()
         );
-        // Every node's change path compiled by its JVM before any operator runs (see
-        // `warm_up`).
-        let started = Instant::now();
-        futures::future::try_join_all(targets.iter().map(warm_up)).await?;
-        eprintln!(
-            "bench shared: the nodes' change path warmed up in {:.0} s",
-            started.elapsed().as_secs_f64()
-        );
         let identities = setup_namespace(admin, testbed, ns, names).await?;
         let mut watch = CacheWatch::start(caches.clone());
         let mirrors: HashSet<String> = names
@@ -299,30 +291,6 @@ impl Modes<'_> {
             shared,
         })
     }
-}
-
-/// Changes sent to each node before the modes (an even number: the last puts the lifespan
-/// back).
-const WARM_UP_CHANGES: usize = 200;
-
-/// Sends [`WARM_UP_CHANGES`] changes of the lifespan of `target`'s first cache, one after the
-/// other, ending on its original value. The steady flow's first seconds are the first time 20
-/// freshly started JVMs run that path, all at once; in every run of 2026-12-07 that stopped,
-/// the testbed's API server fell behind right then (a suspicion, not a finding: their JIT
-/// compilers taking the two cores).
-async fn warm_up(target: &Target) -> anyhow::Result<()> {
-    let Some(cache) = target.caches.first() else {
-        return Ok(());
-    };
-    for i in 0..WARM_UP_CHANGES {
-        let lifespan = if i % 2 == 0 { "60001" } else { "60000" };
-        target
-            .rest
-            .set_mutable_attribute(cache, "expiration.lifespan", lifespan)
-            .await
-            .with_context(|| format!("warming up the change path of {cache}"))?;
-    }
-    Ok(())
 }
 
 /// Starts the nodes, `start_parallel` at once.
