@@ -32,6 +32,11 @@ impl<A: KindAdapter> Engine<A> {
             }
             return Ok(());
         }
+        self.sync_unclaimed_retried(server_name).await
+    }
+
+    /// [`Self::sync_unclaimed`], tried again on its own clock when it fails (logged here).
+    async fn sync_unclaimed_retried(&self, server_name: &str) -> Result<(), EngineError> {
         let result = self.sync_unclaimed(server_name).await;
         match &result {
             Ok(()) => self.retries.forget(server_name),
@@ -100,7 +105,7 @@ impl<A: KindAdapter> Engine<A> {
         futures::stream::iter(unclaimed)
             .for_each_concurrent(MIRRORS_AT_ONCE, |name| async move {
                 // A failure is logged and tried again on its own clock.
-                let _ = self.server_object_changed(&name).await;
+                let _ = self.sync_unclaimed_retried(&name).await;
             })
             .await;
         self.trigger_all();
