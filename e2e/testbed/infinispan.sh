@@ -8,6 +8,10 @@
 #                                        e.g. the PEM keystore that infinispan/infinispan-tls.xml reads)
 #                      [--ca FILE]       the node serves TLS: probe its health over https, trusting the
 #                                        CA certificate(s) in FILE (PEM)
+#                      [--nice N]        run the node at niceness N, its scheduler autogroup included
+#                                        (each node is a session of its own: with autogroup on, as
+#                                        here, a session's niceness is what weighs against the API
+#                                        server's, the process's own only within its session)
 #   infinispan.sh stop NAME [--wipe]      stop a node (SIGTERM, then SIGKILL after 20 s); --wipe deletes its state
 #   infinispan.sh kill NAME               SIGKILL a node (state kept)
 #   infinispan.sh status NAME [--offset N] [--ca FILE]   exit 0 when the node answers HEALTHY
@@ -54,7 +58,7 @@ health() {
 start_node() {
   local name=$1; shift
   local offset=$INFINISPAN_PORT_OFFSET cluster=testbed jport=$INFINISPAN_JGROUPS_PORT peers="" heap=512m
-  local config=$TESTBED_DIR/infinispan/infinispan.xml ca="" conf_files=()
+  local config=$TESTBED_DIR/infinispan/infinispan.xml ca="" conf_files=() nice=""
   while (($#)); do
     case $1 in
       --offset) offset=$2; shift 2 ;;
@@ -65,10 +69,12 @@ start_node() {
       --config) config=$2; shift 2 ;;
       --conf-file) conf_files+=("$2"); shift 2 ;;
       --ca) ca=$2; shift 2 ;;
+      --nice) nice=$2; shift 2 ;;
       *) die "unknown option $1" ;;
     esac
   done
   [[ -n $peers ]] || peers="127.0.0.1[$jport]"
+  [[ -z $nice || $nice =~ ^[0-9]+$ ]] || die "--nice takes a niceness 0-19, not $nice"
   [[ -f $config ]] || die "server configuration $config not found"
   local f
   for f in ${conf_files[@]+"${conf_files[@]}"}; do [[ -f $f ]] || die "file $f (--conf-file) not found"; done
@@ -100,9 +106,13 @@ start_node() {
     printf '%s=admin\n' "$INFINISPAN_USER" >"$root/conf/groups.properties"
     chmod 600 "$root/conf/users.properties"
     log "starting Infinispan $version node $name on 127.0.0.1:$port (cluster $cluster, JGroups port $jport, Java $java_home)"
+    # --nice: the new session sets its own autogroup's niceness (/proc/self/autogroup, where the
+    # kernel has it), then runs the JVM at that niceness.
+    local niced=()
+    [[ -z $nice ]] || niced=(sh -c 'echo "$0" >/proc/self/autogroup 2>/dev/null; exec nice -n "$0" "$@"' "$nice")
     (
       cd "$root"
-      exec setsid "$java_home/bin/java" -Xmx"$heap" -XX:+UseSerialGC -Djava.net.preferIPv4Stack=true \
+      exec setsid ${niced[@]+"${niced[@]}"} "$java_home/bin/java" -Xmx"$heap" -XX:+UseSerialGC -Djava.net.preferIPv4Stack=true \
         -Dinfinispan.server.home.path="$home" -Dinfinispan.server.lib.path="$home/server-lib" \
         -Dtestbed.jgroups.port="$jport" -Dtestbed.jgroups.initial-hosts="$peers" \
         -Dinfinispan.cluster.name="$cluster" \

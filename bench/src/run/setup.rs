@@ -38,12 +38,18 @@ pub fn heap_for(n: usize) -> &'static str {
 
 /// Starts the bench's node afresh (state wiped) at port `offset` with `heap`.
 pub fn start_node(offset: u16, heap: &str) -> anyhow::Result<Node> {
-    start_named_node("bench", offset, heap)
+    start_named_node("bench", offset, heap, None)
 }
 
 /// Starts the node `name` afresh (state wiped), a cluster of its own, at port `offset` with
-/// `heap`.
-pub fn start_named_node(name: &str, offset: u16, heap: &str) -> anyhow::Result<Node> {
+/// `heap`, at `niceness` if given (`infinispan.sh start --nice`: the node's scheduler autogroup
+/// included).
+pub fn start_named_node(
+    name: &str,
+    offset: u16,
+    heap: &str,
+    niceness: Option<&str>,
+) -> anyhow::Result<Node> {
     let node = Node::new(name, offset);
     node.stop_and_wipe()?;
     let (offset, jgroups) = (node.offset.to_string(), node.jgroups_port.to_string());
@@ -63,6 +69,7 @@ pub fn start_named_node(name: &str, offset: u16, heap: &str) -> anyhow::Result<N
             "--heap",
             heap,
         ])
+        .args(niceness.map(|n| ["--nice", n]).into_iter().flatten())
         .env("TESTBED_RUN_DIR", run_dir())
         .output()
         .context("running e2e/testbed/infinispan.sh")?;

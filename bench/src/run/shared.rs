@@ -44,6 +44,16 @@ const SECOND_FLOW: u64 = 1_000_000;
 /// The shared operator's RSS at most this fraction of the per-cluster operators' sum.
 pub const MAX_SHARED_RSS_FRACTION: f64 = 1.0 / 3.0;
 
+/// The niceness of the nodes, their scheduler autogroups included. In a cluster the servers run
+/// on worker nodes and the API server on the control plane; here they share two cores, and
+/// each node is a session (an autogroup) of its own, weighing as much as the API server's. On
+/// 2026-12-07 the 20 fresh nodes (their JIT cold: about 25 ms of CPU per
+/// `set-mutable-attribute` against 10 ms warm, measured on one node) took 1.7 of the 2 cores in
+/// the steady flow, the API server got about 0.12 of a core, its requests stalled for over 10 s
+/// and every per-cluster operator lost its Lease (six runs at 20 x 250, three at 20 x 50).
+/// Niced to 19, the nodes get what the control plane and the operators leave.
+pub const NODE_NICENESS: &str = "19";
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -299,7 +309,7 @@ async fn start_nodes(nodes: &[Node], options: &Options) -> anyhow::Result<()> {
         let starts = chunk.iter().map(|node| {
             let (node, heap) = (node.clone(), options.heap.clone());
             tokio::task::spawn_blocking(move || {
-                setup::start_named_node(&node.name, node.offset, &heap)
+                setup::start_named_node(&node.name, node.offset, &heap, Some(NODE_NICENESS))
             })
         });
         for started in futures::future::join_all(starts).await {
