@@ -36,7 +36,9 @@ use super::steady::{Flow, Target};
 use super::{
     CACHE_CONFIG, MEMORY_QUIET, SETTLE_QUIET, create_on_server, ready_timeout, startup_floor,
 };
-use crate::figures::{Check, MAX_RATIO, P99_SLACK_MS, Steady, Timed, check};
+use crate::figures::{
+    Check, MAX_RATIO, OperatorHistograms, P99_SLACK_MS, Steady, Timed, check,
+};
 
 /// The first sequence number of the second mode's steady flow (above any of the first's).
 const SECOND_FLOW: u64 = 1_000_000;
@@ -465,18 +467,23 @@ impl Phase<'_> {
                 op.wait_settled(SETTLE_QUIET, ready_timeout(self.total))
                     .await?;
             }
-            let steady = self.flow.run(watch).await?;
+            let before = metrics_of(&operators).await?;
+            let mut steady = self.flow.run(watch).await?;
             for op in &operators {
                 op.wait_settled(SETTLE_QUIET, Duration::from_secs(60))
                     .await?;
             }
+            steady.operator_histograms =
+                OperatorHistograms::between(&before, &metrics_of(&operators).await?);
             eprintln!(
-                "bench shared: {label}: steady flow event-to-CR p50 {:.0} ms p99 {:.0} ms ({} / {}), API write p99 {:.0} ms",
+                "bench shared: {label}: steady flow event-to-CR p50 {:.0} ms p99 {:.0} ms ({} / {}; the operators' own p99 under {}), API write p99 {:.0} ms (to watch {:.0} ms)",
                 steady.event_to_cr.p50_ms,
                 steady.event_to_cr.p99_ms,
                 steady.delivered,
                 steady.changes,
-                steady.api_write.p99_ms
+                bucket_ms(steady.operator_histograms.event_to_cr_p99_s),
+                steady.api_write.p99_ms,
+                steady.api_write_to_watch.p99_ms
             );
             let end = operators
                 .iter()
@@ -498,6 +505,27 @@ impl Phase<'_> {
             cpu_s,
             steady,
         })
+    }
+}
+
+/// The `/metrics` text of every process, one after the other (the bench's histogram readers
+/// sum a histogram's series).
+async fn metrics_of(operators: &[OperatorProcess]) -> anyhow::Result<String> {
+    let mut text = String::new();
+    for op in operators {
+        let (_, body) = op.get("/metrics").await?;
+        text.push_str(&body);
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+/// A histogram's bucket bound in ms (`-` without observations).
+fn bucket_ms(bound_s: Option<f64>) -> String {
+    match bound_s {
+        Some(s) if s.is_finite() => format!("{:.0} ms", s * 1000.0),
+        Some(_) => "+Inf".to_string(),
+        None => "-".to_string(),
     }
 }
 
@@ -589,13 +617,13 @@ pub fn section(
     };
     let mut text = format!(
         "{BEGIN}\n\nLast run: {date} (commit `{commit}`), {} clusters x {} caches, each cluster a node of its own.\n\nCommand: `{command}`\n\n\
-         | mode | processes | startup sync (s) | its floor (s) | ratio | RSS settled (MiB) | peak (MiB) | CPU (s) | event-to-CR p50 / p99 (ms) | API write p99 (ms) |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+         | mode | processes | startup sync (s) | its floor (s) | ratio | RSS settled (MiB) | peak (MiB) | CPU (s) | changes made / offered | event-to-CR p50 / p99 (ms) | the operators' own p99 (bucket) | API write p99 (ms) | API write to watch p99 (ms) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         run.clusters, run.caches
     );
     for (mode, m) in [("per cluster", &run.per_cluster), ("shared", &run.shared)] {
         text.push_str(&format!(
-            "| {mode} | {} | {:.1} | {:.1} | {:.2} | {} | {} | {:.1} | {} / {} | {} |\n",
+            "| {mode} | {} | {:.1} | {:.1} | {:.2} | {} | {} | {:.1} | {} | {} / {} | {} | {} | {} |\n",
             m.processes,
             m.startup.operator_s,
             m.startup.floor_s,
@@ -603,9 +631,18 @@ pub fn section(
             mib(m.rss_kib),
             mib(m.peak_kib),
             m.cpu_s,
+            m.steady
+                .as_ref()
+                .map(|s| format!("{} / {}", s.changes, s.ticks))
+                .unwrap_or_else(|| "-".to_string()),
             p(&m.steady, |s| s.event_to_cr.p50_ms),
             p(&m.steady, |s| s.event_to_cr.p99_ms),
+            m.steady
+                .as_ref()
+                .map(|s| bucket_ms(s.operator_histograms.event_to_cr_p99_s))
+                .unwrap_or_else(|| "-".to_string()),
             p(&m.steady, |s| s.api_write.p99_ms),
+            p(&m.steady, |s| s.api_write_to_watch.p99_ms),
         ));
     }
     text.push_str("\n| check | value | target | met |\n|---|---|---|---|\n");
