@@ -36,9 +36,7 @@ use super::steady::{Flow, Target};
 use super::{
     CACHE_CONFIG, MEMORY_QUIET, SETTLE_QUIET, create_on_server, ready_timeout, startup_floor,
 };
-use crate::figures::{
-    Check, MAX_RATIO, OperatorHistograms, P99_SLACK_MS, Steady, Timed, check,
-};
+use crate::figures::{Check, MAX_RATIO, OperatorHistograms, P99_SLACK_MS, Steady, Timed, check};
 
 /// The first sequence number of the second mode's steady flow (above any of the first's).
 const SECOND_FLOW: u64 = 1_000_000;
