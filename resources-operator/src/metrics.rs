@@ -48,6 +48,9 @@ pub struct Metrics {
     /// appear as CRs; S2, server changes update the CR; S3, server removals delete the CR), by
     /// kind.
     pub event_to_cr_seconds: HistogramVec,
+    /// The operator's writes of CRs (create, patch, status, delete), from request to answer,
+    /// by kind: the API server's part of `event_to_cr_seconds`.
+    pub cr_write_seconds: HistogramVec,
     /// CRs the operator could not read (each watch event of one), by kind.
     pub invalid_crs: IntCounterVec,
     /// Server objects without a CR because the API server refused their mirror CR (a CRD
@@ -152,6 +155,12 @@ impl Metrics {
                 "event_to_cr_seconds",
                 "From a server event that changed an object to the CR write it caused",
                 vec![0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
+            )?,
+            cr_write_seconds: histogram(
+                r,
+                "cr_write_seconds",
+                "The operator's writes of CRs (create, patch, status, delete), request to answer",
+                vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0],
             )?,
             invalid_crs: counter(
                 r,

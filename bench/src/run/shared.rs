@@ -474,12 +474,13 @@ impl Phase<'_> {
             steady.operator_histograms =
                 OperatorHistograms::between(&before, &metrics_of(&operators).await?);
             eprintln!(
-                "bench shared: {label}: steady flow event-to-CR p50 {:.0} ms p99 {:.0} ms ({} / {}; the operators' own p99 under {}), API write p99 {:.0} ms (to watch {:.0} ms)",
+                "bench shared: {label}: steady flow event-to-CR p50 {:.0} ms p99 {:.0} ms ({} / {}; the operators' own p99 under {}, their CR writes' p99 under {}), API write p99 {:.0} ms (to watch {:.0} ms)",
                 steady.event_to_cr.p50_ms,
                 steady.event_to_cr.p99_ms,
                 steady.delivered,
                 steady.changes,
                 bucket_ms(steady.operator_histograms.event_to_cr_p99_s),
+                bucket_ms(steady.operator_histograms.cr_write_p99_s),
                 steady.api_write.p99_ms,
                 steady.api_write_to_watch.p99_ms
             );
@@ -615,13 +616,13 @@ pub fn section(
     };
     let mut text = format!(
         "{BEGIN}\n\nLast run: {date} (commit `{commit}`), {} clusters x {} caches, each cluster a node of its own.\n\nCommand: `{command}`\n\n\
-         | mode | processes | startup sync (s) | its floor (s) | ratio | RSS settled (MiB) | peak (MiB) | CPU (s) | changes made / offered | event-to-CR p50 / p99 (ms) | the operators' own p99 (bucket) | API write p99 (ms) | API write to watch p99 (ms) |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | mode | processes | startup sync (s) | its floor (s) | ratio | RSS settled (MiB) | peak (MiB) | CPU (s) | changes made / offered | event-to-CR p50 / p99 (ms) | the operators' own p99 (bucket) | their CR writes' p99 (bucket) | API write p99 (ms) | API write to watch p99 (ms) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         run.clusters, run.caches
     );
     for (mode, m) in [("per cluster", &run.per_cluster), ("shared", &run.shared)] {
         text.push_str(&format!(
-            "| {mode} | {} | {:.1} | {:.1} | {:.2} | {} | {} | {:.1} | {} | {} / {} | {} | {} | {} |\n",
+            "| {mode} | {} | {:.1} | {:.1} | {:.2} | {} | {} | {:.1} | {} | {} / {} | {} | {} | {} | {} |\n",
             m.processes,
             m.startup.operator_s,
             m.startup.floor_s,
@@ -638,6 +639,10 @@ pub fn section(
             m.steady
                 .as_ref()
                 .map(|s| bucket_ms(s.operator_histograms.event_to_cr_p99_s))
+                .unwrap_or_else(|| "-".to_string()),
+            m.steady
+                .as_ref()
+                .map(|s| bucket_ms(s.operator_histograms.cr_write_p99_s))
                 .unwrap_or_else(|| "-".to_string()),
             p(&m.steady, |s| s.api_write.p99_ms),
             p(&m.steady, |s| s.api_write_to_watch.p99_ms),

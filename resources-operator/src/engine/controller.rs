@@ -290,6 +290,17 @@ impl<A: KindAdapter> Engine<A> {
         }
     }
 
+    /// `write` (an API write of a CR), timed in `cr_write_seconds`.
+    pub(super) async fn timed_write<T>(&self, write: impl std::future::Future<Output = T>) -> T {
+        let started = Instant::now();
+        let written = write.await;
+        self.metrics
+            .cr_write_seconds
+            .with_label_values(&[self.kind()])
+            .observe(started.elapsed().as_secs_f64());
+        written
+    }
+
     /// Waits until the CR store has its first complete list; false if the watch ended first.
     ///
     /// Not kube-runtime's `Store::wait_until_ready` alone: its readiness signal keeps only the

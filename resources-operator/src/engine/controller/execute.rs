@@ -214,7 +214,10 @@ impl<A: KindAdapter> Engine<A> {
             }),
             ..DeleteParams::default()
         };
-        match self.api.delete(&cr.name_any(), &params).await {
+        match self
+            .timed_write(self.api.delete(&cr.name_any(), &params))
+            .await
+        {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(error) => return Err(error.into()),
@@ -280,12 +283,11 @@ impl<A: KindAdapter> Engine<A> {
         operation: &str,
     ) -> Result<A::Cr, EngineError> {
         let patched = self
-            .api
-            .patch(
+            .timed_write(self.api.patch(
                 &cr.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(patch),
-            )
+            ))
             .await?;
         self.wrote(cr);
         self.count_write("kubernetes", operation);
@@ -328,12 +330,11 @@ impl<A: KindAdapter> Engine<A> {
         }
         let patch = json!({ "status": new });
         match self
-            .api
-            .patch_status(
+            .timed_write(self.api.patch_status(
                 &cr.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
-            )
+            ))
             .await
         {
             Ok(_) => {}

@@ -178,7 +178,10 @@ impl<A: KindAdapter> Engine<A> {
             },
             "spec": spec,
         }))?;
-        match self.api.create(&PostParams::default(), &cr).await {
+        match self
+            .timed_write(self.api.create(&PostParams::default(), &cr))
+            .await
+        {
             Ok(_) => {
                 self.unmirrorable.forget(server_name);
                 self.set_not_mirrored();
