@@ -160,7 +160,9 @@ impl Metrics {
                 r,
                 "cr_write_seconds",
                 "The operator's writes of CRs (create, patch, status, delete), request to answer",
-                vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0],
+                vec![
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ],
             )?,
             invalid_crs: counter(
                 r,
