@@ -396,10 +396,8 @@ impl Phase<'_> {
     /// again for the steady flow once the API server has caught up; stopped.
     ///
     /// The floor runs without the operators, which need not hold their Leases through 10,000
-    /// writes that are not theirs. On the testbed's two cores beside 20 nodes the API server's
-    /// watch cache fell thousands of revisions behind etcd in every run of 2026-12-07, the
-    /// 20 per-cluster operators' Lease renewals timed out and they exited; the audit log dates
-    /// each stall to the steady flow's first seconds (docs/benchmark.md: not explained yet).
+    /// writes that are not theirs. (The stalls that had the 20 per-cluster operators lose their
+    /// Leases came from the nodes taking the CPUs: see [`NODE_NICENESS`].)
     async fn run(
         &self,
         label: &str,
@@ -608,12 +606,12 @@ pub fn section(
     checks: &[Check],
 ) -> String {
     let mib = |kib: u64| format!("{:.1}", kib as f64 / 1024.0);
-    let p = |steady: &Option<Steady>, f: fn(&Steady) -> f64| {
-        steady
-            .as_ref()
-            .map(|s| format!("{:.0}", f(s)))
-            .unwrap_or_else(|| "-".to_string())
+    // A cell of the mode's steady flow (`-` without one); `p`: a figure in whole ms.
+    let cell = |steady: &Option<Steady>, f: &dyn Fn(&Steady) -> String| {
+        steady.as_ref().map(f).unwrap_or_else(|| "-".to_string())
     };
+    let p =
+        |steady: &Option<Steady>, f: fn(&Steady) -> f64| cell(steady, &|s| format!("{:.0}", f(s)));
     let mut text = format!(
         "{BEGIN}\n\nLast run: {date} (commit `{commit}`), {} clusters x {} caches, each cluster a node of its own.\n\nCommand: `{command}`\n\n\
          | mode | processes | startup sync (s) | its floor (s) | ratio | RSS settled (MiB) | peak (MiB) | CPU (s) | changes made / offered | event-to-CR p50 / p99 (ms) | the operators' own p99 (bucket) | their CR writes' p99 (bucket) | API write p99 (ms) | API write to watch p99 (ms) |\n\
@@ -630,20 +628,11 @@ pub fn section(
             mib(m.rss_kib),
             mib(m.peak_kib),
             m.cpu_s,
-            m.steady
-                .as_ref()
-                .map(|s| format!("{} / {}", s.changes, s.ticks))
-                .unwrap_or_else(|| "-".to_string()),
+            cell(&m.steady, &|s| format!("{} / {}", s.changes, s.ticks)),
             p(&m.steady, |s| s.event_to_cr.p50_ms),
             p(&m.steady, |s| s.event_to_cr.p99_ms),
-            m.steady
-                .as_ref()
-                .map(|s| bucket_ms(s.operator_histograms.event_to_cr_p99_s))
-                .unwrap_or_else(|| "-".to_string()),
-            m.steady
-                .as_ref()
-                .map(|s| bucket_ms(s.operator_histograms.cr_write_p99_s))
-                .unwrap_or_else(|| "-".to_string()),
+            cell(&m.steady, &|s| bucket_ms(s.operator_histograms.event_to_cr_p99_s)),
+            cell(&m.steady, &|s| bucket_ms(s.operator_histograms.cr_write_p99_s)),
             p(&m.steady, |s| s.api_write.p99_ms),
             p(&m.steady, |s| s.api_write_to_watch.p99_ms),
         ));
