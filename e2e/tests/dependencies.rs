@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::ensure;
-use common_crds::{Schema, Template};
+use common_crds::{Schema, ServerResource, Template};
 use e2e::eventually;
 use e2e::node::{Node, NodeGuard};
 use e2e::operator::*;
@@ -247,13 +247,50 @@ spec:
             );
             Ok(())
         };
+        // The epoch each CR's status records: after the wipe the statuses still say Synced, but
+        // only a CR whose object was written to the new server records the new epoch.
+        let epochs = async || -> anyhow::Result<Vec<Option<String>>> {
+            let epoch = |s: Option<&common_crds::ResourceStatus>| {
+                s.and_then(|s| s.last_synced.as_ref())
+                    .map(|l| l.epoch.clone())
+            };
+            let cache_cr = f.caches.get(&cache).await?;
+            let template_cr = Api::<Template>::namespaced(f.client.clone(), &f.ns.name)
+                .get(&template)
+                .await?;
+            let schema_cr = Api::<Schema>::namespaced(f.client.clone(), &f.ns.name)
+                .get(&schema)
+                .await?;
+            Ok(vec![
+                epoch(cache_cr.resource_status()),
+                epoch(template_cr.resource_status()),
+                epoch(schema_cr.resource_status()),
+            ])
+        };
         all_ready().await?;
         settled().await.map_err(|e| f.operator.with_log(e))?;
+        let before_wipe = epochs().await?;
+        ensure!(
+            before_wipe.iter().all(Option::is_some),
+            "a Synced CR records no epoch: {before_wipe:?}"
+        );
 
         // R3: the server comes back empty; the CRs recreate everything, nothing is deleted.
         node.stop_and_wipe()?;
         node.start()?;
         all_ready().await?;
+        // The counter of server writes moves when the operator has the server's answer, which may
+        // be after the object is visible there: settled is measured from the last status write.
+        eventually("every CR records the new server's epoch", SLOW, || async {
+            let now = epochs().await?;
+            Ok(now
+                .iter()
+                .zip(&before_wipe)
+                .all(|(now, before)| now.is_some() && now != before)
+                .then_some(()))
+        })
+        .await
+        .map_err(|e| f.operator.with_log(e))?;
         settled().await.map_err(|e| f.operator.with_log(e))?;
         Ok(())
     })
