@@ -85,6 +85,26 @@ impl Metrics {
             .sum::<f64>() as u64
     }
 
+    /// A new sync of the same cluster starts with these metrics (a shared operator's member
+    /// starting again): the gauges that describe a running sync go back to 0, since what the
+    /// sync before left in them (requests it had queued, reconciles it was running, its
+    /// objects, its leadership) went with it. Counters and histograms keep counting.
+    pub fn sync_restarted(&self) {
+        for gauges in [
+            &self.server_objects,
+            &self.draining,
+            &self.drained,
+            &self.reconciles_in_flight,
+            &self.queue_depth,
+            &self.objects_not_mirrored,
+        ] {
+            zero(gauges);
+        }
+        self.server_writes.window.set(0);
+        self.server_writes.in_flight.set(0);
+        self.election.leader.set(0);
+    }
+
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new_custom(Some(PREFIX.to_string()), None)?;
         let r = &registry;
@@ -242,6 +262,18 @@ fn gauge(
     Ok(gauge)
 }
 
+/// Sets every series of `gauges` to 0, keeping the series (a reader that looks for one still
+/// finds it).
+fn zero(gauges: &IntGaugeVec) {
+    use prometheus::core::Collector;
+    for family in gauges.collect() {
+        for metric in family.get_metric() {
+            let values: Vec<&str> = metric.get_label().iter().map(|l| l.get_value()).collect();
+            gauges.with_label_values(&values).set(0);
+        }
+    }
+}
+
 /// A histogram vector `name` by kind, with `buckets`, registered in `registry`.
 fn histogram(
     registry: &Registry,
@@ -276,6 +308,45 @@ mod tests {
             text.contains("infinispan_resources_operator_reconciles_total{kind=\"Cache\",result=\"nothing\"} 1"),
             "{text}"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_restarted_sync_starts_its_gauges_from_zero_and_keeps_its_counters()
+    -> Result<(), prometheus::Error> {
+        let metrics = Metrics::new()?;
+        metrics.queue_depth.with_label_values(&["Cache"]).set(23);
+        metrics.queue_depth.with_label_values(&["Schema"]).set(2);
+        metrics
+            .reconciles_in_flight
+            .with_label_values(&["Cache"])
+            .set(4);
+        metrics
+            .server_objects
+            .with_label_values(&["Cache"])
+            .set(250);
+        metrics.server_writes.in_flight.set(3);
+        metrics.election.leader.set(1);
+        metrics
+            .writes
+            .with_label_values(&["Cache", "server", "create"])
+            .inc();
+        metrics.sync_restarted();
+        let text = operator_runtime::endpoint::render(&metrics.registry);
+        for series in [
+            "queue_depth{kind=\"Cache\"} 0",
+            "queue_depth{kind=\"Schema\"} 0",
+            "reconciles_in_flight{kind=\"Cache\"} 0",
+            "server_objects{kind=\"Cache\"} 0",
+            "server_writes_in_flight 0",
+            "leader 0",
+            "writes_total{kind=\"Cache\",operation=\"create\",side=\"server\"} 1",
+        ] {
+            assert!(
+                text.contains(&format!("infinispan_resources_operator_{series}\n")),
+                "{series} in {text}"
+            );
+        }
         Ok(())
     }
 

@@ -255,6 +255,9 @@ async fn member_loop(cluster: String, mut entry: watch::Receiver<Option<Entry>>,
             .member_starts
             .with_label_values(&[&cluster, reason])
             .inc();
+        // The member keeps its counters across starts; what the last start left in its
+        // gauges (requests it had queued, say) went with it.
+        metrics.sync_restarted();
         let started = Instant::now();
         let outcome = attempt(&config, &entry, &shared, &metrics).await;
         match outcome {
