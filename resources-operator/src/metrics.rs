@@ -268,7 +268,7 @@ fn zero(gauges: &IntGaugeVec) {
     use prometheus::core::Collector;
     for family in gauges.collect() {
         for metric in family.get_metric() {
-            let values: Vec<&str> = metric.get_label().iter().map(|l| l.get_value()).collect();
+            let values: Vec<&str> = metric.get_label().iter().map(|l| l.value()).collect();
             gauges.with_label_values(&values).set(0);
         }
     }
