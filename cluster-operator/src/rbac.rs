@@ -48,8 +48,11 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 /// policy instead): `create` (which RBAC cannot restrict by name: the object has none yet when
 /// it is authorized), and `get` and `patch` of the operator's own policy and binding only, by
 /// `resourceNames`, so that it cannot read or change anyone else's admission policies; and
-/// `get` of the shared resources operator's members ConfigMaps by name, the shared policy's
-/// parameter (a binding may name only a parameter its creator can read).
+/// `get` of ConfigMaps in every namespace: the shared policy's parameter is the members
+/// ConfigMap of each namespace, and the API server lets only whoever may `get` every object of
+/// a policy's `paramKind` create that policy (`validatingadmissionpolicy/authz.go`: the name
+/// and namespace checked are `*`, which no `resourceNames` rule matches). Read only, no `list`
+/// or `watch`; the operator watching every namespace holds it already.
 pub fn label_policy_rules() -> Vec<PolicyRule> {
     let mut names: Vec<String> = common_crds::generate::label_policies()
         .into_iter()
@@ -68,12 +71,10 @@ pub fn label_policy_rules() -> Vec<PolicyRule> {
             resource_names: Some(names),
             ..rule("admissionregistration.k8s.io", resources, &["get", "patch"])
         },
-        // The API server lets a binding name a parameter (the shared label policy's: the members
-        // ConfigMap of each namespace) only to whoever may read it.
-        PolicyRule {
-            resource_names: Some(vec![common_crds::shared::SHARED_NAME.to_string()]),
-            ..rule("", &["configmaps"], &["get"])
-        },
+        // The API server lets a policy with a parameter kind (the shared label policy's: the
+        // members ConfigMap of each namespace) be created only by whoever may get every object
+        // of that kind.
+        rule("", &["configmaps"], &["get"]),
     ]
 }
 
