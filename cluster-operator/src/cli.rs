@@ -263,6 +263,17 @@ pub struct RunArgs {
     #[arg(long, env = "CLUSTER_OPERATOR_LABEL_POLICY", value_enum, default_value_t = LabelPolicy::Operator)]
     pub label_policy: LabelPolicy,
 
+    /// The binding of the shared label policy (the one that confines a namespace's shared
+    /// resources operator to its member clusters), whose namespace selector the operator keeps
+    /// to the namespaces that have a shared resources operator (its identity needs `patch` on
+    /// it); `none` leaves the binding as installed. The Helm chart passes its release's name.
+    #[arg(
+        long,
+        env = "CLUSTER_OPERATOR_SHARED_LABEL_POLICY_BINDING",
+        default_value = common_crds::generate::SHARED_LABEL_POLICY_NAME
+    )]
+    pub shared_label_policy_binding: String,
+
     /// Out-of-cluster mode: reach the server of the cluster `NAMESPACE/NAME` at `URL` instead
     /// of its in-cluster Service name (`NAMESPACE/NAME=URL`; repeatable; env: comma-separated).
     /// Used for Backup and Restore.

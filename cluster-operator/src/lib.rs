@@ -15,6 +15,7 @@
 //! - [`run`]: `cluster-operator run`.
 //! - [`rbac`]: the cluster operator's own RBAC rules.
 //! - [`label_policy`]: the label policy applied at startup when permitted.
+//! - [`policy_scope`]: the namespaces the shared label policy's binding matches.
 //!
 //! The generators of the other install artifacts (OLM bundle and catalog, CRD reference, RBAC
 //! rules and label-policy YAML) are the `tools` crate's `xtask` binary, which uses this library.
@@ -30,6 +31,7 @@ pub mod convert;
 pub mod cr_policy;
 pub mod label_policy;
 pub mod manifests;
+pub mod policy_scope;
 pub mod rbac;
 pub mod run;
 pub mod scope;

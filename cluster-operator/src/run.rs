@@ -19,6 +19,7 @@ use crate::backup;
 use crate::build::{resources_operator, server};
 use crate::cli::{LabelPolicy, RunArgs, SERVER_IMAGES};
 use crate::controller::{self, Context, Settings};
+use crate::policy_scope::PolicyScope;
 use crate::scope::{self, ScopeError, WatchScope};
 use crate::servers::{ServerAddresses, Servers};
 use operator_runtime::endpoint::{self, Readiness};
@@ -169,7 +170,8 @@ pub fn run(args: RunArgs) -> Result<(), RunError> {
 /// The steps of `run`, in order: listen for signals; check the flags and environment
 /// ([`check`]); reach the API server ([`connect`]); serve `/metrics` `/healthz` `/readyz`
 /// ([`serve_endpoint`]); wait for the Lease ([`elect`]); build the controllers' context
-/// ([`context`]); install the label policy ([`label_policy`]); start the controllers
+/// ([`context`]); install the label policy ([`label_policy`]) and scope the shared one's binding
+/// ([`PolicyScope::seed`]); start the controllers
 /// ([`spawn_controllers`]); Ready; run until stopped ([`run_until_stopped`]).
 async fn run_async(args: RunArgs) -> Result<(), RunError> {
     // Signals first: a SIGTERM during startup is a clean stop, not a kill.
@@ -195,9 +197,16 @@ async fn run_async(args: RunArgs) -> Result<(), RunError> {
     let Ok(leadership) = election.await else {
         return Ok(()); // stopped as a standby
     };
-    let context = context(&client, settings, servers.clone());
+    let policy_scope = PolicyScope::new(
+        client.clone(),
+        Some(args.shared_label_policy_binding.clone()).filter(|name| name != "none"),
+    );
+    let context = context(&client, settings, servers.clone(), policy_scope.clone());
     tracing::info!(?scope, "cluster operator starting");
     label_policy(&client, args.label_policy).await;
+    if let Err(error) = policy_scope.seed(&scope).await {
+        tracing::warn!(%error, "the shared label policy's binding is left as it is");
+    }
     let controllers = spawn_controllers(
         &client,
         &scope,
@@ -378,11 +387,17 @@ async fn elect(
 
 /// What every `Infinispan` reconcile shares: the client, the settings, the Event recorder,
 /// the per-CR backoff and the way to the servers.
-fn context(client: &kube::Client, settings: Settings, servers: Arc<Servers>) -> Arc<Context> {
+fn context(
+    client: &kube::Client,
+    settings: Settings,
+    servers: Arc<Servers>,
+    policy_scope: PolicyScope,
+) -> Arc<Context> {
     Arc::new(Context {
         client: client.clone(),
         settings,
         servers,
+        policy_scope,
         recorder: Recorder::new(
             client.clone(),
             Reporter {

@@ -149,6 +149,25 @@ pub async fn apply_label_policies(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The shared label policy's binding (of [`apply_label_policies`]) scoped as a cluster operator
+/// keeps it (`cluster_operator::policy_scope`): matching the namespaces with a shared resources
+/// operator, none yet. [`PolicyScope::include`](::cluster_operator::policy_scope::PolicyScope::include)
+/// adds one, as a cluster joining a shared operator does.
+pub async fn scope_shared_label_policy(
+    client: &Client,
+) -> anyhow::Result<::cluster_operator::policy_scope::PolicyScope> {
+    let scope = ::cluster_operator::policy_scope::PolicyScope::new(
+        client.clone(),
+        Some(common_crds::generate::SHARED_LABEL_POLICY_NAME.to_string()),
+    );
+    scope
+        .seed(&::cluster_operator::scope::WatchScope::Namespaces(
+            Default::default(),
+        ))
+        .await?;
+    Ok(scope)
+}
+
 /// A client of the testbed's API server as `admin`, impersonating `user` in `groups` (what
 /// that identity may do, without a token of its own).
 pub async fn impersonating(

@@ -1256,7 +1256,9 @@ async fn an_object_of_a_clusters_name_it_does_not_control_is_never_taken_over() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn with_the_permission_the_operator_applies_the_label_policy() -> anyhow::Result<()> {
-    use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
     let env = Env::start("co-policy", 1, &[]).await?;
     let ns = env.ns().to_string();
@@ -1322,6 +1324,38 @@ async fn with_the_permission_the_operator_applies_the_label_policy() -> anyhow::
             .iter()
             .any(|m| m == common_crds::labels::CLUSTER_OPERATOR_FIELD_MANAGER),
         "{managers:?}"
+    );
+    // The shared label policy's binding matches the namespaces with a shared resources
+    // operator: none of the watched one's has one, so it matches no namespace.
+    let shared = common_crds::generate::SHARED_LABEL_POLICY_NAME;
+    let client = &env.client;
+    let binding = eventually(
+        "the shared label policy's binding scoped by the operator",
+        WAIT,
+        || async move {
+            let binding = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+                .get(shared)
+                .await?;
+            let scoped = binding.metadata.managed_fields.iter().flatten().any(|m| {
+                m.manager.as_deref() == Some(cluster_operator::policy_scope::SCOPE_FIELD_MANAGER)
+            });
+            Ok(scoped.then_some(binding))
+        },
+    )
+    .await
+    .map_err(|e| env.operator.with_log(e))?;
+    let selector = serde_json::to_value(
+        binding
+            .spec
+            .match_resources
+            .and_then(|m| m.namespace_selector),
+    )?;
+    ensure!(
+        selector
+            == json!({"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"}
+            ]}),
+        "the shared label policy's binding selects {selector}"
     );
     let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
         .delete(&name, &DeleteParams::default())

@@ -367,6 +367,12 @@ async fn every_environment_variable_of_the_deployment_is_a_flag_of_run() -> anyh
             == Some("none")
     );
     ensure!(names.len() >= 15, "only {names:?}");
+    // The operator keeps the release's shared label policy binding.
+    ensure!(
+        env.get("CLUSTER_OPERATOR_SHARED_LABEL_POLICY_BINDING")
+            .map(String::as_str)
+            == Some("flags-infinispan-operator-shared-cluster-label.ops")
+    );
 
     // Without the chart's label policy, the operator tries to apply it itself (and warns when
     // it may not).
@@ -375,12 +381,10 @@ async fn every_environment_variable_of_the_deployment_is_a_flag_of_run() -> anyh
     ensure!(find(&objects, "ValidatingAdmissionPolicyBinding", None).is_err());
     let deployment: Deployment =
         serde_json::from_value(find(&objects, "Deployment", None)?.clone())?;
-    ensure!(
-        env_values(operator_container(&deployment)?)
-            .get("CLUSTER_OPERATOR_LABEL_POLICY")
-            .map(String::as_str)
-            == Some("operator")
-    );
+    let env = env_values(operator_container(&deployment)?);
+    ensure!(env.get("CLUSTER_OPERATOR_LABEL_POLICY").map(String::as_str) == Some("operator"));
+    // And scopes the binding it applies (the flag's default).
+    ensure!(!env.contains_key("CLUSTER_OPERATOR_SHARED_LABEL_POLICY_BINDING"));
     Ok(())
 }
 
@@ -1253,10 +1257,45 @@ async fn install_run_uninstall(scope: Scope) -> anyhow::Result<()> {
         bindings == expected,
         "RoleBindings {bindings:#?}, expected {expected:#?}"
     );
-    let cluster_bindings = Api::<ClusterRoleBinding>::all(admin.clone())
-        .list(&selector)
-        .await?
-        .items;
+    // The shared label policy's binding scope: patch of that binding and get of its
+    // parameter, each by name, whatever the watch scope.
+    let scope_name = format!("{fullname}-shared-cluster-label-scope.{r}");
+    let (scope_bindings, cluster_bindings): (Vec<_>, Vec<_>) =
+        Api::<ClusterRoleBinding>::all(admin.clone())
+            .list(&selector)
+            .await?
+            .items
+            .into_iter()
+            .partition(|b| b.name_any() == scope_name);
+    ensure!(
+        scope_bindings.len() == 1
+            && scope_bindings[0].role_ref.name == scope_name
+            && scope_bindings[0]
+                .subjects
+                .iter()
+                .flatten()
+                .map(|s| (s.name.as_str(), s.namespace.as_deref()))
+                .eq([(fullname.as_str(), Some(r))]),
+        "the binding scope's ClusterRoleBinding: {scope_bindings:?}"
+    );
+    let scope_rules = serde_json::to_value(
+        Api::<ClusterRole>::all(admin.clone())
+            .get(&scope_name)
+            .await?
+            .rules,
+    )?;
+    ensure!(
+        scope_rules
+            == json!([
+                {"apiGroups": ["admissionregistration.k8s.io"],
+                 "resources": ["validatingadmissionpolicybindings"],
+                 "resourceNames": [format!("{fullname}-shared-cluster-label.{r}")],
+                 "verbs": ["patch"]},
+                {"apiGroups": [""], "resources": ["configmaps"],
+                 "resourceNames": [common_crds::shared::SHARED_NAME], "verbs": ["get"]},
+            ]),
+        "the binding scope's rules: {scope_rules}"
+    );
     match scope {
         Scope::All => {
             ensure!(cluster_bindings.len() == 1, "{cluster_bindings:?}");

@@ -4344,6 +4344,19 @@ async fn three_clusters_share_one_resources_operator_pod_and_one_moves_out_and_b
         ),
         other => bail!("the shared operator's identity wrote a CR of no member: {other:?}"),
     }
+    // That policy's binding matches this namespace, the one with a shared operator, and no
+    // other: the cluster operator keeps its selector (a binding matching a namespace without
+    // the members ConfigMap costs every write of the five kinds there a lookup).
+    let binding = format!("infinispan-operator-shared-cluster-label.{namespace}");
+    let (selector, manager) = binding_selector(&client, &binding).await?;
+    ensure!(
+        selector
+            == json!({"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}
+            ]})
+            && manager.as_deref() == Some(cluster_operator::policy_scope::SCOPE_FIELD_MANAGER),
+        "the shared label policy's binding {binding} selects {selector} (written by {manager:?})"
+    );
 
     // beta's server stopped: alpha and gamma keep syncing, about as fast as before.
     scale(&clusters, "beta", 0).await?;
@@ -4388,6 +4401,38 @@ async fn three_clusters_share_one_resources_operator_pod_and_one_moves_out_and_b
         "beta-rest-2",
     )
     .await?;
+    // Nothing left over in the work gauges once all is synced, beta's included, however often
+    // its sync started while its server was away (a member that starts again keeps its
+    // counters, not the requests the stopped sync had queued).
+    let idle = eventually(
+        "no queued request and no running reconcile in the shared pod's metrics",
+        WAIT,
+        || async {
+            let page = e2e::pods::scrape_url(&format!("http://{ip}:8080/metrics")).await?;
+            let busy: Vec<&str> = page
+                .lines()
+                .filter(|line| {
+                    ["queue_depth{", "reconciles_in_flight{"]
+                        .iter()
+                        .any(|name| {
+                            line.starts_with(&format!("infinispan_resources_operator_{name}"))
+                        })
+                })
+                .filter(|line| line.rsplit(' ').next() != Some("0"))
+                .collect();
+            println!("busy: {busy:?}");
+            Ok(busy.is_empty().then_some(page))
+        },
+    )
+    .await?;
+    let beta_starts: Vec<&str> = idle
+        .lines()
+        .filter(|l| {
+            l.starts_with("infinispan_resources_operator_shared_member_starts_total")
+                && l.contains("cluster=\"beta\"")
+        })
+        .collect();
+    println!("beta's member starts: {beta_starts:?}");
 
     // alpha moves to a per-cluster pod and back while both sides create caches.
     let audit = e2e::audit::Audit::mark(&testbed)?;
@@ -4520,7 +4565,58 @@ async fn three_clusters_share_one_resources_operator_pod_and_one_moves_out_and_b
         "{}",
         e2e::pods::logs_tail(&client, &namespace, &shared_pod.name_any()).await
     );
+
+    // The last members deleted: the shared operator goes, and the binding matches no
+    // namespace any more.
+    for name in ["alpha", "beta"] {
+        clusters.delete(name, &DeleteParams::default()).await?;
+    }
+    let maps = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &namespace);
+    eventually(
+        "no members ConfigMap, and the shared label policy's binding matching no namespace",
+        WAIT,
+        || async {
+            let (selector, _) = binding_selector(&client, &binding).await?;
+            let none = json!({"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"}
+            ]});
+            Ok((maps.get_opt(SHARED_NAME).await?.is_none() && selector == none).then_some(()))
+        },
+    )
+    .await?;
     uninstall(&testbed, ns).await
+}
+
+/// The namespace selector of the ValidatingAdmissionPolicyBinding `name`, and the field manager
+/// other than Helm's that wrote its `matchResources`.
+async fn binding_selector(
+    client: &Client,
+    name: &str,
+) -> anyhow::Result<(serde_json::Value, Option<String>)> {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
+    let binding = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+        .get(name)
+        .await?;
+    let selector = serde_json::to_value(
+        binding
+            .spec
+            .match_resources
+            .as_ref()
+            .and_then(|m| m.namespace_selector.clone()),
+    )?;
+    let manager = binding
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.to_string().contains("f:matchResources"))
+        })
+        .filter_map(|m| m.manager.clone())
+        .find(|m| m != "helm");
+    Ok((selector, manager))
 }
 
 /// Sets `spec.replicas` of the cluster `name`.

@@ -97,8 +97,11 @@ pub async fn measure(options: &Options) -> anyhow::Result<Vec<SizeResult>> {
     let testbed = Testbed::get()?;
     let admin = testbed.admin_client().await?;
     e2e::install_crds(&admin).await?;
-    // The label policies as this commit has them (a testbed keeps what an older run applied).
+    // The label policies as this commit has them (a testbed keeps what an older run applied),
+    // the shared one matching no namespace, as the cluster operator keeps it where no cluster
+    // has a shared resources operator.
     e2e::apply_label_policies(&admin).await?;
+    e2e::scope_shared_label_policy(&admin).await?;
     let mut results = Vec::new();
     for &n in &options.sizes {
         eprintln!("bench: N={n}");

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use cluster_operator::policy_scope::PolicyScope;
 use common_crds::Cache;
 use common_crds::shared::{Member, SHARED_NAME};
 use e2e::identity::OperatorIdentity;
@@ -114,8 +115,11 @@ pub async fn measure(options: &Options) -> anyhow::Result<SharedRun> {
     let testbed = Testbed::get()?;
     let admin = testbed.admin_client().await?;
     e2e::install_crds(&admin).await?;
-    // The label policies as this commit has them (a testbed keeps what an older run applied).
+    // The label policies as this commit has them (a testbed keeps what an older run applied),
+    // the shared one matching the namespaces with a shared operator as the cluster operator
+    // keeps it: none until the shared mode starts.
     e2e::apply_label_policies(&admin).await?;
+    let policy_scope = e2e::scope_shared_label_policy(&admin).await?;
     let names: Vec<String> = (0..options.clusters).map(|i| format!("c{i:02}")).collect();
     // Guarded before they start: whatever ends the run, each node is stopped and wiped.
     let nodes: Vec<Node> = names
@@ -136,6 +140,7 @@ pub async fn measure(options: &Options) -> anyhow::Result<SharedRun> {
         ns: &namespace.name,
         caches: &caches,
         floor: &floor,
+        policy_scope: &policy_scope,
     };
     // Interrupted (Ctrl-C, SIGTERM): the work stops (the operator processes go with it) and
     // the cleanup below still runs, then the guards stop the nodes.
@@ -147,6 +152,8 @@ pub async fn measure(options: &Options) -> anyhow::Result<SharedRun> {
         // The operators are gone: the mirror CRs' finalizers would hold the namespace.
         setup::forget_crs(&caches).await?;
         floor.delete(&admin).await?;
+        // No shared operator there any more (its process is gone).
+        policy_scope.exclude(&namespace.name).await;
         namespace.delete().await
     }
     .await;
@@ -166,6 +173,7 @@ struct Modes<'a> {
     ns: &'a str,
     caches: &'a Api<Cache>,
     floor: &'a Cluster,
+    policy_scope: &'a PolicyScope,
 }
 
 impl Modes<'_> {
@@ -179,6 +187,7 @@ impl Modes<'_> {
             ns,
             caches,
             floor,
+            policy_scope,
         } = *self;
         eprintln!(
             "bench shared: starting {} nodes ({} heap each)",
@@ -285,6 +294,8 @@ impl Modes<'_> {
                     credentials_secret: SECRET,
                 })
                 .collect();
+            // The shared label policy matches the namespace from before the identity exists.
+            let _joining = policy_scope.include(ns).await?;
             OperatorIdentity::create_shared(admin, testbed, ns, &scopes).await?
         };
         write_members(admin, ns, names, nodes).await?;

@@ -125,6 +125,8 @@ pub struct Context {
     pub servers: Arc<crate::servers::Servers>,
     /// What each server pod said its version is ([`versions`]).
     pub versions: Arc<versions::Versions>,
+    /// The namespaces the shared label policy's binding matches.
+    pub policy_scope: crate::policy_scope::PolicyScope,
 }
 
 impl std::fmt::Debug for Context {
@@ -286,6 +288,7 @@ async fn drain_step(
         elapsed_since(since),
         timeout,
         &context.settings.resources_operator,
+        &context.policy_scope,
     )
     .await?;
     if let Drain::Done { released } = step
@@ -742,7 +745,9 @@ async fn apply_resources_operator(
     let applied = match built {
         resources_operator::Built::PerCluster(mut objects) => {
             let settings = &context.settings.resources_operator;
-            let left = refused(shared_operator::leave(client, cluster, settings).await)?;
+            let left = refused(
+                shared_operator::leave(client, cluster, settings, &context.policy_scope).await,
+            )?;
             let holder = refused(shared_operator::lease_holder(client, cluster).await)?;
             match (left, holder) {
                 (Ok(_), Ok(holder)) => {
@@ -758,7 +763,7 @@ async fn apply_resources_operator(
             }
         }
         resources_operator::Built::Shared(member) => {
-            refused(shared_operator::join(client, cluster, &member).await)?
+            refused(shared_operator::join(client, cluster, &member, &context.policy_scope).await)?
         }
     };
     let state = if shared {

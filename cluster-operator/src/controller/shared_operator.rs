@@ -2,13 +2,15 @@
 //! (`build::resources_operator::shared`), and the hand-over between a per-cluster operator and the
 //! shared one.
 //!
-//! Joining, in this order: the cluster's Role and RoleBinding (so the member may read its Secrets
+//! Joining, in this order: the namespace in the shared label policy's scope
+//! ([`PolicyScope::include`]), the cluster's Role and RoleBinding (so the member may read its Secrets
 //! and its Lease before it starts), the per-cluster Deployment deleted, the cluster's key in the
 //! members ConfigMap (its own field manager: the keys of other clusters are never touched), then
 //! the namespace's shared objects. Leaving: the key removed (the member stops and releases the
 //! Lease); the last member to leave deletes the shared objects, then the ConfigMap only if no
 //! cluster joined meanwhile (a delete with the ConfigMap's resourceVersion as precondition), and
-//! applies them again if one did.
+//! applies them again if one did; once the ConfigMap is gone the namespace leaves the policy's
+//! scope ([`PolicyScope::exclude`]).
 //!
 //! Never two writers: both sides elect on the cluster's Lease `<cluster>-resources-operator`. The
 //! side that is handing over may still hold it, and must keep the right to release it: while the
@@ -35,6 +37,7 @@ use crate::build::resources_operator::Settings;
 use crate::build::resources_operator::shared::{
     self, MemberObjects, SharedObjects, member_field_manager, members_config_map,
 };
+use crate::policy_scope::PolicyScope;
 
 /// How soon a reconcile looks again while a hand-over is in progress.
 pub const HANDOVER_CHECK: Duration = Duration::from_secs(2);
@@ -141,10 +144,14 @@ pub async fn join(
     client: &kube::Client,
     cluster: &Infinispan,
     objects: &MemberObjects,
+    scope: &PolicyScope,
 ) -> Result<(Deployment, bool), ApplyError> {
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
     let uid = cluster.uid().unwrap_or_default();
+    // The shared label policy matches the namespace before the shared identity can write
+    // there, and goes on matching it while this join makes its objects.
+    let _joining = scope.include(&namespace).await?;
     let holder = lease_holder(client, cluster).await?;
     let mode = ResourcesOperatorDeployment::SharedInNamespace;
     apply(client, &objects.role).await?;
@@ -204,6 +211,7 @@ pub async fn leave(
     client: &kube::Client,
     cluster: &Infinispan,
     settings: &Settings,
+    scope: &PolicyScope,
 ) -> Result<bool, ApplyError> {
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
@@ -243,6 +251,7 @@ pub async fn leave(
     match maps.delete(SHARED_NAME, &unchanged).await {
         Ok(_) => {
             tracing::info!(%namespace, "no cluster uses the shared resources operator any more: removed");
+            scope.exclude(&namespace).await;
         }
         Err(kube::Error::Api(status)) if status.code == 404 => {}
         // A cluster joined after the key was removed: it needs the shared objects back.

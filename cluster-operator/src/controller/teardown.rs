@@ -31,6 +31,7 @@ use kube::{Api, ResourceExt};
 
 use super::apply::{ApplyError, delete_owned};
 use crate::build::resources_operator::Settings;
+use crate::policy_scope::PolicyScope;
 
 /// Where a drain stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +93,7 @@ pub async fn drain(
     elapsed: Duration,
     timeout: Duration,
     settings: &Settings,
+    scope: &PolicyScope,
 ) -> Result<Drain, ApplyError> {
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
@@ -131,7 +133,7 @@ pub async fn drain(
             Err(source) => return Err(api_error(source)),
         }
     }
-    remove_objects(client, cluster, settings).await?;
+    remove_objects(client, cluster, settings, scope).await?;
     Ok(Drain::Done { released })
 }
 
@@ -142,8 +144,9 @@ pub async fn remove_objects(
     client: &kube::Client,
     cluster: &Infinispan,
     settings: &Settings,
+    scope: &PolicyScope,
 ) -> Result<(), ApplyError> {
-    super::shared_operator::leave(client, cluster, settings).await?;
+    super::shared_operator::leave(client, cluster, settings, scope).await?;
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
     let uid = cluster.uid().unwrap_or_default();
