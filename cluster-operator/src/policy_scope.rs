@@ -10,9 +10,11 @@
 //!
 //! The invariant: the binding matches every namespace in which the shared identity may write.
 //! A namespace is added before its members ConfigMap and shared objects are made
-//! ([`PolicyScope::include`], which a join waits for) and taken out only after the last member
-//! left and the ConfigMap was deleted ([`PolicyScope::exclude`]), unless a join in that
-//! namespace is under way meanwhile. Whatever fails, the binding is left matching more, never
+//! ([`PolicyScope::include`], which a join waits for) and taken out only once it has no members
+//! ConfigMap: after the last member left and the ConfigMap was deleted, or when a cluster's
+//! reconcile finds none (its namespace being deleted, say), where the policy, without its
+//! parameter, allows everything anyway ([`PolicyScope::exclude`]); never while a join in that
+//! namespace is under way. Whatever fails, the binding is left matching more, never
 //! less: a selector that could not be narrowed only costs the read above. At startup the set is
 //! the namespaces that have a members ConfigMap ([`PolicyScope::seed`]).
 //!

@@ -222,6 +222,9 @@ pub async fn leave(
         source,
     };
     let Some(map) = maps.get_opt(SHARED_NAME).await.map_err(api_error)? else {
+        // No members ConfigMap (gone with its namespace, say): the shared label policy has no
+        // parameter there, so matching the namespace confines nothing.
+        scope.exclude(&namespace).await;
         return Ok(false);
     };
     if !map.data.as_ref().is_some_and(|d| d.contains_key(&name)) {
