@@ -119,6 +119,11 @@ struct SharedCli {
     /// Server-side changes per second, spread over the clusters.
     #[arg(long, default_value_t = 50.0)]
     steady_rate: f64,
+    /// Before the first mode, the servers' caches are changed at the steady rate for this long
+    /// with no operator running and nothing measured (the servers' JIT warmed, so that the
+    /// first mode does not meet colder servers than the second); 0: none.
+    #[arg(long, default_value_t = 0.0)]
+    warm_up_seconds: f64,
     /// The release binary of the operator (default: <target dir>/release/resources-operator).
     #[arg(long)]
     operator_binary: Option<PathBuf>,
@@ -158,6 +163,7 @@ async fn shared(repo: &Path, cli: &SharedCli) -> anyhow::Result<()> {
         start_parallel: cli.start_parallel,
         steady_seconds: cli.steady_seconds,
         steady_rate: cli.steady_rate,
+        warm_up_seconds: cli.warm_up_seconds,
         binary: cli
             .operator_binary
             .clone()

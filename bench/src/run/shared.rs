@@ -33,7 +33,7 @@ use serde_json::json;
 use super::observe::CacheWatch;
 use super::operator::{Launch, OperatorProcess};
 use super::setup::{self, Cluster, SECRET};
-use super::steady::{Flow, Target};
+use super::steady::{Flow, Target, warm_up};
 use super::{
     CACHE_CONFIG, MEMORY_QUIET, SETTLE_QUIET, create_on_server, ready_timeout, startup_floor,
 };
@@ -67,6 +67,8 @@ pub struct Options {
     pub start_parallel: usize,
     pub steady_seconds: f64,
     pub steady_rate: f64,
+    /// Server changes at the steady rate before the first mode, nothing measured (0: none).
+    pub warm_up_seconds: f64,
     pub binary: PathBuf,
 }
 
@@ -228,6 +230,15 @@ impl Modes<'_> {
             options.caches,
             started.elapsed().as_secs_f64()
         );
+        if options.warm_up_seconds > 0.0 {
+            let started = Instant::now();
+            let (made, refused) =
+                warm_up(&targets, options.steady_rate, options.warm_up_seconds).await;
+            eprintln!(
+                "bench shared: servers warmed up with {made} changes ({refused} refused) in {:.0} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
         let identities = setup_namespace(admin, testbed, ns, names).await?;
         let mut watch = CacheWatch::start(caches.clone());
         let mirrors: HashSet<String> = names

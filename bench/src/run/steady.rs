@@ -56,6 +56,45 @@ pub struct Target {
     pub caches: Vec<String>,
 }
 
+/// The lifespans a warm-up sets: below [`BASE`], so no flow can take one for its own change.
+const WARM_UP_BASE: u64 = BASE - 10_000_000;
+
+/// Changes every target's caches in turn at `rate` changes a second in all for `seconds`, one
+/// change in flight per target, with nothing measured: the servers' code paths warmed (their
+/// JIT) before the first flow, so that the first mode does not meet colder servers than the
+/// second. Returns the changes made and those the servers refused.
+pub async fn warm_up(targets: &[Target], rate: f64, seconds: f64) -> (u64, u64) {
+    let per_target = rate / targets.len().max(1) as f64;
+    let period = Duration::from_secs_f64(1.0 / per_target.max(0.001));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(seconds);
+    let counts = futures::future::join_all(targets.iter().map(|target| async move {
+        let (mut made, mut refused) = (0u64, 0u64);
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        for i in 0u64.. {
+            tick.tick().await;
+            if tokio::time::Instant::now() >= deadline || target.caches.is_empty() {
+                break;
+            }
+            let cache = &target.caches[(i % target.caches.len() as u64) as usize];
+            let value = (WARM_UP_BASE + i).to_string();
+            match target
+                .rest
+                .set_mutable_attribute(cache, "expiration.lifespan", &value)
+                .await
+            {
+                Ok(()) => made += 1,
+                Err(_) => refused += 1,
+            }
+        }
+        (made, refused)
+    }))
+    .await;
+    counts
+        .into_iter()
+        .fold((0, 0), |(made, refused), (m, r)| (made + m, refused + r))
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     match mutex.lock() {
         Ok(guard) => guard,
