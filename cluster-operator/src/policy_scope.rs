@@ -231,15 +231,10 @@ impl PolicyScope {
             scope: self.clone(),
             namespace: namespace.to_string(),
         };
-        let written = self.with_state(|state| {
-            state
-                .written
-                .as_ref()
-                .is_some_and(|written| written.contains(namespace))
-        });
-        if !written {
-            self.write().await?;
-        }
+        // Always through `write`, which compares under the write lock: an exclusion of this
+        // namespace whose patch is in flight has not reached `written` yet, and must not be
+        // taken for the binding's state.
+        self.write().await?;
         Ok(joining)
     }
 
