@@ -346,12 +346,25 @@ async fn operator_pod(client: &Client, ns: &str) -> anyhow::Result<Pod> {
     wait_ready(client, ns, &name, INSTALL_WAIT).await
 }
 
-/// Whether the label policy and its binding exist.
+/// The names of the label policies, each its binding's too (the cluster label's and the shared
+/// resources operator's).
+fn label_policy_names() -> Vec<String> {
+    common_crds::generate::label_policies()
+        .into_iter()
+        .filter_map(|(policy, _)| policy.metadata.name)
+        .collect()
+}
+
+/// Whether every label policy and its binding exist.
 async fn label_policy_present(client: &Client) -> anyhow::Result<bool> {
     let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
     let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-    Ok(policies.get_opt(LABEL_POLICY_NAME).await?.is_some()
-        && bindings.get_opt(LABEL_POLICY_NAME).await?.is_some())
+    for name in label_policy_names() {
+        if policies.get_opt(&name).await?.is_none() || bindings.get_opt(&name).await?.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// One install at a time: two CSVs of the package whose OperatorGroups overlap conflict (OLM
@@ -624,23 +637,27 @@ async fn own_namespace_install_runs_a_cluster_that_survives_uninstall_and_is_ado
     let mut catalog_source = CatalogSourceGuard::new(&testbed, format!("infinispan-{}", ns.name));
     let source = catalog_source.name.clone();
 
-    // The label policy goes first, so that only the operator OLM installs can bring it back.
+    // The label policies go first, so that only the operator OLM installs can bring them back
+    // (creating the shared one, whose parameter is a ConfigMap, takes `get` of every ConfigMap:
+    // with the policies left by an earlier suite, a CSV without it passed here).
     let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
     let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-    for result in [
-        policies
-            .delete(LABEL_POLICY_NAME, &DeleteParams::default())
-            .await
-            .map(|_| ()),
-        bindings
-            .delete(LABEL_POLICY_NAME, &DeleteParams::default())
-            .await
-            .map(|_| ()),
-    ] {
-        match result {
-            Ok(()) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => return Err(error.into()),
+    for name in label_policy_names() {
+        for result in [
+            policies
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            bindings
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        ] {
+            match result {
+                Ok(()) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error.into()),
+            }
         }
     }
     ensure!(!label_policy_present(&client).await?);
