@@ -168,6 +168,39 @@ pub async fn scope_shared_label_policy(
     Ok(scope)
 }
 
+/// The namespace selector of the ValidatingAdmissionPolicyBinding `name`, and the field manager
+/// other than Helm's that wrote its `matchResources` (the cluster operator's
+/// `policy_scope`).
+pub async fn binding_selector(
+    client: &Client,
+    name: &str,
+) -> anyhow::Result<(serde_json::Value, Option<String>)> {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
+    let binding = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+        .get(name)
+        .await?;
+    let selector = serde_json::to_value(
+        binding
+            .spec
+            .match_resources
+            .as_ref()
+            .and_then(|m| m.namespace_selector.clone()),
+    )?;
+    let manager = binding
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.to_string().contains("f:matchResources"))
+        })
+        .filter_map(|m| m.manager.clone())
+        .find(|m| m != "helm");
+    Ok((selector, manager))
+}
+
 /// A client of the testbed's API server as `admin`, impersonating `user` in `groups` (what
 /// that identity may do, without a token of its own).
 pub async fn impersonating(

@@ -1256,9 +1256,7 @@ async fn an_object_of_a_clusters_name_it_does_not_control_is_never_taken_over() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn with_the_permission_the_operator_applies_the_label_policy() -> anyhow::Result<()> {
-    use k8s_openapi::api::admissionregistration::v1::{
-        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-    };
+    use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
     let env = Env::start("co-policy", 1, &[]).await?;
     let ns = env.ns().to_string();
@@ -1329,27 +1327,19 @@ async fn with_the_permission_the_operator_applies_the_label_policy() -> anyhow::
     // operator: none of the watched one's has one, so it matches no namespace.
     let shared = common_crds::generate::SHARED_LABEL_POLICY_NAME;
     let client = &env.client;
-    let binding = eventually(
+    let selector = eventually(
         "the shared label policy's binding scoped by the operator",
         WAIT,
         || async move {
-            let binding = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-                .get(shared)
-                .await?;
-            let scoped = binding.metadata.managed_fields.iter().flatten().any(|m| {
-                m.manager.as_deref() == Some(cluster_operator::policy_scope::SCOPE_FIELD_MANAGER)
-            });
-            Ok(scoped.then_some(binding))
+            let (selector, manager) = e2e::binding_selector(client, shared).await?;
+            Ok(
+                (manager.as_deref() == Some(cluster_operator::policy_scope::SCOPE_FIELD_MANAGER))
+                    .then_some(selector),
+            )
         },
     )
     .await
     .map_err(|e| env.operator.with_log(e))?;
-    let selector = serde_json::to_value(
-        binding
-            .spec
-            .match_resources
-            .and_then(|m| m.namespace_selector),
-    )?;
     ensure!(
         selector
             == json!({"matchExpressions": [

@@ -4348,7 +4348,7 @@ async fn three_clusters_share_one_resources_operator_pod_and_one_moves_out_and_b
     // other: the cluster operator keeps its selector (a binding matching a namespace without
     // the members ConfigMap costs every write of the five kinds there a lookup).
     let binding = format!("infinispan-operator-shared-cluster-label.{namespace}");
-    let (selector, manager) = binding_selector(&client, &binding).await?;
+    let (selector, manager) = e2e::binding_selector(&client, &binding).await?;
     ensure!(
         selector
             == json!({"matchExpressions": [
@@ -4576,7 +4576,7 @@ async fn three_clusters_share_one_resources_operator_pod_and_one_moves_out_and_b
         "no members ConfigMap, and the shared label policy's binding matching no namespace",
         WAIT,
         || async {
-            let (selector, _) = binding_selector(&client, &binding).await?;
+            let (selector, _) = e2e::binding_selector(&client, &binding).await?;
             let none = json!({"matchExpressions": [
                 {"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"}
             ]});
@@ -4585,38 +4585,6 @@ async fn three_clusters_share_one_resources_operator_pod_and_one_moves_out_and_b
     )
     .await?;
     uninstall(&testbed, ns).await
-}
-
-/// The namespace selector of the ValidatingAdmissionPolicyBinding `name`, and the field manager
-/// other than Helm's that wrote its `matchResources`.
-async fn binding_selector(
-    client: &Client,
-    name: &str,
-) -> anyhow::Result<(serde_json::Value, Option<String>)> {
-    use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
-    let binding = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-        .get(name)
-        .await?;
-    let selector = serde_json::to_value(
-        binding
-            .spec
-            .match_resources
-            .as_ref()
-            .and_then(|m| m.namespace_selector.clone()),
-    )?;
-    let manager = binding
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.fields_v1
-                .as_ref()
-                .is_some_and(|f| f.0.to_string().contains("f:matchResources"))
-        })
-        .filter_map(|m| m.manager.clone())
-        .find(|m| m != "helm");
-    Ok((selector, manager))
 }
 
 /// Sets `spec.replicas` of the cluster `name`.
