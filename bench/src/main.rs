@@ -124,6 +124,10 @@ struct SharedCli {
     /// first mode does not meet colder servers than the second); 0: none.
     #[arg(long, default_value_t = 0.0)]
     warm_up_seconds: f64,
+    /// The shared operator's mode first, then the per-cluster operators' (whether the order
+    /// of the modes weighs on their figures).
+    #[arg(long)]
+    shared_first: bool,
     /// The release binary of the operator (default: <target dir>/release/resources-operator).
     #[arg(long)]
     operator_binary: Option<PathBuf>,
@@ -150,6 +154,8 @@ struct SharedRecord<'a> {
     command: &'a str,
     run: &'a run::shared::SharedRun,
     checks: &'a [bench::figures::Check],
+    /// The per-cluster operators against the same latency bounds, not failing the run.
+    baseline: &'a [bench::figures::Check],
     passed: bool,
 }
 
@@ -164,6 +170,7 @@ async fn shared(repo: &Path, cli: &SharedCli) -> anyhow::Result<()> {
         steady_seconds: cli.steady_seconds,
         steady_rate: cli.steady_rate,
         warm_up_seconds: cli.warm_up_seconds,
+        shared_first: cli.shared_first,
         binary: cli
             .operator_binary
             .clone()
@@ -171,9 +178,10 @@ async fn shared(repo: &Path, cli: &SharedCli) -> anyhow::Result<()> {
     };
     let result = run::shared::measure(&options).await?;
     let checks = run::shared::checks(&result);
+    let baseline = run::shared::baseline(&result);
     let passed = checks.iter().all(|c| c.met);
     let (date, commit) = (machine::now_utc(), machine::commit(repo));
-    let section = run::shared::section(&result, &date, &commit, &cli.command, &checks);
+    let section = run::shared::section(&result, &date, &commit, &cli.command, &checks, &baseline);
     println!("{section}");
     if !cli.dry_run {
         let record = SharedRecord {
@@ -183,6 +191,7 @@ async fn shared(repo: &Path, cli: &SharedCli) -> anyhow::Result<()> {
             command: &cli.command,
             run: &result,
             checks: &checks,
+            baseline: &baseline,
             passed,
         };
         let results_path = repo.join(&cli.results);
