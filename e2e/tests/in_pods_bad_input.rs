@@ -18,6 +18,11 @@
 //!   the startup probe (5 s x 60) has the kubelet stop it; then `ServerCrashLooping` with exit
 //!   code 143 and the server's `ISPN000327` message. This one takes six minutes.
 //!
+//! - the namespace's shared resources operator pod unable to pull its image (the chart's
+//!   `resourcesOperator.image`, a tag the registry does not have): its member's
+//!   `ResourcesOperatorReady=False ImagePullFailed` names the shared pod and where its image
+//!   comes from (the operator's settings, not the member's CR).
+//!
 //! While a pod is only being created or starting, the condition stays `ReplicasNotReady`. Each
 //! test has its namespace and its release; the servers are small (`replicas: 1`, 100m CPU, 512
 //! MiB requested, no volume) so that the tests fit the two-CPU node together. The conditions
@@ -30,7 +35,7 @@ use std::time::Duration;
 use anyhow::{Context, ensure};
 use common_crds::Infinispan;
 use e2e::pods::{
-    Images, Installed, SERVER_VERSION, helm, install_allowing, logs_tail, split_reference,
+    Images, Installed, SERVER_VERSION, helm, install_with, logs_tail, split_reference,
 };
 use e2e::{TestNamespace, Testbed, eventually, repo_root};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
@@ -61,13 +66,18 @@ struct Fixture {
 
 impl Fixture {
     async fn start(prefix: &str) -> anyhow::Result<Self> {
+        Self::start_with(prefix, json!({})).await
+    }
+
+    /// [`Fixture::start`] with the chart values of `extra` too.
+    async fn start_with(prefix: &str, extra: Value) -> anyhow::Result<Self> {
         let Installed {
             testbed,
             client,
             ns,
             clusters,
             ..
-        } = install_allowing("in-pods-bad-input", prefix, &[FOREIGN_REGISTRY]).await?;
+        } = install_with("in-pods-bad-input", prefix, &[FOREIGN_REGISTRY], extra).await?;
         Ok(Self {
             testbed,
             client,
@@ -326,6 +336,48 @@ async fn a_server_image_that_exists_nowhere_is_an_image_pull_failure_until_fixed
     f.apply_cluster(json!({})).await?;
     f.wait_condition("Ready", "AllReplicasReady", WAIT + REPORT, |_| true)
         .await?;
+    f.stop().await
+}
+
+#[tokio::test]
+async fn a_shared_resources_operator_that_cannot_pull_its_image_is_reported_on_its_members()
+-> anyhow::Result<()> {
+    // The operator's resources operator image (the chart's value) with a tag the local
+    // registry does not have: the shared pod takes it, whatever the member's CR says.
+    let testbed = Testbed::get()?;
+    let images = Images::get(&testbed)?;
+    let (repository, _) = split_reference(&images.resources_operator)?;
+    let f = Fixture::start_with(
+        "bad-shared-image",
+        json!({"resourcesOperator": {"image": {"repository": repository, "tag": "does-not-exist"}}}),
+    )
+    .await?;
+    f.apply_cluster(json!({"resourcesOperator": {"deployment": "SharedInNamespace"}}))
+        .await?;
+    let ready = f
+        .wait_condition("ResourcesOperatorReady", "ImagePullFailed", REPORT, |m| {
+            m.contains("does-not-exist")
+        })
+        .await?;
+    f.record("shared-resources-operator-image").await?;
+    ensure!(ready.status == "False", "{ready:?}");
+    for needle in [
+        "the namespace's shared resources operator (Deployment infinispan-resources-operator-shared) has no available pod",
+        "pod infinispan-resources-operator-shared-",
+        "the image cannot be pulled:",
+        "--resources-operator-image (Helm value resourcesOperator.image) whatever its members' spec.resourcesOperator.image",
+    ] {
+        ensure!(
+            ready.message.contains(needle),
+            "{needle:?} not in {:?}",
+            ready.message
+        );
+    }
+    let warnings = f.warnings("ImagePullFailed").await?;
+    ensure!(
+        !warnings.is_empty(),
+        "no ImagePullFailed Warning Event on the member's CR"
+    );
     f.stop().await
 }
 

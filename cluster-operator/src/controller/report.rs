@@ -113,8 +113,10 @@ pub async fn report(
 }
 
 /// What keeps the server pods and the resources operator's pod from running, looked for only
-/// when they are not all ready. Without the right to list pods (RBAC of an older release) the
-/// conditions say what they said before this was looked for, with a warning in the log.
+/// when they are not all ready: the cluster's own pods, and the namespace's shared resources
+/// operator pods when the cluster is served by them. Without the right to list pods (RBAC of
+/// an older release) the conditions say what they said before this was looked for, with a
+/// warning in the log.
 async fn pod_problems(
     client: &kube::Client,
     namespace: &str,
@@ -124,31 +126,39 @@ async fn pod_problems(
 ) -> Result<(Option<Problem>, Option<Problem>), kube::Error> {
     let servers_ready =
         servers.desired == 0 || (servers.ready >= servers.desired && servers.settled);
-    let resources_operator_ready = !matches!(
-        resources_operator,
-        ResourcesOperator::Deployed {
-            available: false,
-            ..
-        }
-    );
+    let (resources_operator_ready, shared) = match resources_operator {
+        ResourcesOperator::Deployed { available, shared } => (available, shared),
+        ResourcesOperator::Disabled | ResourcesOperator::Draining => (true, false),
+    };
     if servers_ready && resources_operator_ready {
         return Ok((None, None));
     }
-    let selector = format!(
-        "app.kubernetes.io/instance={name},app.kubernetes.io/managed-by={CLUSTER_OPERATOR_FIELD_MANAGER}"
-    );
-    let listed = match Api::<Pod>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().labels(&selector))
-        .await
-    {
-        Ok(list) => list.items,
-        Err(kube::Error::Api(status)) if status.code == 403 => {
-            tracing::warn!(%namespace, cluster = %name, message = %status.message, "cannot list the cluster's pods: their problems are not reported (the operator's RBAC lacks pods list)");
-            return Ok((None, None));
+    let list = |instance: &str| {
+        let selector = format!(
+            "app.kubernetes.io/instance={instance},app.kubernetes.io/managed-by={CLUSTER_OPERATOR_FIELD_MANAGER}"
+        );
+        let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+        async move {
+            match pods.list(&ListParams::default().labels(&selector)).await {
+                Ok(list) => Ok(Some(list.items)),
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    tracing::warn!(%namespace, cluster = %name, message = %status.message, "cannot list the cluster's pods: their problems are not reported (the operator's RBAC lacks pods list)");
+                    Ok(None)
+                }
+                Err(error) => Err(error),
+            }
         }
-        Err(error) => return Err(error),
     };
-    let of = |selector: std::collections::BTreeMap<String, String>| -> Vec<Pod> {
+    // The cluster's pods: its servers, and its own resources operator's.
+    let own = if !servers_ready || !shared {
+        match list(name).await? {
+            Some(pods) => pods,
+            None => return Ok((None, None)),
+        }
+    } else {
+        Vec::new()
+    };
+    let of = |listed: &[Pod], selector: std::collections::BTreeMap<String, String>| -> Vec<Pod> {
         listed
             .iter()
             .filter(|pod| {
@@ -161,14 +171,25 @@ async fn pod_problems(
     let server_problem = if servers_ready {
         None
     } else {
-        pods::problem(pods::Workload::Server, &of(server::selector_labels(name)))
+        pods::problem(
+            pods::Workload::Server,
+            &of(&own, server::selector_labels(name)),
+        )
     };
     let resources_operator_problem = if resources_operator_ready {
         None
+    } else if shared {
+        let Some(listed) = list(common_crds::shared::SHARED_NAME).await? else {
+            return Ok((server_problem, None));
+        };
+        pods::problem(
+            pods::Workload::SharedResourcesOperator,
+            &of(&listed, resources_operator::shared::selector_labels()),
+        )
     } else {
         pods::problem(
             pods::Workload::ResourcesOperator,
-            &of(resources_operator::selector_labels(name)),
+            &of(&own, resources_operator::selector_labels(name)),
         )
     };
     Ok((server_problem, resources_operator_problem))

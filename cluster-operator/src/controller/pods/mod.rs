@@ -81,20 +81,23 @@ pub enum Workload {
     Server,
     /// The pods of the resources operator's Deployment.
     ResourcesOperator,
+    /// The pods of the namespace's shared resources operator, which takes its image and
+    /// resources from the cluster operator's settings, not from a member's CR.
+    SharedResourcesOperator,
 }
 
 impl Workload {
     fn crash_looping(self) -> ProblemReason {
         match self {
             Self::Server => ProblemReason::ServerCrashLooping,
-            Self::ResourcesOperator => ProblemReason::CrashLooping,
+            Self::ResourcesOperator | Self::SharedResourcesOperator => ProblemReason::CrashLooping,
         }
     }
 
     fn failing(self) -> ProblemReason {
         match self {
             Self::Server => ProblemReason::ServerFailing,
-            Self::ResourcesOperator => ProblemReason::Failing,
+            Self::ResourcesOperator | Self::SharedResourcesOperator => ProblemReason::Failing,
         }
     }
 
@@ -107,6 +110,9 @@ impl Workload {
             Self::ResourcesOperator => {
                 "check spec.resourcesOperator.image (or the operator's --resources-operator-image, Helm value resourcesOperator.image), that it exists and that the node may pull it (a pull Secret for a private registry: the operator's --image-pull-secrets, Helm value managedImagePullSecrets)"
             }
+            Self::SharedResourcesOperator => {
+                "the shared resources operator runs the operator's --resources-operator-image (Helm value resourcesOperator.image) whatever its members' spec.resourcesOperator.image: check that it exists and that the node may pull it (a pull Secret for a private registry: the operator's --image-pull-secrets, Helm value managedImagePullSecrets)"
+            }
         }
     }
 
@@ -118,6 +124,9 @@ impl Workload {
             }
             Self::ResourcesOperator => {
                 "free or add capacity, or lower spec.resourcesOperator.resources.requests"
+            }
+            Self::SharedResourcesOperator => {
+                "free or add capacity (the shared resources operator requests the operator's defaults, not its members' spec.resourcesOperator.resources)"
             }
         }
     }
@@ -133,6 +142,9 @@ impl Workload {
             }
             (Self::ResourcesOperator, _) => {
                 "the resources operator ends when it cannot reach the API server or its cluster's credentials"
+            }
+            (Self::SharedResourcesOperator, _) => {
+                "the shared resources operator ends when it cannot reach the API server or read its members ConfigMap (a member whose server or credentials fail is reported on that member, the others go on)"
             }
         }
     }
@@ -747,6 +759,43 @@ mod tests {
                 .ends_with("1 Insufficient memory.; free or add capacity, or lower spec.resourcesOperator.resources.requests"),
             "{}",
             unschedulable.message
+        );
+    }
+
+    #[test]
+    fn the_shared_resources_operators_problems_point_at_the_operators_settings() {
+        let pull = problem(
+            Workload::SharedResourcesOperator,
+            &[pod(
+                "infinispan-resources-operator-shared-1",
+                statuses(vec![container(waiting("ErrImagePull", NOT_FOUND))]),
+            )],
+        )
+        .expect("a problem");
+        assert_eq!(pull.reason, IMAGE_PULL_FAILED);
+        for needle in [
+            "pod infinispan-resources-operator-shared-1",
+            "--resources-operator-image",
+            "whatever its members' spec.resourcesOperator.image",
+        ] {
+            assert!(
+                pull.message.contains(needle),
+                "{needle:?}: {}",
+                pull.message
+            );
+        }
+        let status = json!({"phase": "Running", "containerStatuses": [with(container(waiting("CrashLoopBackOff", "")),
+            json!({"name": "resources-operator", "restartCount": 4, "lastState": terminated(1, "Error", "error: cannot reach the API server")}))]});
+        let crashing = problem(
+            Workload::SharedResourcesOperator,
+            &[pod("infinispan-resources-operator-shared-1", status)],
+        )
+        .expect("a problem");
+        assert_eq!(crashing.reason, CRASH_LOOPING);
+        assert!(
+            crashing.message.contains("read its members ConfigMap"),
+            "{}",
+            crashing.message
         );
     }
 }
