@@ -553,7 +553,9 @@ fn spawn_streams(
                 .filter(|_| !drift_interval.is_zero())
                 .map(|documents| {
                     let source: Box<dyn DocumentSource> = Box::new((rest.clone(), documents));
-                    (source, drift::Timing::every(drift_interval))
+                    let timing =
+                        drift::Timing::every(drift_interval).first_at(drift::spread_fraction());
+                    (source, timing)
                 });
             let run = stream::run(
                 stream.name,

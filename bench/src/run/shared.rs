@@ -678,10 +678,16 @@ pub fn section(
     let p =
         |steady: &Option<Steady>, f: fn(&Steady) -> f64| cell(steady, &|s| format!("{:.0}", f(s)));
     let mut text = format!(
-        "{BEGIN}\n\nLast run: {date} (commit `{commit}`), {} clusters x {} caches, each cluster a node of its own.\n\nCommand: `{command}`\n\n\
+        "{BEGIN}\n\nLast run: {date} (commit `{commit}`), {} clusters x {} caches, each cluster a node of its own, {} mode first.\n\nCommand: `{command}`\n\n\
          | mode | processes | startup sync (s) | its floor (s) | ratio | RSS settled (MiB) | peak (MiB) | CPU (s) | changes made / offered | event-to-CR p50 / p99 (ms) | the operators' own p99 (bucket) | their CR writes' p99 (bucket) | API write p99 (ms) | API write to watch p99 (ms) |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-        run.clusters, run.caches
+        run.clusters,
+        run.caches,
+        if run.shared_first {
+            "the shared"
+        } else {
+            "the per-cluster"
+        }
     );
     for (mode, m) in [("per cluster", &run.per_cluster), ("shared", &run.shared)] {
         text.push_str(&format!(

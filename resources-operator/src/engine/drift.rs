@@ -4,7 +4,9 @@
 //! frozen or lossy stream missed while its names still agree (the names probe of
 //! `infinispan_rest`'s freshness check sees only creations and removals).
 //!
-//! Every `interval` while the stream is connected, one request lists the server's current
+//! Every `interval` while the stream is connected (the first check at a random moment between
+//! half an interval and one and a half after the replay, [`Timing::first_at`], so that streams
+//! connected together do not all check together), one request lists the server's current
 //! documents of the stream's kinds ([`infinispan_rest::Documents`]: all cache and template
 //! definitions at once; the schema or task cache's entries): N objects cost one request and
 //! O(N) bytes per interval, nothing per event. A listed document whose digest differs from the
@@ -44,15 +46,49 @@ impl DocumentSource for (infinispan_rest::Client, Documents) {
 pub struct Timing {
     pub interval: Duration,
     pub grace: Duration,
+    /// The wait for the first check after a complete replay (then `interval` between checks).
+    pub first: Duration,
 }
 
 impl Timing {
     /// The grace for an interval: a tenth of it, between 1 and 10 seconds (events on their way
-    /// arrive within milliseconds; a slow API server may hold the stream task for seconds).
+    /// arrive within milliseconds; a slow API server may hold the stream task for seconds). The
+    /// first check one interval after the replay.
     pub fn every(interval: Duration) -> Self {
         let grace = (interval / 10).clamp(Duration::from_secs(1), Duration::from_secs(10));
-        Self { interval, grace }
+        Self {
+            interval,
+            grace,
+            first: interval,
+        }
     }
+
+    /// The first check `fraction` (0 to 1) of the way from half an interval to one and a half
+    /// after the replay. Streams that connect together (every member of a shared operator at
+    /// its start, the per-cluster operators of a namespace after an API server restart, every
+    /// stream after the server came back) then list their documents at moments spread over an
+    /// interval, instead of all at once every interval, each pausing its events while it
+    /// compares.
+    pub fn first_at(self, fraction: f64) -> Self {
+        let fraction = if fraction.is_finite() {
+            fraction.clamp(0.0, 1.0)
+        } else {
+            0.5
+        };
+        Self {
+            first: self.interval.mul_f64(0.5 + fraction),
+            ..self
+        }
+    }
+}
+
+/// A fraction from 0 to 1, another at each call (the standard library's hasher keys, random
+/// per process and moved on at each use): where a stream's first drift check falls.
+pub fn spread_fraction() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u8(0);
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 type Sleep = Pin<Box<tokio::time::Sleep>>;
@@ -121,16 +157,20 @@ impl Watch {
     }
 
     fn wait(&mut self) {
+        self.wait_for(|timing| timing.interval);
+    }
+
+    fn wait_for(&mut self, how_long: impl Fn(&Timing) -> Duration) {
         self.touched.clear();
         self.phase = match &self.source {
-            Some((_, timing)) => Phase::Waiting(Box::pin(tokio::time::sleep(timing.interval))),
+            Some((_, timing)) => Phase::Waiting(Box::pin(tokio::time::sleep(how_long(timing)))),
             None => Phase::Off,
         };
     }
 
-    /// The stream's replay is complete: the first check follows one interval later.
+    /// The stream's replay is complete: the first check follows [`Timing::first`] later.
     pub fn connected(&mut self) {
-        self.wait();
+        self.wait_for(|timing| timing.first);
     }
 
     /// The stream is down: no check until it is connected again (its replay brings the truth).
@@ -264,7 +304,49 @@ mod tests {
         Timing {
             interval: Duration::from_secs(60),
             grace: Duration::from_secs(5),
+            first: Duration::from_secs(60),
         }
+    }
+
+    #[test]
+    fn the_first_check_is_spread_over_an_interval_around_it() {
+        let every = Timing::every(Duration::from_secs(60));
+        assert_eq!(every.first, Duration::from_secs(60));
+        assert_eq!(every.first_at(0.0).first, Duration::from_secs(30));
+        assert_eq!(every.first_at(0.5).first, Duration::from_secs(60));
+        assert_eq!(every.first_at(1.0).first, Duration::from_secs(90));
+        assert_eq!(every.first_at(f64::NAN).first, Duration::from_secs(60));
+        assert_eq!(every.first_at(0.25).interval, Duration::from_secs(60));
+        let fractions: Vec<f64> = (0..256).map(|_| spread_fraction()).collect();
+        assert!(
+            fractions.iter().all(|f| (0.0..1.0).contains(f)),
+            "{fractions:?}"
+        );
+        // 256 streams started together: spread, not bunched (each eighth of the interval gets
+        // some; the chance that one stays empty is under 1e-14).
+        let mut eighths = [0; 8];
+        for f in &fractions {
+            eighths[(f * 8.0) as usize] += 1;
+        }
+        assert!(eighths.iter().all(|n| *n > 0), "{eighths:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_check_waits_its_own_time_and_the_next_an_interval() {
+        let server = Server::default();
+        *server.0.lock().expect("not poisoned") = vec![update("a", 1)];
+        let timing = Timing::every(Duration::from_secs(60)).first_at(0.0);
+        let mut watch = Watch::new(Some((Box::new(server), timing)));
+        let start = tokio::time::Instant::now();
+        watch.connected();
+        let differs = |_: &ConfigEvent| false;
+        let Step::Listed(listed) = watch.next().await else {
+            panic!("a list");
+        };
+        assert_eq!(start.elapsed(), Duration::from_secs(30));
+        assert_eq!(watch.candidates(listed, differs), 0);
+        assert!(matches!(watch.next().await, Step::Listed(_)));
+        assert_eq!(start.elapsed(), Duration::from_secs(90));
     }
 
     #[test]
