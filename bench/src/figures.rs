@@ -204,6 +204,19 @@ pub struct Steady {
     /// results of the first runs).
     #[serde(default)]
     pub operator_histograms: OperatorHistograms,
+    /// The slowest 1 % of event-to-CR, slowest first (a diagnosis of the tail, not checked;
+    /// not in the results of the first runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slowest_event_to_cr: Vec<SlowChange>,
+}
+
+/// One slow change of the steady flow.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlowChange {
+    pub cache: String,
+    /// When its event was seen, seconds after the flow started.
+    pub at_s: f64,
+    pub ms: f64,
 }
 
 /// Bucket bounds (seconds) of p50 and p99 of the operator's own histograms in a phase: from a

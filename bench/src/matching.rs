@@ -93,6 +93,37 @@ pub fn latencies(origins: &[Option<Instant>], delivered: &[Option<Instant>]) -> 
     (latencies, missed)
 }
 
+/// The `count` slowest of `latencies_ms` (one per change, `None`: not delivered), slowest
+/// first: the change's cache, when its origin was (seconds after `start`) and its latency. A
+/// diagnosis of the tail: slow changes bunched in time point at a stall of the whole machine
+/// or process, spread ones at a cost per change, bunched in one cluster at that cluster.
+pub fn slowest(
+    changes: &[Change],
+    origins: &[Option<Instant>],
+    latencies_ms: &[Option<f64>],
+    start: Instant,
+    count: usize,
+) -> Vec<crate::figures::SlowChange> {
+    let mut all: Vec<crate::figures::SlowChange> = changes
+        .iter()
+        .zip(origins)
+        .zip(latencies_ms)
+        .filter_map(|((change, origin), latency)| {
+            Some(crate::figures::SlowChange {
+                cache: change.cache.clone(),
+                at_s: origin
+                    .as_ref()?
+                    .saturating_duration_since(start)
+                    .as_secs_f64(),
+                ms: (*latency)?,
+            })
+        })
+        .collect();
+    all.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    all.truncate(count);
+    all
+}
+
 /// The first time each lifespan value was seen (the bench's own listener on the server's
 /// event stream: when the change's event was out).
 pub fn first_seen(sightings: &[Sighting]) -> HashMap<u64, Instant> {
@@ -110,6 +141,31 @@ pub fn first_seen(sightings: &[Sighting]) -> HashMap<u64, Instant> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn the_slowest_changes_come_first_with_their_cache_and_moment() {
+        let start = Instant::now();
+        let at = |ms: u64| Some(start + Duration::from_millis(ms));
+        let change = |cache: &str, sequence| Change {
+            cache: cache.to_string(),
+            sequence,
+            sent: start,
+        };
+        let changes = [change("c00-1", 1), change("c01-1", 2), change("c02-1", 3)];
+        let slow = slowest(
+            &changes,
+            &[at(1000), at(2500), None],
+            &[Some(20.0), Some(180.0), Some(900.0)],
+            start,
+            2,
+        );
+        assert_eq!(
+            slow.iter()
+                .map(|s| (s.cache.as_str(), s.at_s, s.ms))
+                .collect::<Vec<_>>(),
+            [("c01-1", 2.5, 180.0), ("c00-1", 1.0, 20.0)]
+        );
+    }
 
     #[test]
     fn finds_the_lifespan_in_any_format() {

@@ -530,6 +530,15 @@ impl Phase<'_> {
                 steady.api_write.p99_ms,
                 steady.api_write_to_watch.p99_ms
             );
+            eprintln!(
+                "bench shared: {label}: the slowest 1 % of event-to-CR (seconds into the flow, cache, ms): {}",
+                steady
+                    .slowest_event_to_cr
+                    .iter()
+                    .map(|s| format!("+{:.1} {} {:.0}", s.at_s, s.cache, s.ms))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
             let end = operators
                 .iter()
                 .map(OperatorProcess::sample)

@@ -18,7 +18,9 @@ use tokio::task::JoinHandle;
 
 use super::observe::{CacheWatch, ConfigMapWatch};
 use crate::figures::Steady;
-use crate::matching::{BASE, Change, Sighting, delivered_at, first_seen, latencies, lifespan_in};
+use crate::matching::{
+    BASE, Change, Sighting, delivered_at, first_seen, latencies, lifespan_in, slowest,
+};
 use crate::stats::Percentiles;
 
 /// The API-write floor patches `CONFIG_MAPS` ConfigMaps in turn (as the changes go to the
@@ -314,6 +316,22 @@ impl Flow<'_> {
             .collect();
         let (request_to_cr, missed) = latencies(&sent, &delivered);
         let (event_to_cr, _) = latencies(&from_event, &delivered);
+        let each_event_to_cr: Vec<Option<f64>> = from_event
+            .iter()
+            .zip(&delivered)
+            .map(|(event, delivered)| {
+                Some(ms(delivered
+                    .as_ref()?
+                    .saturating_duration_since(*event.as_ref()?)))
+            })
+            .collect();
+        let slowest_event_to_cr = slowest(
+            &made,
+            &from_event,
+            &each_event_to_cr,
+            start.into_std(),
+            event_to_cr.len().div_ceil(100),
+        );
         let seen = cm_watch.seen();
         let to_watch: Vec<f64> = sent_at
             .iter()
@@ -335,6 +353,7 @@ impl Flow<'_> {
             rest_change: Percentiles::of(&rest_latencies),
             cost: Default::default(),
             operator_histograms: Default::default(),
+            slowest_event_to_cr,
         })
     }
 }
