@@ -323,7 +323,7 @@ mod tests {
             "{fractions:?}"
         );
         // 256 streams started together: spread, not bunched (each eighth of the interval gets
-        // some; the chance that one stays empty is under 1e-14).
+        // some; the chance that one stays empty is about 1e-14).
         let mut eighths = [0; 8];
         for f in &fractions {
             eighths[(f * 8.0) as usize] += 1;

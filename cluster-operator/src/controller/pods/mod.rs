@@ -144,7 +144,7 @@ impl Workload {
                 "the resources operator ends when it cannot reach the API server or its cluster's credentials"
             }
             (Self::SharedResourcesOperator, _) => {
-                "the shared resources operator ends when it cannot reach the API server or read its members ConfigMap (a member whose server or credentials fail is reported on that member, the others go on)"
+                "the shared resources operator ends when it cannot start (its API server client, its metrics port); a member whose server or credentials fail does not end it, its log says why (kubectl logs deployment/infinispan-resources-operator-shared)"
             }
         }
     }
@@ -793,7 +793,9 @@ mod tests {
         .expect("a problem");
         assert_eq!(crashing.reason, CRASH_LOOPING);
         assert!(
-            crashing.message.contains("read its members ConfigMap"),
+            crashing
+                .message
+                .contains("a member whose server or credentials fail does not end it"),
             "{}",
             crashing.message
         );
