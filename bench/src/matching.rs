@@ -93,29 +93,31 @@ pub fn latencies(origins: &[Option<Instant>], delivered: &[Option<Instant>]) -> 
     (latencies, missed)
 }
 
-/// The `count` slowest of `latencies_ms` (one per change, `None`: not delivered), slowest
+/// The `count` slowest changes from their origin to their delivery (`None`: not known), slowest
 /// first: the change's cache, when its origin was (seconds after `start`) and its latency. A
 /// diagnosis of the tail: slow changes bunched in time point at a stall of the whole machine
 /// or process, spread ones at a cost per change, bunched in one cluster at that cluster.
 pub fn slowest(
     changes: &[Change],
     origins: &[Option<Instant>],
-    latencies_ms: &[Option<f64>],
+    delivered: &[Option<Instant>],
     start: Instant,
     count: usize,
 ) -> Vec<crate::figures::SlowChange> {
     let mut all: Vec<crate::figures::SlowChange> = changes
         .iter()
         .zip(origins)
-        .zip(latencies_ms)
-        .filter_map(|((change, origin), latency)| {
+        .zip(delivered)
+        .filter_map(|((change, origin), delivered)| {
+            let origin = origin.as_ref()?;
             Some(crate::figures::SlowChange {
                 cache: change.cache.clone(),
-                at_s: origin
+                at_s: origin.saturating_duration_since(start).as_secs_f64(),
+                ms: delivered
                     .as_ref()?
-                    .saturating_duration_since(start)
-                    .as_secs_f64(),
-                ms: (*latency)?,
+                    .saturating_duration_since(*origin)
+                    .as_secs_f64()
+                    * 1000.0,
             })
         })
         .collect();
@@ -151,11 +153,16 @@ mod tests {
             sequence,
             sent: start,
         };
-        let changes = [change("c00-1", 1), change("c01-1", 2), change("c02-1", 3)];
+        let changes = [
+            change("c00-1", 1),
+            change("c01-1", 2),
+            change("c02-1", 3),
+            change("c03-1", 4),
+        ];
         let slow = slowest(
             &changes,
-            &[at(1000), at(2500), None],
-            &[Some(20.0), Some(180.0), Some(900.0)],
+            &[at(1000), at(2500), None, at(3000)],
+            &[at(1020), at(2680), at(9000), None],
             start,
             2,
         );

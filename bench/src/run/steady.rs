@@ -316,19 +316,10 @@ impl Flow<'_> {
             .collect();
         let (request_to_cr, missed) = latencies(&sent, &delivered);
         let (event_to_cr, _) = latencies(&from_event, &delivered);
-        let each_event_to_cr: Vec<Option<f64>> = from_event
-            .iter()
-            .zip(&delivered)
-            .map(|(event, delivered)| {
-                Some(ms(delivered
-                    .as_ref()?
-                    .saturating_duration_since(*event.as_ref()?)))
-            })
-            .collect();
         let slowest_event_to_cr = slowest(
             &made,
             &from_event,
-            &each_event_to_cr,
+            &delivered,
             start.into_std(),
             event_to_cr.len().div_ceil(100),
         );

@@ -710,12 +710,20 @@ mod tests {
         assert_eq!(problem(Workload::Server, &[]), None);
     }
 
+    /// A resources operator container restarted 5 times, back-off now, after it could not
+    /// reach the API server.
+    fn resources_operator_crash_looping() -> Value {
+        json!({"phase": "Running", "containerStatuses": [with(container(waiting("CrashLoopBackOff", "")),
+            json!({"name": "resources-operator", "restartCount": 5, "lastState": terminated(1, "Error", "error: cannot reach the API server")}))]})
+    }
+
     #[test]
     fn the_resources_operator_has_its_own_reasons_and_hints() {
-        let status = json!({"phase": "Running", "containerStatuses": [with(container(waiting("CrashLoopBackOff", "")),
-            json!({"name": "resources-operator", "restartCount": 5, "lastState": terminated(1, "Error", "error: cannot reach the API server")}))]});
-        let found =
-            problem(Workload::ResourcesOperator, &[pod("ro-1", status)]).expect("a problem");
+        let found = problem(
+            Workload::ResourcesOperator,
+            &[pod("ro-1", resources_operator_crash_looping())],
+        )
+        .expect("a problem");
         assert_eq!(found.reason, CRASH_LOOPING);
         assert!(
             found.message.contains("restarted 5 times"),
@@ -784,11 +792,12 @@ mod tests {
                 pull.message
             );
         }
-        let status = json!({"phase": "Running", "containerStatuses": [with(container(waiting("CrashLoopBackOff", "")),
-            json!({"name": "resources-operator", "restartCount": 4, "lastState": terminated(1, "Error", "error: cannot reach the API server")}))]});
         let crashing = problem(
             Workload::SharedResourcesOperator,
-            &[pod("infinispan-resources-operator-shared-1", status)],
+            &[pod(
+                "infinispan-resources-operator-shared-1",
+                resources_operator_crash_looping(),
+            )],
         )
         .expect("a problem");
         assert_eq!(crashing.reason, CRASH_LOOPING);
