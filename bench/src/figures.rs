@@ -208,6 +208,10 @@ pub struct Steady {
     /// not in the results of the first runs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slowest_event_to_cr: Vec<SlowChange>,
+    /// What the machine did during the flow and at the moments of the slowest changes (a
+    /// diagnosis, not checked; not in the results of runs before session 27).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<crate::stalls::FlowMachine>,
 }
 
 /// One slow change of the steady flow.

@@ -17,4 +17,5 @@ pub mod procfs;
 pub mod promtext;
 pub mod report;
 pub mod run;
+pub mod stalls;
 pub mod stats;

@@ -43,6 +43,7 @@ use super::{
     CACHE_CONFIG, MEMORY_QUIET, SETTLE_QUIET, create_on_server, ready_timeout, startup_floor,
 };
 use crate::figures::{Check, MAX_RATIO, OperatorHistograms, P99_SLACK_MS, Steady, Timed, check};
+use crate::stalls;
 
 /// The first sequence number of the second mode's steady flow (above any of the first's).
 const SECOND_FLOW: u64 = 1_000_000;
@@ -539,6 +540,19 @@ impl Phase<'_> {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+            if let Some(machine) = &steady.machine {
+                eprintln!(
+                    "bench shared: {label}: the machine over the flow (cores, or the share of the time some task waited; {} windows of 100 ms with the bench's thread over 100 ms late): {}",
+                    machine.late_windows,
+                    stalls::line(&machine.whole_flow)
+                );
+                for moment in &machine.moments {
+                    eprintln!(
+                        "bench shared: {label}: the machine at a moment of the slowest: {}",
+                        stalls::line(moment)
+                    );
+                }
+            }
             let end = operators
                 .iter()
                 .map(OperatorProcess::sample)

@@ -21,6 +21,7 @@ use crate::figures::Steady;
 use crate::matching::{
     BASE, Change, Sighting, delivered_at, first_seen, latencies, lifespan_in, slowest,
 };
+use crate::stalls::{Monitor, describe};
 use crate::stats::Percentiles;
 
 /// The API-write floor patches `CONFIG_MAPS` ConfigMaps in turn (as the changes go to the
@@ -197,6 +198,7 @@ impl Flow<'_> {
         let mut skipped = 0u64;
         watch.record();
         let start = tokio::time::Instant::now();
+        let monitor = Monitor::start(start.into_std());
         let mut changes = Vec::new();
         let mut patches = Vec::new();
         for i in 0..ticks {
@@ -307,6 +309,7 @@ impl Flow<'_> {
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
         watch.stop_recording();
+        let windows = monitor.stop();
         let sightings: Vec<Sighting> = events.iter().flat_map(EventListener::sightings).collect();
         let event_seen = first_seen(&sightings);
         let sent: Vec<Option<Instant>> = made.iter().map(|c| Some(c.sent)).collect();
@@ -323,6 +326,7 @@ impl Flow<'_> {
             start.into_std(),
             event_to_cr.len().div_ceil(100),
         );
+        let machine = describe(&windows, &slowest_event_to_cr);
         let seen = cm_watch.seen();
         let to_watch: Vec<f64> = sent_at
             .iter()
@@ -345,6 +349,7 @@ impl Flow<'_> {
             cost: Default::default(),
             operator_histograms: Default::default(),
             slowest_event_to_cr,
+            machine: Some(machine),
         })
     }
 }
