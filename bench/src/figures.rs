@@ -92,6 +92,11 @@ impl Timed {
         }
     }
 
+    /// Whether the phase ran (the CR-to-server phase does not above `--cr-to-server-up-to`).
+    pub fn measured(&self) -> bool {
+        self.operator_s > 0.0 || !self.operator_runs_s.is_empty()
+    }
+
     /// The median operator time over the median floor.
     pub fn ratio(&self) -> f64 {
         ratio(self.operator_s, self.floor_s)
@@ -212,6 +217,11 @@ pub struct Steady {
     /// diagnosis, not checked; not in the results of runs before session 27).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<crate::stalls::FlowMachine>,
+    /// Each change's event-to-CR split between the server, the operator and the API server,
+    /// from the operators' logs (a diagnosis, not checked; not in the results of runs before
+    /// session 27).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoffs: Option<crate::handoffs::Handoffs>,
 }
 
 /// One slow change of the steady flow.
@@ -221,6 +231,9 @@ pub struct SlowChange {
     /// When its event was seen, seconds after the flow started.
     pub at_s: f64,
     pub ms: f64,
+    /// Its hand-offs, when the operator's log had its line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<crate::handoffs::Split>,
 }
 
 /// Bucket bounds (seconds) of p50 and p99 of the operator's own histograms in a phase: from a
@@ -354,10 +367,12 @@ pub fn checks(sizes: &[SizeResult], large: bool) -> Vec<Check> {
         } else {
             MAX_RATIO
         };
-        for (what, timed, max) in [
-            ("startup sync time / floor", &size.startup, startup_max),
-            ("CR-to-server time / floor", &size.cr_to_server, cr_max),
-        ] {
+        let cr_to_server = size.cr_to_server.measured();
+        let timed_phases = [
+            Some(("startup sync time / floor", &size.startup, startup_max)),
+            cr_to_server.then_some(("CR-to-server time / floor", &size.cr_to_server, cr_max)),
+        ];
+        for (what, timed, max) in timed_phases.into_iter().flatten() {
             out.push(check(
                 n,
                 what,
@@ -370,7 +385,7 @@ pub fn checks(sizes: &[SizeResult], large: bool) -> Vec<Check> {
         // clock, the finalizer, the status) weigh as much as the server's creates: at N=100 the
         // CRs alone took 0.84 s of a 1.57 s 4-client floor. The sequential floor is the bound
         // there.
-        if size.floor_clients > 0 && size.n >= CONCURRENT_FROM_N {
+        if cr_to_server && size.floor_clients > 0 && size.n >= CONCURRENT_FROM_N {
             let timed = &size.cr_to_server_concurrent;
             out.push(check(
                 n,
@@ -384,21 +399,24 @@ pub fn checks(sizes: &[SizeResult], large: bool) -> Vec<Check> {
             ));
         }
         let errors = size.cr_to_server_cost.server_errors();
-        out.push(check(
-            n,
-            "CR to server: server errors (5xx, 429) answering the operator",
-            errors.to_string(),
-            "0".to_string(),
-            errors == 0,
-        ));
-        for (what, cost, max_server) in [
-            ("startup sync", &size.startup_cost, f64::INFINITY),
-            (
+        if cr_to_server {
+            out.push(check(
+                n,
+                "CR to server: server errors (5xx, 429) answering the operator",
+                errors.to_string(),
+                "0".to_string(),
+                errors == 0,
+            ));
+        }
+        let costs = [
+            Some(("startup sync", &size.startup_cost, f64::INFINITY)),
+            cr_to_server.then_some((
                 "CR to server",
                 &size.cr_to_server_cost,
                 MAX_SERVER_PER_OBJECT,
-            ),
-        ] {
+            )),
+        ];
+        for (what, cost, max_server) in costs.into_iter().flatten() {
             out.push(check(
                 n,
                 &format!("{what}: API requests per object"),
@@ -748,6 +766,32 @@ mod tests {
             !checks(&[old], false)
                 .iter()
                 .any(|c| c.what.contains("concurrent clients"))
+        );
+    }
+
+    #[test]
+    fn a_size_without_its_cr_to_server_phase_has_no_such_check_and_keeps_the_others() {
+        let mut big = good(10_000);
+        big.cr_to_server = Timed::default();
+        big.cr_to_server_concurrent = Timed::default();
+        big.cr_to_server_cost = PhaseCost::default();
+        big.floor_clients = 0;
+        assert!(!big.cr_to_server.measured() && good(100).cr_to_server.measured());
+        let all = checks(&[big.clone()], true);
+        assert!(!all.iter().any(|c| c.what.starts_with("CR")), "{all:?}");
+        for what in [
+            "startup sync time / floor",
+            "steady flow: event-to-CR p99",
+            RSS_CHECK,
+        ] {
+            assert!(all.iter().any(|c| c.what == what), "{what} missing");
+        }
+        // Its other checks still fail the run.
+        big.startup = Timed::of(vec![3.0], vec![2.0]);
+        assert!(
+            checks(&[big], true)
+                .iter()
+                .any(|c| !c.met && c.what == "startup sync time / floor")
         );
     }
 }

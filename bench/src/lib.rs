@@ -10,6 +10,7 @@ pub mod apf;
 pub mod audit;
 pub mod chart;
 pub mod figures;
+pub mod handoffs;
 pub mod httpcount;
 pub mod machine;
 pub mod matching;

@@ -50,6 +50,40 @@ impl Machine {
     }
 }
 
+/// The niceness of a `/proc/<pid>/autogroup` text (`/autogroup-1272 nice 19`).
+pub fn autogroup_nice(text: &str) -> Option<i32> {
+    let mut words = text.split_whitespace();
+    words.find(|w| *w == "nice")?;
+    words.next()?.parse().ok()
+}
+
+/// The niceness of a `/proc/<pid>/stat` line (field 19, counted after the command name).
+pub fn stat_nice(stat: &str) -> Option<i32> {
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(16)?
+        .parse()
+        .ok()
+}
+
+/// Fails when this process runs niced, itself or its scheduler autogroup (with autogroups on,
+/// a session's niceness is what weighs against other sessions): the operators it starts would
+/// inherit it and wait behind the niced Infinispan nodes, and its own clocks would measure the
+/// scheduler. (A `bench shared` run made from a shell whose autogroup had been niced for a
+/// compile met a shared operator 10 times slower at p50, session 27.)
+pub fn ensure_not_niced() -> anyhow::Result<()> {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let process = stat_nice(&read("/proc/self/stat")).unwrap_or(0);
+    let group = autogroup_nice(&read("/proc/self/autogroup")).unwrap_or(0);
+    anyhow::ensure!(
+        process <= 0 && group <= 0,
+        "the bench runs niced (process niceness {process}, scheduler autogroup niceness {group}): \
+         the operators it starts would inherit it and its timings would be the scheduler's; run \
+         it from a shell at niceness 0 (`echo 0 > /proc/self/autogroup` resets a session's)"
+    );
+    Ok(())
+}
+
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
@@ -117,6 +151,20 @@ pub fn commit(repo: &std::path::Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_niceness_of_a_process_and_of_its_autogroup() {
+        assert_eq!(autogroup_nice("/autogroup-1272 nice 19\n"), Some(19));
+        assert_eq!(autogroup_nice("/autogroup-7 nice -5"), Some(-5));
+        assert_eq!(autogroup_nice(""), None);
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+        // utime stime cutime cstime priority nice ...
+        let stat = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 500 0 0 0 150 25 0 0 39 19 8 0";
+        assert_eq!(stat_nice(stat), Some(19));
+        assert_eq!(stat_nice("4242 (x) S 1"), None);
+        let own = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        assert!(stat_nice(&own).is_some(), "{own}");
+    }
 
     #[test]
     fn dates() {

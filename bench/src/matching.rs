@@ -118,6 +118,7 @@ pub fn slowest(
                     .saturating_duration_since(*origin)
                     .as_secs_f64()
                     * 1000.0,
+                split: None,
             })
         })
         .collect();

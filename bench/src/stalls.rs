@@ -455,6 +455,7 @@ mod tests {
             cache: "c".into(),
             at_s,
             ms,
+            split: None,
         }
     }
 

@@ -12,6 +12,13 @@ use crate::engine::server_writes::WriteMetrics;
 /// Prefix of every metric name.
 pub const PREFIX: &str = "infinispan_resources_operator";
 
+/// The log target of one line per server event that took a CR write, with its
+/// `event_to_cr_ms` (the histogram's observation): the line's timestamp is when the write was
+/// answered. Off at the default level; `--log-level info,resources_operator::latency=debug`
+/// turns it on (the benchmark does, to split each change's time between the server, the
+/// operator and the API server).
+pub const LATENCY_LOG: &str = "resources_operator::latency";
+
 /// The operator's metrics.
 #[derive(Debug, Clone)]
 pub struct Metrics {

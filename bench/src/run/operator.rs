@@ -1,5 +1,6 @@
 //! The operator under test: the release binary, run as its own ServiceAccount with the
-//! arguments a Deployment gives it (info logging, leader election on), its server URL pointing
+//! arguments a Deployment gives it (info logging, plus one debug line per change of the steady
+//! flow; leader election on), its server URL pointing
 //! at the counting proxy.
 
 use std::net::SocketAddr;
@@ -47,9 +48,11 @@ impl OperatorProcess {
         let log_file = std::fs::File::create(&log)?;
         let started = Instant::now();
         let metrics_address = metrics.to_string();
-        // `BENCH_OPERATOR_LOG` (filter directives) for a diagnosis, e.g.
+        // The Deployment's level, and one line per change for its hand-offs
+        // (`crate::handoffs`). `BENCH_OPERATOR_LOG` (filter directives) for a diagnosis, e.g.
         // `info,kube_client=debug,hyper_util=debug` traces every API request.
-        let log_level = std::env::var("BENCH_OPERATOR_LOG").unwrap_or_else(|_| "info".into());
+        let log_level = std::env::var("BENCH_OPERATOR_LOG")
+            .unwrap_or_else(|_| crate::handoffs::OPERATOR_LOG_FILTER.into());
         let mut args = if launch.shared {
             vec!["run-shared", "--namespace", &launch.namespace]
         } else {

@@ -513,7 +513,8 @@ impl Phase<'_> {
                     .await?;
             }
             let before = metrics_of(&operators).await?;
-            let mut steady = self.flow.run(watch).await?;
+            let logs: Vec<&std::path::Path> = operators.iter().map(|op| op.log.as_path()).collect();
+            let mut steady = self.flow.run(watch, &logs).await?;
             for op in &operators {
                 op.wait_settled(SETTLE_QUIET, Duration::from_secs(60))
                     .await?;
@@ -532,14 +533,31 @@ impl Phase<'_> {
                 steady.api_write_to_watch.p99_ms
             );
             eprintln!(
-                "bench shared: {label}: the slowest 1 % of event-to-CR (seconds into the flow, cache, ms): {}",
+                "bench shared: {label}: the slowest 1 % of event-to-CR (seconds into the flow, cache, ms (the server to the operator + the operator + the API server to the watch)): {}",
                 steady
                     .slowest_event_to_cr
                     .iter()
-                    .map(|s| format!("+{:.1} {} {:.0}", s.at_s, s.cache, s.ms))
+                    .map(|s| match &s.split {
+                        Some(split) => format!(
+                            "+{:.1} {} {:.0} ({:.0} + {:.0} + {:.0})",
+                            s.at_s,
+                            s.cache,
+                            s.ms,
+                            split.to_operator_ms,
+                            split.operator_ms,
+                            split.to_watch_ms
+                        ),
+                        None => format!("+{:.1} {} {:.0}", s.at_s, s.cache, s.ms),
+                    })
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+            if let Some(handoffs) = &steady.handoffs {
+                eprintln!(
+                    "bench shared: {label}: event-to-CR in hand-offs: {}",
+                    handoffs.line()
+                );
+            }
             if let Some(machine) = &steady.machine {
                 eprintln!(
                     "bench shared: {label}: the machine over the flow (cores, or the share of the time some task waited; {} windows of 100 ms with the bench's thread over 100 ms late): {}",

@@ -4,6 +4,7 @@
 //! the same run). The watch of the Cache CRs says when each change reached its CR.
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use super::observe::{CacheWatch, ConfigMapWatch};
 use crate::figures::Steady;
+use crate::handoffs::{self, Anchor, Handoffs, Split};
 use crate::matching::{
     BASE, Change, Sighting, delivered_at, first_seen, latencies, lifespan_in, slowest,
 };
@@ -151,7 +153,13 @@ impl EventListener {
 }
 
 impl Flow<'_> {
-    pub async fn run(&self, watch: &mut CacheWatch) -> anyhow::Result<Steady> {
+    /// The flow; `operator_logs` are the logs of the operators serving it, for the hand-offs
+    /// of each change ([`crate::handoffs`]).
+    pub async fn run(
+        &self,
+        watch: &mut CacheWatch,
+        operator_logs: &[&Path],
+    ) -> anyhow::Result<Steady> {
         let config_maps = Api::<ConfigMap>::namespaced(self.admin.clone(), self.namespace);
         let cm: ConfigMap = serde_json::from_value(json!({
             "metadata": { "name": CONFIG_MAP, "labels": { CONFIG_MAP_LABEL: "true" } },
@@ -198,6 +206,7 @@ impl Flow<'_> {
         let mut skipped = 0u64;
         watch.record();
         let start = tokio::time::Instant::now();
+        let anchor = Anchor::now();
         let monitor = Monitor::start(start.into_std());
         let mut changes = Vec::new();
         let mut patches = Vec::new();
@@ -319,7 +328,7 @@ impl Flow<'_> {
             .collect();
         let (request_to_cr, missed) = latencies(&sent, &delivered);
         let (event_to_cr, _) = latencies(&from_event, &delivered);
-        let slowest_event_to_cr = slowest(
+        let mut slowest_event_to_cr = slowest(
             &made,
             &from_event,
             &delivered,
@@ -327,6 +336,28 @@ impl Flow<'_> {
             event_to_cr.len().div_ceil(100),
         );
         let machine = describe(&windows, &slowest_event_to_cr);
+        let records = handoffs::read(operator_logs);
+        let splits: Vec<Option<Split>> = from_event
+            .iter()
+            .zip(&delivered)
+            .map(|(event, seen)| event.zip(*seen))
+            .zip(&made)
+            .filter_map(|(moments, change)| {
+                let (event, seen) = moments?;
+                Some(handoffs::split(
+                    &records,
+                    &change.cache,
+                    anchor.unix_s(event),
+                    anchor.unix_s(seen),
+                ))
+            })
+            .collect();
+        let flow_start_s = anchor.unix_s(start.into_std());
+        for slow in &mut slowest_event_to_cr {
+            let event_s = flow_start_s + slow.at_s;
+            slow.split =
+                handoffs::split(&records, &slow.cache, event_s, event_s + slow.ms / 1000.0);
+        }
         let seen = cm_watch.seen();
         let to_watch: Vec<f64> = sent_at
             .iter()
@@ -350,6 +381,7 @@ impl Flow<'_> {
             operator_histograms: Default::default(),
             slowest_event_to_cr,
             machine: Some(machine),
+            handoffs: Some(Handoffs::of(&splits)),
         })
     }
 }

@@ -283,10 +283,18 @@ impl<A: KindAdapter> Engine<A> {
     /// write; forgotten otherwise (an echo, a mode that does not mirror).
     pub(super) fn event_handled(&self, server_name: &str, wrote_cr: bool) {
         if let (Some(since), true) = (self.pending_events.handled(server_name), wrote_cr) {
+            let seconds = since.elapsed().as_secs_f64();
             self.metrics
                 .event_to_cr_seconds
                 .with_label_values(&[self.kind()])
-                .observe(since.elapsed().as_secs_f64());
+                .observe(seconds);
+            tracing::debug!(
+                target: crate::metrics::LATENCY_LOG,
+                kind = self.kind(),
+                server_name,
+                event_to_cr_ms = seconds * 1e3,
+                "a server event reached its CR"
+            );
         }
     }
 
