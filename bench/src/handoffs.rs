@@ -120,7 +120,7 @@ const LATE_S: f64 = 0.5;
 
 /// The split of one change: its cache, the bench's listener seeing its event and its watch seeing
 /// the CR (Unix seconds), and the operator's line of that cache written nearest before the CR
-/// was seen, within [`EARLY_S`] and [`LATE_S`]. `None` when no line fits.
+/// was seen, within `EARLY_S` and `LATE_S`. `None` when no line fits.
 pub fn split(
     records: &HashMap<String, Vec<Record>>,
     cache: &str,
@@ -151,8 +151,16 @@ pub struct Handoffs {
     pub matched: usize,
     pub of: usize,
     pub to_operator: Percentiles,
+    /// The smallest 1 % of `to_operator` (the operator read the event that much before the
+    /// bench's listener, when negative): whether the server's hand-off delays one side only.
+    #[serde(default)]
+    pub to_operator_p1_ms: f64,
     pub operator: Percentiles,
     pub to_watch: Percentiles,
+    /// The operator and the watch together, per change: event-to-CR without the server's
+    /// hand-off, from the operator reading the event to the bench's watch seeing the CR.
+    #[serde(default)]
+    pub from_operator: Percentiles,
 }
 
 impl Handoffs {
@@ -160,12 +168,16 @@ impl Handoffs {
         let found: Vec<&Split> = splits.iter().flatten().collect();
         let each =
             |f: fn(&Split) -> f64| Percentiles::of(&found.iter().map(|s| f(s)).collect::<Vec<_>>());
+        let mut to_operator: Vec<f64> = found.iter().map(|s| s.to_operator_ms).collect();
+        to_operator.sort_by(f64::total_cmp);
         Self {
             matched: found.len(),
             of: splits.len(),
-            to_operator: each(|s| s.to_operator_ms),
+            to_operator: Percentiles::of(&to_operator),
+            to_operator_p1_ms: crate::stats::nearest_rank(&to_operator, 1.0).unwrap_or_default(),
             operator: each(|s| s.operator_ms),
             to_watch: each(|s| s.to_watch_ms),
+            from_operator: each(|s| s.operator_ms + s.to_watch_ms),
         }
     }
 
@@ -173,10 +185,12 @@ impl Handoffs {
     pub fn line(&self) -> String {
         let pair = |p: &Percentiles| format!("{:.0} / {:.0}", p.p50_ms, p.p99_ms);
         format!(
-            "the server to the operator {}, the operator (its CR write included) {}, the API server to the watch {} ms (p50 / p99; {} of {} changes found in the operators' logs)",
+            "the server to the operator {} (p1 {:.0}), the operator (its CR write included) {}, the API server to the watch {}, the operator's read to the watch {} ms (p50 / p99; {} of {} changes found in the operators' logs)",
             pair(&self.to_operator),
+            self.to_operator_p1_ms,
             pair(&self.operator),
             pair(&self.to_watch),
+            pair(&self.from_operator),
             self.matched,
             self.of
         )
@@ -255,7 +269,10 @@ mod tests {
         let h = Handoffs::of(&splits);
         assert_eq!((h.matched, h.of), (2, 3));
         assert_eq!(h.to_operator.p99_ms, 40.0);
+        assert_eq!(h.to_operator_p1_ms, -1.0);
         assert_eq!(h.operator.p50_ms, 10.0);
+        assert_eq!(h.from_operator.p99_ms, 94.0);
+        assert_eq!(h.from_operator.p50_ms, 12.0);
         assert!(h.line().contains("2 of 3 changes"));
     }
 

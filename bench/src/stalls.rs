@@ -321,8 +321,8 @@ pub fn span(windows: &[Window], from_s: f64, to_s: f64) -> Span {
 }
 
 /// The moments of the slow changes: each change waits from its event (`at_s`) to its CR
-/// (`at_s + ms`); waits that overlap or fall within [`BUNCH_S`] of each other form one moment,
-/// which starts [`LEAD_S`] before its first event. Earliest first.
+/// (`at_s + ms`); waits that overlap or fall within `BUNCH_S` of each other form one moment,
+/// which starts `LEAD_S` before its first event. Earliest first.
 pub fn moments(slow: &[SlowChange]) -> Vec<(f64, f64, usize)> {
     let mut waits: Vec<(f64, f64)> = slow
         .iter()

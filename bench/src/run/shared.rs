@@ -43,6 +43,7 @@ use super::{
     CACHE_CONFIG, MEMORY_QUIET, SETTLE_QUIET, create_on_server, ready_timeout, startup_floor,
 };
 use crate::figures::{Check, MAX_RATIO, OperatorHistograms, P99_SLACK_MS, Steady, Timed, check};
+use crate::handoffs::Handoffs;
 use crate::stalls;
 
 /// The first sequence number of the second mode's steady flow (above any of the first's).
@@ -749,6 +750,31 @@ pub fn section(
             p(&m.steady, |s| s.api_write_to_watch.p99_ms),
         ));
     }
+    let handoffs: Vec<(&str, &Handoffs)> =
+        [("per cluster", &run.per_cluster), ("shared", &run.shared)]
+            .into_iter()
+            .filter_map(|(mode, m)| Some((mode, m.steady.as_ref()?.handoffs.as_ref()?)))
+            .collect();
+    if !handoffs.is_empty() {
+        text.push_str(
+            "\nEvent-to-CR in hand-offs, p50 / p99 (ms), from the operators' latency log lines (a diagnosis, not checked):\n\n\
+             | mode | the server to the operator (its p1) | the operator, its CR write included | the API server to the bench's watch | the operator's read to the watch | changes found |\n\
+             |---|---|---|---|---|---|\n",
+        );
+        let pair = |p: &crate::stats::Percentiles| format!("{:.0} / {:.0}", p.p50_ms, p.p99_ms);
+        for (mode, h) in handoffs {
+            text.push_str(&format!(
+                "| {mode} | {} ({:.0}) | {} | {} | {} | {} of {} |\n",
+                pair(&h.to_operator),
+                h.to_operator_p1_ms,
+                pair(&h.operator),
+                pair(&h.to_watch),
+                pair(&h.from_operator),
+                h.matched,
+                h.of
+            ));
+        }
+    }
     text.push_str("\nChecks (the run fails when one is not met):\n");
     push_checks(&mut text, checks, "**no**");
     text.push_str(
@@ -874,6 +900,25 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("**no**"), "{text}");
+        // No hand-offs (runs before they were measured): no table of them.
+        assert!(!text.contains("hand-offs"), "{text}");
+        let mut with_handoffs = slow_baseline.clone();
+        if let Some(steady) = with_handoffs.shared.steady.as_mut() {
+            let split = |to_operator_ms| {
+                Some(crate::handoffs::Split {
+                    to_operator_ms,
+                    operator_ms: 10.0,
+                    to_watch_ms: 2.0,
+                })
+            };
+            steady.handoffs = Some(Handoffs::of(&[split(-3.0), split(150.0), None]));
+        }
+        let text = section(&with_handoffs, "d", "c", "m", &[], &[]);
+        assert!(
+            text.contains("| shared | -3 / 150 (-3) | 10 / 10 | 2 / 2 | 12 / 12 | 2 of 3 |"),
+            "{text}"
+        );
+        assert!(!text.contains("| per cluster | -"), "{text}");
         let doc = format!("# B\n\n{BEGIN}\nold\n{END}\n\nafter\n");
         let spliced = splice(&doc, &text);
         assert!(spliced.contains("| per cluster | 20 |") && spliced.ends_with("after\n"));
