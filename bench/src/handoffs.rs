@@ -181,19 +181,39 @@ impl Handoffs {
         }
     }
 
-    /// `p50 / p99` of each hand-off, for a log line.
-    pub fn line(&self) -> String {
+    /// What [`Self::cells`] shows, in its order.
+    pub const LABELS: [&str; 5] = [
+        "the server to the operator (its p1)",
+        "the operator, its CR write included",
+        "the API server to the bench's watch",
+        "the operator's read to the watch",
+        "changes found in the operators' logs",
+    ];
+
+    /// Each hand-off's `p50 / p99` in ms (the server's with its p1), and the changes found.
+    pub fn cells(&self) -> [String; 5] {
         let pair = |p: &Percentiles| format!("{:.0} / {:.0}", p.p50_ms, p.p99_ms);
-        format!(
-            "the server to the operator {} (p1 {:.0}), the operator (its CR write included) {}, the API server to the watch {}, the operator's read to the watch {} ms (p50 / p99; {} of {} changes found in the operators' logs)",
-            pair(&self.to_operator),
-            self.to_operator_p1_ms,
+        [
+            format!(
+                "{} ({:.0})",
+                pair(&self.to_operator),
+                self.to_operator_p1_ms
+            ),
             pair(&self.operator),
             pair(&self.to_watch),
             pair(&self.from_operator),
-            self.matched,
-            self.of
-        )
+            format!("{} of {}", self.matched, self.of),
+        ]
+    }
+
+    /// The figures with their labels, for a log line.
+    pub fn line(&self) -> String {
+        let labelled: Vec<String> = Self::LABELS
+            .iter()
+            .zip(self.cells())
+            .map(|(label, cell)| format!("{label} {cell}"))
+            .collect();
+        format!("(ms, p50 / p99) {}", labelled.join(", "))
     }
 }
 
@@ -273,7 +293,16 @@ mod tests {
         assert_eq!(h.operator.p50_ms, 10.0);
         assert_eq!(h.from_operator.p99_ms, 94.0);
         assert_eq!(h.from_operator.p50_ms, 12.0);
-        assert!(h.line().contains("2 of 3 changes"));
+        assert!(
+            h.line()
+                .contains("changes found in the operators' logs 2 of 3"),
+            "{}",
+            h.line()
+        );
+        assert!(
+            h.line()
+                .contains("the server to the operator (its p1) -1 / 40 (-1)")
+        );
     }
 
     #[test]

@@ -756,23 +756,14 @@ pub fn section(
             .filter_map(|(mode, m)| Some((mode, m.steady.as_ref()?.handoffs.as_ref()?)))
             .collect();
     if !handoffs.is_empty() {
-        text.push_str(
+        text.push_str(&format!(
             "\nEvent-to-CR in hand-offs, p50 / p99 (ms), from the operators' latency log lines (a diagnosis, not checked):\n\n\
-             | mode | the server to the operator (its p1) | the operator, its CR write included | the API server to the bench's watch | the operator's read to the watch | changes found |\n\
-             |---|---|---|---|---|---|\n",
-        );
-        let pair = |p: &crate::stats::Percentiles| format!("{:.0} / {:.0}", p.p50_ms, p.p99_ms);
+             | mode | {} |\n|---|{}\n",
+            Handoffs::LABELS.join(" | "),
+            "---|".repeat(Handoffs::LABELS.len())
+        ));
         for (mode, h) in handoffs {
-            text.push_str(&format!(
-                "| {mode} | {} ({:.0}) | {} | {} | {} | {} of {} |\n",
-                pair(&h.to_operator),
-                h.to_operator_p1_ms,
-                pair(&h.operator),
-                pair(&h.to_watch),
-                pair(&h.from_operator),
-                h.matched,
-                h.of
-            ));
+            text.push_str(&format!("| {mode} | {} |\n", h.cells().join(" | ")));
         }
     }
     text.push_str("\nChecks (the run fails when one is not met):\n");
