@@ -138,11 +138,13 @@ async fn pod_problems(
             "app.kubernetes.io/instance={instance},app.kubernetes.io/managed-by={CLUSTER_OPERATOR_FIELD_MANAGER}"
         );
         let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+        // The cluster's own pods, or those of the shared resources operator it is a member of.
+        let instance = instance.to_string();
         async move {
             match pods.list(&ListParams::default().labels(&selector)).await {
                 Ok(list) => Ok(Some(list.items)),
                 Err(kube::Error::Api(status)) if status.code == 403 => {
-                    tracing::warn!(%namespace, cluster = %name, message = %status.message, "cannot list the cluster's pods: their problems are not reported (the operator's RBAC lacks pods list)");
+                    tracing::warn!(%namespace, cluster = %name, %instance, message = %status.message, "cannot list the pods of this instance: their problems are not reported (the operator's RBAC lacks pods list)");
                     Ok(None)
                 }
                 Err(error) => Err(error),
