@@ -731,7 +731,12 @@ pub fn section(
             "the per-cluster"
         }
     );
-    for (mode, m) in [("per cluster", &run.per_cluster), ("shared", &run.shared)] {
+    // The modes in the order they ran.
+    let mut modes = [("per cluster", &run.per_cluster), ("shared", &run.shared)];
+    if run.shared_first {
+        modes.reverse();
+    }
+    for (mode, m) in modes {
         text.push_str(&format!(
             "| {mode} | {} | {:.1} | {:.1} | {:.2} | {} | {} | {:.1} | {} | {} / {} | {} | {} | {} | {} |\n",
             m.processes,
@@ -750,11 +755,10 @@ pub fn section(
             p(&m.steady, |s| s.api_write_to_watch.p99_ms),
         ));
     }
-    let handoffs: Vec<(&str, &Handoffs)> =
-        [("per cluster", &run.per_cluster), ("shared", &run.shared)]
-            .into_iter()
-            .filter_map(|(mode, m)| Some((mode, m.steady.as_ref()?.handoffs.as_ref()?)))
-            .collect();
+    let handoffs: Vec<(&str, &Handoffs)> = modes
+        .into_iter()
+        .filter_map(|(mode, m)| Some((mode, m.steady.as_ref()?.handoffs.as_ref()?)))
+        .collect();
     if !handoffs.is_empty() {
         text.push_str(&format!(
             "\nEvent-to-CR in hand-offs, p50 / p99 (ms), from the operators' latency log lines (a diagnosis, not checked):\n\n\
@@ -910,6 +914,14 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("| per cluster | -"), "{text}");
+        // The modes in the order they ran.
+        let first = |text: &str| text.find("| shared | 1 |") < text.find("| per cluster | 20 |");
+        assert!(!first(&text));
+        let shared_first = SharedRun {
+            shared_first: true,
+            ..slow_baseline.clone()
+        };
+        assert!(first(&section(&shared_first, "d", "c", "m", &[], &[])));
         let doc = format!("# B\n\n{BEGIN}\nold\n{END}\n\nafter\n");
         let spliced = splice(&doc, &text);
         assert!(spliced.contains("| per cluster | 20 |") && spliced.ends_with("after\n"));
