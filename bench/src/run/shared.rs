@@ -538,17 +538,14 @@ impl Phase<'_> {
                 steady
                     .slowest_event_to_cr
                     .iter()
-                    .map(|s| match &s.split {
-                        Some(split) => format!(
-                            "+{:.1} {} {:.0} ({:.0} + {:.0} + {:.0})",
-                            s.at_s,
-                            s.cache,
-                            s.ms,
-                            split.to_operator_ms,
-                            split.operator_ms,
-                            split.to_watch_ms
-                        ),
-                        None => format!("+{:.1} {} {:.0}", s.at_s, s.cache, s.ms),
+                    .map(|s| {
+                        let split = s.split.map_or_else(String::new, |p| {
+                            format!(
+                                " ({:.0} + {:.0} + {:.0})",
+                                p.to_operator_ms, p.operator_ms, p.to_watch_ms
+                            )
+                        });
+                        format!("+{:.1} {} {:.0}{split}", s.at_s, s.cache, s.ms)
                     })
                     .collect::<Vec<_>>()
                     .join(", ")
